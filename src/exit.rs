@@ -1,0 +1,18 @@
+//! Exit codes of the `aocheck` binary: one table, used by every subcommand.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | every required check passed |
+//! | 1 | a requirement failed |
+//! | 2 | some verdict is unknown, unsupported or not run |
+//! | 3 | invalid input (case file, config, profile, key, command line) |
+//! | 4 | the system under test, a provider or a store could not be reached or broke the protocol |
+//! | 5 | signature verification failed |
+//! | 101 | a bug in aocheck (panic) |
+
+pub const OK: u8 = 0;
+pub const REQUIREMENT_FAILED: u8 = 1;
+pub const UNDECIDED: u8 = 2;
+pub const INVALID_INPUT: u8 = 3;
+pub const UNREACHABLE: u8 = 4;
+pub const SIGNATURE_FAILED: u8 = 5;

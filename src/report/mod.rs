@@ -1,0 +1,7 @@
+//! Reports: what a run found, in forms people and machines read. Today this module holds only the
+//! one place where aocheck computes digests (`canonical`); the report model and its formats arrive
+//! with the harness.
+
+pub mod canonical;
+
+pub use canonical::{CanonicalError, Digest, canonical_bytes, digest_of};

@@ -1,0 +1,614 @@
+//! Durable stores of the coordination domain.
+//!
+//! One [`Store`] trait, three implementations judged by one conformance suite
+//! (`tests/store_conformance.rs`): [`memory`] (the model; not durable), [`sqlite`] (the embedded
+//! default: WAL, `synchronous = FULL`, `BEGIN IMMEDIATE`) and [`postgres`] (many executors on many
+//! machines: row locks inside read-committed transactions).
+//!
+//! # What makes each transition durable
+//!
+//! Every transition is one store call and one transaction; the single write that makes it durable:
+//!
+//! | transition | durable when this commits |
+//! |---|---|
+//! | occurrence creation (AOC-REQ-002) | the `occurrences` row with its unique creation binding, together with history entry 0 (`created`) |
+//! | reservation, provider entry, adoption, evidence, resolution, release, remedy link | the new `entries` rows at `seq = expected_len …`, in the same transaction as the bumped `occurrences.len` |
+//! | generation change (AOC-REQ-006) | the `leases` row with the advanced generation (the predecessor is retired by that same write) |
+//! | admission, claim, recovery, end (seed 003) | the `admissions` row at its new `version` |
+//!
+//! Fenced writes ([`Fence`]) read the lane's lease row under the same lock as the write, so a
+//! generation change and an entry are serialized: an entry either commits before the change (and
+//! stays consumed) or is refused after it. Limit checks ([`LimitCheck`]) count the lane's
+//! occurrences under the same lane lock.
+//!
+//! A store never decides protocol questions: it checks the preconditions it is given (expected
+//! length, fence, limit, uniqueness) and writes or refuses, all or nothing.
+
+pub mod memory;
+pub mod postgres;
+pub mod sqlite;
+
+use crate::aoc::admission::{Admission, AdmissionError};
+use crate::aoc::error::LimitKind;
+use crate::aoc::history::ChainedEntry;
+use crate::aoc::ids::{ExecutorId, Holder, LaneId, Millis, OccurrenceId};
+use crate::aoc::lease::{AcquireMode, Lease, LeaseError};
+use crate::aoc::occurrence::Phase;
+use crate::report::Digest;
+use serde::Serialize;
+use std::future::Future;
+
+/// Why a store call failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoreError {
+    /// Lost an optimistic race: the expected length or version no longer holds. Nothing written.
+    #[error("conflict: {what}")]
+    Conflict { what: String },
+    /// The fence's holder is not the lane's current, live lease holder. Nothing written.
+    #[error("fenced: {holder} is not the current lease holder")]
+    Fenced {
+        holder: Holder,
+        current: Option<Holder>,
+    },
+    /// A lease operation was refused. Nothing written.
+    #[error("lease: {0:?}")]
+    Lease(LeaseError),
+    /// A declared limit would be exceeded. Nothing written.
+    #[error("{which:?} limit {limit} reached ({current} held)")]
+    Limit {
+        which: LimitKind,
+        limit: u32,
+        current: u32,
+    },
+    /// An admission transition was refused. Nothing written.
+    #[error("admission: {0}")]
+    Admission(AdmissionError),
+    /// The row to change does not exist. Nothing written.
+    #[error("not found: {what}")]
+    NotFound { what: String },
+    /// The backend failed; a commit may or may not have happened only if `during_commit`.
+    #[error("backend: {detail}")]
+    Backend { detail: String, during_commit: bool },
+    /// Stored data does not decode.
+    #[error("corrupt: {detail}")]
+    Corrupt { detail: String },
+}
+
+impl StoreError {
+    pub(crate) fn backend(e: impl std::fmt::Display) -> Self {
+        StoreError::Backend {
+            detail: e.to_string(),
+            during_commit: false,
+        }
+    }
+    pub(crate) fn commit(e: impl std::fmt::Display) -> Self {
+        StoreError::Backend {
+            detail: e.to_string(),
+            during_commit: true,
+        }
+    }
+    pub(crate) fn corrupt(e: impl std::fmt::Display) -> Self {
+        StoreError::Corrupt {
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// The lease a fenced write must still be admitted by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub holder: Holder,
+    pub now: Millis,
+}
+
+/// A declared limit checked atomically with the write: the number of other occurrences of the
+/// lane in `which` must stay below `limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitCheck {
+    pub which: LimitKind,
+    pub limit: u32,
+}
+
+/// A new occurrence and its first history entry.
+#[derive(Clone, Debug)]
+pub struct NewOccurrence {
+    pub id: OccurrenceId,
+    pub lane: LaneId,
+    pub creation_binding: Digest,
+    /// Set only when the deployment enables the at-most-one action fence (AOC-REQ-002).
+    pub action_fence: Option<Digest>,
+    pub first: ChainedEntry,
+}
+
+/// What `create` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateResult {
+    Created,
+    /// The creation binding already named this occurrence; nothing written.
+    Existing(OccurrenceId),
+    /// The action fence already named this occurrence; nothing written.
+    ActionFenced(OccurrenceId),
+}
+
+/// An append to an occurrence's history.
+#[derive(Clone, Debug)]
+pub struct Append {
+    pub occurrence: OccurrenceId,
+    pub expected_len: u64,
+    pub entries: Vec<ChainedEntry>,
+    pub phase_after: Phase,
+    pub fence: Option<Fence>,
+    pub limit: Option<LimitCheck>,
+}
+
+/// A listing row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OccurrenceSummary {
+    pub id: OccurrenceId,
+    pub lane: LaneId,
+    pub phase: Phase,
+    pub len: u64,
+}
+
+/// What a store is, for reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoreInfo {
+    pub kind: &'static str,
+    /// Whether a committed transition survives a process crash.
+    pub durable: bool,
+}
+
+/// The durable state of coordination domains, one namespace per domain.
+pub trait Store: Send + Sync + 'static {
+    fn info(&self) -> StoreInfo;
+
+    fn lease_get(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+    ) -> impl Future<Output = Result<Option<Lease>, StoreError>> + Send;
+
+    /// Acquire (or, with [`AcquireMode::Replace`], take over) a lane's lease, advancing its
+    /// generation.
+    fn lease_acquire(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        executor: &ExecutorId,
+        now: Millis,
+        ttl_ms: u64,
+        mode: AcquireMode,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    fn lease_refresh(
+        &self,
+        ns: &str,
+        holder: &Holder,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    fn lease_release(
+        &self,
+        ns: &str,
+        holder: &Holder,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+
+    /// Creates an occurrence unless its creation binding (or action fence) already exists.
+    fn create(
+        &self,
+        ns: &str,
+        new: NewOccurrence,
+        fence: Fence,
+        limit: Option<LimitCheck>,
+    ) -> impl Future<Output = Result<CreateResult, StoreError>> + Send;
+
+    fn find_creation(
+        &self,
+        ns: &str,
+        creation_binding: &Digest,
+    ) -> impl Future<Output = Result<Option<OccurrenceId>, StoreError>> + Send;
+
+    /// The whole history, in order.
+    fn load(
+        &self,
+        ns: &str,
+        occurrence: &OccurrenceId,
+    ) -> impl Future<Output = Result<Option<Vec<ChainedEntry>>, StoreError>> + Send;
+
+    /// Appends entries at `expected_len`, all or nothing.
+    fn append(
+        &self,
+        ns: &str,
+        append: Append,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    fn list(
+        &self,
+        ns: &str,
+        lane: Option<&LaneId>,
+    ) -> impl Future<Output = Result<Vec<OccurrenceSummary>, StoreError>> + Send;
+
+    /// Durable admission, idempotent on `submission_key` (returns the existing row unchanged).
+    fn admit(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        submission_key: &str,
+        payload_digest: &Digest,
+        now: Millis,
+    ) -> impl Future<Output = Result<Admission, StoreError>> + Send;
+
+    /// Claims the lane's FIFO head for the fence's holder (queued → started).
+    fn admission_claim(
+        &self,
+        ns: &str,
+        fence: Fence,
+    ) -> impl Future<Output = Result<Option<Admission>, StoreError>> + Send;
+
+    /// Replaces an admission row whose stored version is `next.version - 1`.
+    fn admission_put(
+        &self,
+        ns: &str,
+        next: Admission,
+        fence: Option<Fence>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    fn admission_get(
+        &self,
+        ns: &str,
+        id: &crate::aoc::ids::AdmissionId,
+    ) -> impl Future<Output = Result<Option<Admission>, StoreError>> + Send;
+
+    fn admission_list(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+    ) -> impl Future<Output = Result<Vec<Admission>, StoreError>> + Send;
+}
+
+/// Checks a fence against the lane's lease row (shared by every store).
+pub fn check_fence(lease: Option<&Lease>, fence: &Fence) -> Result<(), StoreError> {
+    match lease {
+        Some(l) if l.admits(&fence.holder, fence.now) => Ok(()),
+        other => Err(StoreError::Fenced {
+            holder: fence.holder.clone(),
+            current: other
+                .filter(|l| l.is_live(fence.now))
+                .map(|l| l.holder.clone()),
+        }),
+    }
+}
+
+/// Checks a limit against the lane's current count (shared by every store).
+pub(crate) fn check_limit(
+    limit: Option<LimitCheck>,
+    count_for: impl FnOnce(LimitKind) -> Result<u32, StoreError>,
+) -> Result<(), StoreError> {
+    if let Some(l) = limit {
+        let current = count_for(l.which)?;
+        if current >= l.limit {
+            return Err(StoreError::Limit {
+                which: l.which,
+                limit: l.limit,
+                current,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The phase labels a limit counts.
+pub(crate) fn limit_phases(which: LimitKind) -> &'static [&'static str] {
+    match which {
+        LimitKind::Pending => &["created", "reserved"],
+        LimitKind::InFlight => &["entered", "acknowledged"],
+    }
+}
+
+pub(crate) fn phase_from_label(s: &str) -> Result<Phase, StoreError> {
+    Ok(match s {
+        "created" => Phase::Created,
+        "reserved" => Phase::Reserved,
+        "entered" => Phase::Entered,
+        "acknowledged" => Phase::Acknowledged,
+        "resolved" => Phase::Resolved,
+        "released" => Phase::Released,
+        other => {
+            return Err(StoreError::corrupt(format!(
+                "unknown phase label {other:?}"
+            )));
+        }
+    })
+}
+
+/// Any of the three stores, chosen at run time.
+#[derive(Debug)]
+pub enum AnyStore {
+    Memory(memory::MemoryStore),
+    Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PostgresStore),
+}
+
+macro_rules! delegate {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            AnyStore::Memory($s) => $e,
+            AnyStore::Sqlite($s) => $e,
+            AnyStore::Postgres($s) => $e,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    fn info(&self) -> StoreInfo {
+        delegate!(self, s => s.info())
+    }
+    async fn lease_get(&self, ns: &str, lane: &LaneId) -> Result<Option<Lease>, StoreError> {
+        delegate!(self, s => s.lease_get(ns, lane).await)
+    }
+    async fn lease_acquire(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        executor: &ExecutorId,
+        now: Millis,
+        ttl_ms: u64,
+        mode: AcquireMode,
+    ) -> Result<Lease, StoreError> {
+        delegate!(self, s => s.lease_acquire(ns, lane, executor, now, ttl_ms, mode).await)
+    }
+    async fn lease_refresh(
+        &self,
+        ns: &str,
+        holder: &Holder,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        delegate!(self, s => s.lease_refresh(ns, holder, now, ttl_ms).await)
+    }
+    async fn lease_release(&self, ns: &str, holder: &Holder) -> Result<Lease, StoreError> {
+        delegate!(self, s => s.lease_release(ns, holder).await)
+    }
+    async fn create(
+        &self,
+        ns: &str,
+        new: NewOccurrence,
+        fence: Fence,
+        limit: Option<LimitCheck>,
+    ) -> Result<CreateResult, StoreError> {
+        delegate!(self, s => s.create(ns, new, fence, limit).await)
+    }
+    async fn find_creation(
+        &self,
+        ns: &str,
+        cb: &Digest,
+    ) -> Result<Option<OccurrenceId>, StoreError> {
+        delegate!(self, s => s.find_creation(ns, cb).await)
+    }
+    async fn load(
+        &self,
+        ns: &str,
+        occ: &OccurrenceId,
+    ) -> Result<Option<Vec<ChainedEntry>>, StoreError> {
+        delegate!(self, s => s.load(ns, occ).await)
+    }
+    async fn append(&self, ns: &str, append: Append) -> Result<(), StoreError> {
+        delegate!(self, s => s.append(ns, append).await)
+    }
+    async fn list(
+        &self,
+        ns: &str,
+        lane: Option<&LaneId>,
+    ) -> Result<Vec<OccurrenceSummary>, StoreError> {
+        delegate!(self, s => s.list(ns, lane).await)
+    }
+    async fn admit(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        key: &str,
+        payload: &Digest,
+        now: Millis,
+    ) -> Result<Admission, StoreError> {
+        delegate!(self, s => s.admit(ns, lane, key, payload, now).await)
+    }
+    async fn admission_claim(
+        &self,
+        ns: &str,
+        fence: Fence,
+    ) -> Result<Option<Admission>, StoreError> {
+        delegate!(self, s => s.admission_claim(ns, fence).await)
+    }
+    async fn admission_put(
+        &self,
+        ns: &str,
+        next: Admission,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        delegate!(self, s => s.admission_put(ns, next, fence).await)
+    }
+    async fn admission_get(
+        &self,
+        ns: &str,
+        id: &crate::aoc::ids::AdmissionId,
+    ) -> Result<Option<Admission>, StoreError> {
+        delegate!(self, s => s.admission_get(ns, id).await)
+    }
+    async fn admission_list(&self, ns: &str, lane: &LaneId) -> Result<Vec<Admission>, StoreError> {
+        delegate!(self, s => s.admission_list(ns, lane).await)
+    }
+}
+
+/// Column encodings shared by the SQL stores.
+pub(crate) mod rows {
+    use super::StoreError;
+    use crate::aoc::admission::{Admission, AdmissionState};
+    use crate::aoc::history::{ChainedEntry, EntryBody};
+    use crate::aoc::ids::{
+        AdmissionId, ExecutorId, Generation, Holder, LaneId, Millis, OccurrenceId,
+    };
+    use crate::aoc::lease::Lease;
+    use crate::report::Digest;
+
+    pub fn i64_of(v: u64) -> Result<i64, StoreError> {
+        i64::try_from(v)
+            .map_err(|_| StoreError::backend(format!("value {v} does not fit a BIGINT")))
+    }
+    pub fn u64_of(v: i64) -> Result<u64, StoreError> {
+        u64::try_from(v).map_err(|_| StoreError::corrupt(format!("negative stored value {v}")))
+    }
+    pub fn digest_of(s: String) -> Result<Digest, StoreError> {
+        Digest::try_from(s).map_err(StoreError::corrupt)
+    }
+
+    pub struct EntryCols {
+        pub seq: i64,
+        pub prev: Option<String>,
+        pub digest: String,
+        pub body: String,
+    }
+
+    pub fn encode_entry(e: &ChainedEntry) -> Result<EntryCols, StoreError> {
+        Ok(EntryCols {
+            seq: i64_of(e.seq)?,
+            prev: e.prev.as_ref().map(|d| d.to_string()),
+            digest: e.digest.to_string(),
+            body: serde_json::to_string(&e.body).map_err(StoreError::backend)?,
+        })
+    }
+
+    pub fn decode_entry(c: EntryCols) -> Result<ChainedEntry, StoreError> {
+        let body: EntryBody = serde_json::from_str(&c.body)
+            .map_err(|e| StoreError::corrupt(format!("entry {}: {e}", c.seq)))?;
+        Ok(ChainedEntry {
+            seq: u64_of(c.seq)?,
+            prev: c.prev.map(digest_of).transpose()?,
+            digest: digest_of(c.digest)?,
+            body,
+        })
+    }
+
+    pub struct LeaseCols {
+        pub lane: String,
+        pub executor: String,
+        pub generation: i64,
+        pub acquired_at: i64,
+        pub expires_at: i64,
+        pub released: bool,
+    }
+
+    pub fn encode_lease(l: &Lease) -> Result<LeaseCols, StoreError> {
+        Ok(LeaseCols {
+            lane: l.holder.lane.0.clone(),
+            executor: l.holder.executor.0.clone(),
+            generation: i64_of(l.holder.generation.0)?,
+            acquired_at: i64_of(l.acquired_at.0)?,
+            expires_at: i64_of(l.expires_at.0)?,
+            released: l.released,
+        })
+    }
+
+    pub fn decode_lease(c: LeaseCols) -> Result<Lease, StoreError> {
+        Ok(Lease {
+            holder: Holder {
+                lane: LaneId(c.lane),
+                executor: ExecutorId(c.executor),
+                generation: Generation(u64_of(c.generation)?),
+            },
+            acquired_at: Millis(u64_of(c.acquired_at)?),
+            expires_at: Millis(u64_of(c.expires_at)?),
+            released: c.released,
+        })
+    }
+
+    pub struct AdmissionCols {
+        pub id: String,
+        pub lane: String,
+        pub seq: i64,
+        pub submission_key: String,
+        pub payload_digest: String,
+        pub state: String,
+        pub occurrence: Option<String>,
+        pub version: i64,
+        pub admitted_at: i64,
+    }
+
+    pub fn encode_admission(a: &Admission) -> Result<AdmissionCols, StoreError> {
+        Ok(AdmissionCols {
+            id: a.id.to_string(),
+            lane: a.lane.0.clone(),
+            seq: i64_of(a.seq)?,
+            submission_key: a.submission_key.clone(),
+            payload_digest: a.payload_digest.to_string(),
+            state: serde_json::to_string(&a.state).map_err(StoreError::backend)?,
+            occurrence: a.occurrence.as_ref().map(|o| o.to_string()),
+            version: i64_of(a.version)?,
+            admitted_at: i64_of(a.admitted_at.0)?,
+        })
+    }
+
+    pub fn decode_admission(c: AdmissionCols) -> Result<Admission, StoreError> {
+        let state: AdmissionState = serde_json::from_str(&c.state)
+            .map_err(|e| StoreError::corrupt(format!("admission {}: {e}", c.id)))?;
+        Ok(Admission {
+            id: AdmissionId::from_stored(c.id),
+            lane: LaneId(c.lane),
+            seq: u64_of(c.seq)?,
+            submission_key: c.submission_key,
+            payload_digest: digest_of(c.payload_digest)?,
+            state,
+            occurrence: c.occurrence.map(OccurrenceId::from_stored),
+            version: u64_of(c.version)?,
+            admitted_at: Millis(u64_of(c.admitted_at)?),
+        })
+    }
+}
+
+/// A store named on the command line: `memory`, `sqlite:PATH` or `postgres:URL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    Memory,
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl std::str::FromStr for StoreSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "memory" {
+            return Ok(StoreSpec::Memory);
+        }
+        if let Some(p) = s.strip_prefix("sqlite:") {
+            if p.is_empty() {
+                return Err("`sqlite:` needs a file path, e.g. `sqlite:aocheck.db`".into());
+            }
+            return Ok(StoreSpec::Sqlite(p.into()));
+        }
+        if let Some(u) = s.strip_prefix("postgres:") {
+            if !u.starts_with("postgres://") && !u.starts_with("postgresql://") {
+                return Err(format!(
+                    "`postgres:` needs a URL such as `postgres:postgres://user@127.0.0.1:5432/db`, got {u:?}"
+                ));
+            }
+            return Ok(StoreSpec::Postgres(u.to_string()));
+        }
+        Err(format!(
+            "unknown store {s:?}: use `memory`, `sqlite:PATH` or `postgres:URL`"
+        ))
+    }
+}
+
+impl StoreSpec {
+    /// Opens the store (applying migrations for the SQL stores).
+    pub async fn open(&self) -> Result<AnyStore, StoreError> {
+        Ok(match self {
+            StoreSpec::Memory => AnyStore::Memory(memory::MemoryStore::new()),
+            StoreSpec::Sqlite(p) => AnyStore::Sqlite(sqlite::SqliteStore::open(p)?),
+            StoreSpec::Postgres(u) => {
+                AnyStore::Postgres(postgres::PostgresStore::connect(u, 16).await?)
+            }
+        })
+    }
+}

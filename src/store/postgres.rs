@@ -1,0 +1,637 @@
+//! The PostgreSQL store: many executors on many machines sharing one database. Every write is one
+//! read-committed transaction that locks what it checks (`SELECT … FOR UPDATE` on the lane's lease
+//! row for fenced writes, on the occurrence row for appends), so a generation change and an entry
+//! serialize, and two racing transitions cannot both pass their checks. Unique-key violations and
+//! serialization failures surface as [`StoreError::Conflict`]. Ordered migrations run under an
+//! advisory lock.
+
+use super::rows::{self, AdmissionCols, EntryCols, LeaseCols};
+use super::{
+    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
+    StoreInfo, check_fence, check_limit, limit_phases, phase_from_label,
+};
+use crate::aoc::admission::{self, Admission, AdmissionState};
+use crate::aoc::error::LimitKind;
+use crate::aoc::history::ChainedEntry;
+use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
+use crate::aoc::lease::{self, AcquireMode, Lease};
+use crate::report::Digest;
+use deadpool_postgres::{GenericClient, ManagerConfig, Pool, PoolConfig, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
+
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "init", include_str!("migrations/postgres/0001_init.sql"))];
+const MIGRATION_LOCK: i64 = 0x6f63_6865_636b;
+
+/// A PostgreSQL-backed store.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("status", &self.pool.status())
+            .finish()
+    }
+}
+
+fn pe(e: tokio_postgres::Error) -> StoreError {
+    match e.code() {
+        Some(c)
+            if *c == SqlState::UNIQUE_VIOLATION
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            StoreError::Conflict {
+                what: e.to_string(),
+            }
+        }
+        _ => StoreError::backend(e),
+    }
+}
+
+fn pool_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::backend(format!("postgres pool: {e}"))
+}
+
+impl PostgresStore {
+    /// Connects (`postgres://user@host:port/db`), checks the connection and applies migrations.
+    pub async fn connect(url: &str, max_connections: usize) -> Result<Self, StoreError> {
+        let mut cfg = deadpool_postgres::Config::new();
+        cfg.url = Some(url.to_string());
+        cfg.manager = Some(ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        });
+        cfg.pool = Some(PoolConfig::new(max_connections.max(1)));
+        let pool = cfg
+            .create_pool(Some(Runtime::Tokio1), NoTls)
+            .map_err(|e| StoreError::backend(format!("postgres config {url:?}: {e}")))?;
+        let store = PostgresStore { pool };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(pe)?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL)")
+            .await
+            .map_err(pe)?;
+        let applied: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations",
+                &[],
+            )
+            .await
+            .map_err(pe)?
+            .get(0);
+        for (version, name, sql) in MIGRATIONS {
+            if *version > applied {
+                tx.batch_execute(sql).await.map_err(|e| {
+                    StoreError::backend(format!("migration {version} ({name}): {e}"))
+                })?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                    &[version, name],
+                )
+                .await
+                .map_err(pe)?;
+            }
+        }
+        tx.commit().await.map_err(StoreError::commit)
+    }
+
+    /// Creates the benchmark's bare table (outside the domain schema).
+    pub async fn prepare_bench(&self) -> Result<(), StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        c.batch_execute("CREATE TABLE IF NOT EXISTS bench_bare (k TEXT PRIMARY KEY)")
+            .await
+            .map_err(pe)
+    }
+
+    /// The bare durable-commit rate's unit of work: one row inserted and committed.
+    pub async fn bare_commit(&self, key: String) -> Result<(), StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        c.execute("INSERT INTO bench_bare (k) VALUES ($1)", &[&key])
+            .await
+            .map_err(pe)?;
+        Ok(())
+    }
+
+    /// Removes every row of one namespace (test isolation; never used by the domain).
+    pub async fn drop_namespace(&self, ns: &str) -> Result<(), StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        for t in [
+            "leases",
+            "lease_log",
+            "occurrences",
+            "entries",
+            "admissions",
+        ] {
+            c.execute(&format!("DELETE FROM {t} WHERE ns = $1"), &[&ns])
+                .await
+                .map_err(pe)?;
+        }
+        Ok(())
+    }
+}
+
+async fn get_lease(
+    c: &impl GenericClient,
+    ns: &str,
+    lane: &str,
+    lock: bool,
+) -> Result<Option<Lease>, StoreError> {
+    let sql = if lock {
+        "SELECT lane, executor, generation, acquired_at, expires_at, released FROM leases WHERE ns = $1 AND lane = $2 FOR UPDATE"
+    } else {
+        "SELECT lane, executor, generation, acquired_at, expires_at, released FROM leases WHERE ns = $1 AND lane = $2"
+    };
+    let row = c.query_opt(sql, &[&ns, &lane]).await.map_err(pe)?;
+    row.map(|r| {
+        rows::decode_lease(LeaseCols {
+            lane: r.get(0),
+            executor: r.get(1),
+            generation: r.get(2),
+            acquired_at: r.get(3),
+            expires_at: r.get(4),
+            released: r.get(5),
+        })
+    })
+    .transpose()
+}
+
+async fn put_lease(
+    c: &impl GenericClient,
+    ns: &str,
+    l: &Lease,
+    log_mode: Option<&str>,
+) -> Result<(), StoreError> {
+    let v = rows::encode_lease(l)?;
+    c.execute(
+        "INSERT INTO leases (ns, lane, executor, generation, acquired_at, expires_at, released)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (ns, lane) DO UPDATE SET executor = excluded.executor, generation = excluded.generation,
+           acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, released = excluded.released",
+        &[&ns, &v.lane, &v.executor, &v.generation, &v.acquired_at, &v.expires_at, &v.released],
+    )
+    .await
+    .map_err(pe)?;
+    if let Some(mode) = log_mode {
+        c.execute(
+            "INSERT INTO lease_log (ns, lane, generation, executor, acquired_at, mode) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&ns, &v.lane, &v.generation, &v.executor, &v.acquired_at, &mode],
+        )
+        .await
+        .map_err(pe)?;
+    }
+    Ok(())
+}
+
+async fn fence_check(c: &impl GenericClient, ns: &str, f: &Fence) -> Result<(), StoreError> {
+    let l = get_lease(c, ns, &f.holder.lane.0, true).await?;
+    check_fence(l.as_ref(), f)
+}
+
+async fn count(
+    c: &impl GenericClient,
+    ns: &str,
+    lane: &str,
+    which: LimitKind,
+    except: &str,
+) -> Result<u32, StoreError> {
+    let p = limit_phases(which);
+    let n: i64 = c
+        .query_one(
+            "SELECT COUNT(*) FROM occurrences WHERE ns = $1 AND lane = $2 AND phase IN ($3, $4) AND id <> $5",
+            &[&ns, &lane, &p[0], &p[1], &except],
+        )
+        .await
+        .map_err(pe)?
+        .get(0);
+    Ok(n as u32)
+}
+
+async fn insert_entries(
+    c: &impl GenericClient,
+    ns: &str,
+    occ: &str,
+    entries: &[ChainedEntry],
+) -> Result<(), StoreError> {
+    for e in entries {
+        let v = rows::encode_entry(e)?;
+        c.execute(
+            "INSERT INTO entries (ns, occurrence, seq, prev, digest, body) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[&ns, &occ, &v.seq, &v.prev, &v.digest, &v.body],
+        )
+        .await
+        .map_err(pe)?;
+    }
+    Ok(())
+}
+
+const ADMISSION_COLS: &str =
+    "id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at";
+
+fn admission_of(r: &tokio_postgres::Row) -> Result<Admission, StoreError> {
+    rows::decode_admission(AdmissionCols {
+        id: r.get(0),
+        lane: r.get(1),
+        seq: r.get(2),
+        submission_key: r.get(3),
+        payload_digest: r.get(4),
+        state: r.get(5),
+        occurrence: r.get(6),
+        version: r.get(7),
+        admitted_at: r.get(8),
+    })
+}
+
+async fn get_admission(
+    c: &impl GenericClient,
+    ns: &str,
+    id: &str,
+) -> Result<Option<Admission>, StoreError> {
+    let r = c
+        .query_opt(
+            &format!("SELECT {ADMISSION_COLS} FROM admissions WHERE ns = $1 AND id = $2"),
+            &[&ns, &id],
+        )
+        .await
+        .map_err(pe)?;
+    r.as_ref().map(admission_of).transpose()
+}
+
+async fn lane_admissions(
+    c: &impl GenericClient,
+    ns: &str,
+    lane: &str,
+    lock: bool,
+) -> Result<Vec<Admission>, StoreError> {
+    let sql = format!(
+        "SELECT {ADMISSION_COLS} FROM admissions WHERE ns = $1 AND lane = $2 ORDER BY seq{}",
+        if lock { " FOR UPDATE" } else { "" }
+    );
+    let rs = c.query(&sql, &[&ns, &lane]).await.map_err(pe)?;
+    rs.iter().map(admission_of).collect()
+}
+
+async fn put_admission(c: &impl GenericClient, ns: &str, a: &Admission) -> Result<(), StoreError> {
+    let v = rows::encode_admission(a)?;
+    let prev = v.version - 1;
+    let n = c
+        .execute(
+            "UPDATE admissions SET state = $3, occurrence = $4, version = $5 WHERE ns = $1 AND id = $2 AND version = $6",
+            &[&ns, &v.id, &v.state, &v.occurrence, &v.version, &prev],
+        )
+        .await
+        .map_err(pe)?;
+    if n != 1 {
+        return Err(StoreError::Conflict {
+            what: format!("admission {} is not at version {prev}", a.id),
+        });
+    }
+    Ok(())
+}
+
+impl Store for PostgresStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: "postgres",
+            durable: true,
+        }
+    }
+
+    async fn lease_get(&self, ns: &str, lane: &LaneId) -> Result<Option<Lease>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        get_lease(&c, ns, &lane.0, false).await
+    }
+
+    async fn lease_acquire(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        executor: &ExecutorId,
+        now: Millis,
+        ttl_ms: u64,
+        mode: AcquireMode,
+    ) -> Result<Lease, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        let cur = get_lease(&tx, ns, &lane.0, true).await?;
+        let next = lease::acquire(cur.as_ref(), lane, executor, now, ttl_ms, mode)
+            .map_err(StoreError::Lease)?;
+        let m = match mode {
+            AcquireMode::IfFree => "if_free",
+            AcquireMode::Replace => "replace",
+        };
+        put_lease(&tx, ns, &next, Some(m)).await?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(next)
+    }
+
+    async fn lease_refresh(
+        &self,
+        ns: &str,
+        holder: &Holder,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
+        let next = lease::refresh(cur.as_ref(), holder, now, ttl_ms).map_err(StoreError::Lease)?;
+        put_lease(&tx, ns, &next, None).await?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(next)
+    }
+
+    async fn lease_release(&self, ns: &str, holder: &Holder) -> Result<Lease, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
+        let next = lease::release(cur.as_ref(), holder).map_err(StoreError::Lease)?;
+        put_lease(&tx, ns, &next, None).await?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(next)
+    }
+
+    async fn create(
+        &self,
+        ns: &str,
+        new: NewOccurrence,
+        fence: Fence,
+        limit: Option<LimitCheck>,
+    ) -> Result<CreateResult, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        fence_check(&tx, ns, &fence).await?;
+        let cb = new.creation_binding.to_string();
+        if let Some(r) = tx
+            .query_opt(
+                "SELECT id FROM occurrences WHERE ns = $1 AND creation_binding = $2",
+                &[&ns, &cb],
+            )
+            .await
+            .map_err(pe)?
+        {
+            return Ok(CreateResult::Existing(OccurrenceId::from_stored(
+                r.get::<_, String>(0),
+            )));
+        }
+        let af = new.action_fence.as_ref().map(|d| d.to_string());
+        if let Some(f) = &af
+            && let Some(r) = tx
+                .query_opt(
+                    "SELECT id FROM occurrences WHERE ns = $1 AND action_fence = $2",
+                    &[&ns, f],
+                )
+                .await
+                .map_err(pe)?
+        {
+            return Ok(CreateResult::ActionFenced(OccurrenceId::from_stored(
+                r.get::<_, String>(0),
+            )));
+        }
+        if let Some(l) = limit {
+            let current = count(&tx, ns, &new.lane.0, l.which, "").await?;
+            check_limit(Some(l), |_| Ok(current))?;
+        }
+        tx.execute(
+            "INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence) VALUES ($1, $2, $3, 'created', 1, $4, $5)",
+            &[&ns, &new.id.as_str(), &new.lane.0, &cb, &af],
+        )
+        .await
+        .map_err(pe)?;
+        insert_entries(&tx, ns, new.id.as_str(), std::slice::from_ref(&new.first)).await?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(CreateResult::Created)
+    }
+
+    async fn find_creation(
+        &self,
+        ns: &str,
+        cb: &Digest,
+    ) -> Result<Option<OccurrenceId>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let r = c
+            .query_opt(
+                "SELECT id FROM occurrences WHERE ns = $1 AND creation_binding = $2",
+                &[&ns, &cb.to_string()],
+            )
+            .await
+            .map_err(pe)?;
+        Ok(r.map(|r| OccurrenceId::from_stored(r.get::<_, String>(0))))
+    }
+
+    async fn load(
+        &self,
+        ns: &str,
+        occ: &OccurrenceId,
+    ) -> Result<Option<Vec<ChainedEntry>>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let rs = c
+            .query(
+                "SELECT seq, prev, digest, body FROM entries WHERE ns = $1 AND occurrence = $2 ORDER BY seq",
+                &[&ns, &occ.as_str()],
+            )
+            .await
+            .map_err(pe)?;
+        let mut out = Vec::with_capacity(rs.len());
+        for r in &rs {
+            out.push(rows::decode_entry(EntryCols {
+                seq: r.get(0),
+                prev: r.get(1),
+                digest: r.get(2),
+                body: r.get(3),
+            })?);
+        }
+        Ok(if out.is_empty() { None } else { Some(out) })
+    }
+
+    async fn append(&self, ns: &str, a: Append) -> Result<(), StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        if let Some(f) = &a.fence {
+            fence_check(&tx, ns, f).await?;
+        }
+        let row = tx
+            .query_opt(
+                "SELECT lane, len FROM occurrences WHERE ns = $1 AND id = $2 FOR UPDATE",
+                &[&ns, &a.occurrence.as_str()],
+            )
+            .await
+            .map_err(pe)?
+            .ok_or_else(|| StoreError::NotFound {
+                what: format!("occurrence {}", a.occurrence),
+            })?;
+        let (lane, len): (String, i64) = (row.get(0), row.get(1));
+        if rows::u64_of(len)? != a.expected_len {
+            return Err(StoreError::Conflict {
+                what: format!(
+                    "occurrence {} has {len} entries, expected {}",
+                    a.occurrence, a.expected_len
+                ),
+            });
+        }
+        if let Some(l) = a.limit {
+            let current = count(&tx, ns, &lane, l.which, a.occurrence.as_str()).await?;
+            check_limit(Some(l), |_| Ok(current))?;
+        }
+        insert_entries(&tx, ns, a.occurrence.as_str(), &a.entries).await?;
+        let new_len = rows::i64_of(a.expected_len + a.entries.len() as u64)?;
+        tx.execute(
+            "UPDATE occurrences SET len = $3, phase = $4 WHERE ns = $1 AND id = $2",
+            &[
+                &ns,
+                &a.occurrence.as_str(),
+                &new_len,
+                &a.phase_after.label(),
+            ],
+        )
+        .await
+        .map_err(pe)?;
+        tx.commit().await.map_err(StoreError::commit)
+    }
+
+    async fn list(
+        &self,
+        ns: &str,
+        lane: Option<&LaneId>,
+    ) -> Result<Vec<OccurrenceSummary>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let lane = lane.map(|l| l.0.clone());
+        let rs = c
+            .query(
+                "SELECT id, lane, phase, len FROM occurrences WHERE ns = $1 AND ($2::TEXT IS NULL OR lane = $2) ORDER BY id",
+                &[&ns, &lane],
+            )
+            .await
+            .map_err(pe)?;
+        rs.iter()
+            .map(|r| {
+                Ok(OccurrenceSummary {
+                    id: OccurrenceId::from_stored(r.get::<_, String>(0)),
+                    lane: LaneId(r.get(1)),
+                    phase: phase_from_label(r.get(2))?,
+                    len: rows::u64_of(r.get(3))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn admit(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        key: &str,
+        payload: &Digest,
+        now: Millis,
+    ) -> Result<Admission, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        // One admission sequence per namespace: serialize admitters on a transaction lock.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&ns])
+            .await
+            .map_err(pe)?;
+        if let Some(r) = tx
+            .query_opt(
+                &format!(
+                    "SELECT {ADMISSION_COLS} FROM admissions WHERE ns = $1 AND submission_key = $2"
+                ),
+                &[&ns, &key],
+            )
+            .await
+            .map_err(pe)?
+        {
+            return admission_of(&r);
+        }
+        let seq: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(seq), 0)::BIGINT + 1 FROM admissions WHERE ns = $1",
+                &[&ns],
+            )
+            .await
+            .map_err(pe)?
+            .get(0);
+        let a = Admission {
+            id: AdmissionId::mint(),
+            lane: lane.clone(),
+            seq: rows::u64_of(seq)?,
+            submission_key: key.to_string(),
+            payload_digest: payload.clone(),
+            state: AdmissionState::Queued,
+            occurrence: None,
+            version: 0,
+            admitted_at: now,
+        };
+        let v = rows::encode_admission(&a)?;
+        tx.execute(
+            &format!("INSERT INTO admissions ({ADMISSION_COLS}, ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+            &[&v.id, &v.lane, &v.seq, &v.submission_key, &v.payload_digest, &v.state, &v.occurrence, &v.version, &v.admitted_at, &ns],
+        )
+        .await
+        .map_err(pe)?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(a)
+    }
+
+    async fn admission_claim(
+        &self,
+        ns: &str,
+        fence: Fence,
+    ) -> Result<Option<Admission>, StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        fence_check(&tx, ns, &fence).await?;
+        let rows = lane_admissions(&tx, ns, &fence.holder.lane.0, true).await?;
+        let Some(head) = admission::choose_next(&rows).map_err(StoreError::Admission)? else {
+            return Ok(None);
+        };
+        let next = admission::start(head, fence.holder.generation, &fence.holder.executor)
+            .map_err(StoreError::Admission)?;
+        put_admission(&tx, ns, &next).await?;
+        tx.commit().await.map_err(StoreError::commit)?;
+        Ok(Some(next))
+    }
+
+    async fn admission_put(
+        &self,
+        ns: &str,
+        next: Admission,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        let mut c = self.pool.get().await.map_err(pool_err)?;
+        let tx = c.transaction().await.map_err(pe)?;
+        if let Some(f) = &fence {
+            fence_check(&tx, ns, f).await?;
+        }
+        if get_admission(&tx, ns, next.id.as_str()).await?.is_none() {
+            return Err(StoreError::NotFound {
+                what: format!("admission {}", next.id),
+            });
+        }
+        put_admission(&tx, ns, &next).await?;
+        tx.commit().await.map_err(StoreError::commit)
+    }
+
+    async fn admission_get(
+        &self,
+        ns: &str,
+        id: &AdmissionId,
+    ) -> Result<Option<Admission>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        get_admission(&c, ns, id.as_str()).await
+    }
+
+    async fn admission_list(&self, ns: &str, lane: &LaneId) -> Result<Vec<Admission>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        lane_admissions(&c, ns, &lane.0, false).await
+    }
+}

@@ -1,0 +1,646 @@
+//! The SQLite store: the embedded default. WAL journal, `synchronous = FULL` (a commit is on disk
+//! when `COMMIT` returns), every write in a `BEGIN IMMEDIATE` transaction (writers serialize on
+//! the database lock, so the fence, length and limit checks and the write are one atomic step),
+//! ordered migrations recorded in `schema_migrations`.
+//!
+//! Several `SqliteStore`s (or processes) may open the same file; they serialize on SQLite's lock.
+
+use super::rows::{self, AdmissionCols, EntryCols, LeaseCols};
+use super::{
+    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
+    StoreInfo, check_fence, check_limit, limit_phases, phase_from_label,
+};
+use crate::aoc::admission::{self, Admission, AdmissionState};
+use crate::aoc::error::LimitKind;
+use crate::aoc::history::ChainedEntry;
+use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
+use crate::aoc::lease::{self, AcquireMode, Lease};
+use crate::report::Digest;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Ordered migrations; each runs once, in one transaction with its `schema_migrations` row.
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "init", include_str!("migrations/sqlite/0001_init.sql"))];
+
+/// A SQLite-backed store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn be(e: rusqlite::Error) -> StoreError {
+    StoreError::backend(e)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = Connection::open(&path)
+            .map_err(|e| StoreError::backend(format!("open {}: {e}", path.display())))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(be)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(be)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(be)?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in a `BEGIN IMMEDIATE` transaction on a blocking thread; commits on `Ok`.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut c = conn
+                .lock()
+                .map_err(|_| StoreError::backend("sqlite mutex poisoned"))?;
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(StoreError::commit)?;
+            Ok(out)
+        })
+        .await
+        .map_err(|e| StoreError::backend(format!("blocking task: {e}")))?
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let c = conn
+                .lock()
+                .map_err(|_| StoreError::backend("sqlite mutex poisoned"))?;
+            f(&c)
+        })
+        .await
+        .map_err(|e| StoreError::backend(format!("blocking task: {e}")))?
+    }
+
+    /// Creates the benchmark's bare table (outside the domain schema).
+    pub async fn prepare_bench(&self) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS bench_bare (k TEXT PRIMARY KEY)",
+                [],
+            )
+            .map_err(be)?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The bare durable-commit rate's unit of work: one row inserted and committed, with the same
+    /// connection settings. Used by the benchmark as the physical limit.
+    pub async fn bare_commit(&self, key: String) -> Result<(), StoreError> {
+        self.write(move |tx| {
+            tx.execute("INSERT INTO bench_bare (k) VALUES (?1)", params![key])
+                .map_err(be)?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(be)?;
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)",
+        [],
+    )
+    .map_err(be)?;
+    let applied: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(be)?;
+    for (version, name, sql) in MIGRATIONS {
+        if *version > applied {
+            tx.execute_batch(sql)
+                .map_err(|e| StoreError::backend(format!("migration {version} ({name}): {e}")))?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (?1, ?2)",
+                params![version, name],
+            )
+            .map_err(be)?;
+        }
+    }
+    tx.commit().map_err(StoreError::commit)
+}
+
+fn get_lease(c: &Connection, ns: &str, lane: &str) -> Result<Option<Lease>, StoreError> {
+    c.query_row(
+        "SELECT lane, executor, generation, acquired_at, expires_at, released FROM leases WHERE ns = ?1 AND lane = ?2",
+        params![ns, lane],
+        |r| {
+            Ok(LeaseCols {
+                lane: r.get(0)?,
+                executor: r.get(1)?,
+                generation: r.get(2)?,
+                acquired_at: r.get(3)?,
+                expires_at: r.get(4)?,
+                released: r.get(5)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(be)?
+    .map(rows::decode_lease)
+    .transpose()
+}
+
+fn put_lease(
+    c: &Connection,
+    ns: &str,
+    l: &Lease,
+    log_mode: Option<&str>,
+) -> Result<(), StoreError> {
+    let v = rows::encode_lease(l)?;
+    c.execute(
+        "INSERT INTO leases (ns, lane, executor, generation, acquired_at, expires_at, released)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (ns, lane) DO UPDATE SET executor = excluded.executor, generation = excluded.generation,
+           acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, released = excluded.released",
+        params![ns, v.lane, v.executor, v.generation, v.acquired_at, v.expires_at, v.released],
+    )
+    .map_err(be)?;
+    if let Some(mode) = log_mode {
+        c.execute(
+            "INSERT INTO lease_log (ns, lane, generation, executor, acquired_at, mode) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![ns, v.lane, v.generation, v.executor, v.acquired_at, mode],
+        )
+        .map_err(be)?;
+    }
+    Ok(())
+}
+
+fn fence_check(c: &Connection, ns: &str, f: &Fence) -> Result<(), StoreError> {
+    let l = get_lease(c, ns, &f.holder.lane.0)?;
+    check_fence(l.as_ref(), f)
+}
+
+fn count(
+    c: &Connection,
+    ns: &str,
+    lane: &str,
+    which: LimitKind,
+    except: &str,
+) -> Result<u32, StoreError> {
+    let p = limit_phases(which);
+    let n: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM occurrences WHERE ns = ?1 AND lane = ?2 AND phase IN (?3, ?4) AND id <> ?5",
+            params![ns, lane, p[0], p[1], except],
+            |r| r.get(0),
+        )
+        .map_err(be)?;
+    Ok(n as u32)
+}
+
+fn insert_entries(
+    c: &Connection,
+    ns: &str,
+    occ: &str,
+    entries: &[ChainedEntry],
+) -> Result<(), StoreError> {
+    let mut stmt = c
+        .prepare_cached("INSERT INTO entries (ns, occurrence, seq, prev, digest, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        .map_err(be)?;
+    for e in entries {
+        let v = rows::encode_entry(e)?;
+        stmt.execute(params![ns, occ, v.seq, v.prev, v.digest, v.body])
+            .map_err(|err| match err {
+                rusqlite::Error::SqliteFailure(f, _)
+                    if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Conflict {
+                        what: format!("entry {} of {occ} already exists", e.seq),
+                    }
+                }
+                other => be(other),
+            })?;
+    }
+    Ok(())
+}
+
+fn get_admission(c: &Connection, ns: &str, id: &str) -> Result<Option<Admission>, StoreError> {
+    c.query_row(
+        "SELECT id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at
+         FROM admissions WHERE ns = ?1 AND id = ?2",
+        params![ns, id],
+        admission_cols,
+    )
+    .optional()
+    .map_err(be)?
+    .map(rows::decode_admission)
+    .transpose()
+}
+
+fn admission_cols(r: &rusqlite::Row<'_>) -> rusqlite::Result<AdmissionCols> {
+    Ok(AdmissionCols {
+        id: r.get(0)?,
+        lane: r.get(1)?,
+        seq: r.get(2)?,
+        submission_key: r.get(3)?,
+        payload_digest: r.get(4)?,
+        state: r.get(5)?,
+        occurrence: r.get(6)?,
+        version: r.get(7)?,
+        admitted_at: r.get(8)?,
+    })
+}
+
+fn lane_admissions(c: &Connection, ns: &str, lane: &str) -> Result<Vec<Admission>, StoreError> {
+    let mut stmt = c
+        .prepare_cached(
+            "SELECT id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at
+             FROM admissions WHERE ns = ?1 AND lane = ?2 ORDER BY seq",
+        )
+        .map_err(be)?;
+    let rows = stmt
+        .query_map(params![ns, lane], admission_cols)
+        .map_err(be)?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(rows::decode_admission(r.map_err(be)?)?);
+    }
+    Ok(out)
+}
+
+fn put_admission(c: &Connection, ns: &str, a: &Admission) -> Result<(), StoreError> {
+    let v = rows::encode_admission(a)?;
+    let n = c
+        .execute(
+            "UPDATE admissions SET state = ?3, occurrence = ?4, version = ?5 WHERE ns = ?1 AND id = ?2 AND version = ?6",
+            params![ns, v.id, v.state, v.occurrence, v.version, v.version - 1],
+        )
+        .map_err(be)?;
+    if n != 1 {
+        return Err(StoreError::Conflict {
+            what: format!("admission {} is not at version {}", a.id, v.version - 1),
+        });
+    }
+    Ok(())
+}
+
+impl Store for SqliteStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: "sqlite",
+            durable: true,
+        }
+    }
+
+    async fn lease_get(&self, ns: &str, lane: &LaneId) -> Result<Option<Lease>, StoreError> {
+        let (ns, lane) = (ns.to_string(), lane.0.clone());
+        self.read(move |c| get_lease(c, &ns, &lane)).await
+    }
+
+    async fn lease_acquire(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        executor: &ExecutorId,
+        now: Millis,
+        ttl_ms: u64,
+        mode: AcquireMode,
+    ) -> Result<Lease, StoreError> {
+        let (ns, lane, executor) = (ns.to_string(), lane.clone(), executor.clone());
+        self.write(move |tx| {
+            let cur = get_lease(tx, &ns, &lane.0)?;
+            let next = lease::acquire(cur.as_ref(), &lane, &executor, now, ttl_ms, mode)
+                .map_err(StoreError::Lease)?;
+            let mode = match mode {
+                AcquireMode::IfFree => "if_free",
+                AcquireMode::Replace => "replace",
+            };
+            put_lease(tx, &ns, &next, Some(mode))?;
+            Ok(next)
+        })
+        .await
+    }
+
+    async fn lease_refresh(
+        &self,
+        ns: &str,
+        holder: &Holder,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        let (ns, holder) = (ns.to_string(), holder.clone());
+        self.write(move |tx| {
+            let cur = get_lease(tx, &ns, &holder.lane.0)?;
+            let next =
+                lease::refresh(cur.as_ref(), &holder, now, ttl_ms).map_err(StoreError::Lease)?;
+            put_lease(tx, &ns, &next, None)?;
+            Ok(next)
+        })
+        .await
+    }
+
+    async fn lease_release(&self, ns: &str, holder: &Holder) -> Result<Lease, StoreError> {
+        let (ns, holder) = (ns.to_string(), holder.clone());
+        self.write(move |tx| {
+            let cur = get_lease(tx, &ns, &holder.lane.0)?;
+            let next = lease::release(cur.as_ref(), &holder).map_err(StoreError::Lease)?;
+            put_lease(tx, &ns, &next, None)?;
+            Ok(next)
+        })
+        .await
+    }
+
+    async fn create(
+        &self,
+        ns: &str,
+        new: NewOccurrence,
+        fence: Fence,
+        limit: Option<LimitCheck>,
+    ) -> Result<CreateResult, StoreError> {
+        let ns = ns.to_string();
+        self.write(move |tx| {
+            fence_check(tx, &ns, &fence)?;
+            let cb = new.creation_binding.to_string();
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM occurrences WHERE ns = ?1 AND creation_binding = ?2",
+                    params![ns, cb],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(be)?;
+            if let Some(id) = existing {
+                return Ok(CreateResult::Existing(OccurrenceId::from_stored(id)));
+            }
+            let af = new.action_fence.as_ref().map(|d| d.to_string());
+            if let Some(f) = &af {
+                let fenced: Option<String> = tx
+                    .query_row(
+                        "SELECT id FROM occurrences WHERE ns = ?1 AND action_fence = ?2",
+                        params![ns, f],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(be)?;
+                if let Some(id) = fenced {
+                    return Ok(CreateResult::ActionFenced(OccurrenceId::from_stored(id)));
+                }
+            }
+            check_limit(limit, |w| count(tx, &ns, &new.lane.0, w, ""))?;
+            tx.execute(
+                "INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence) VALUES (?1, ?2, ?3, 'created', 1, ?4, ?5)",
+                params![ns, new.id.as_str(), new.lane.0, cb, af],
+            )
+            .map_err(be)?;
+            insert_entries(tx, &ns, new.id.as_str(), std::slice::from_ref(&new.first))?;
+            Ok(CreateResult::Created)
+        })
+        .await
+    }
+
+    async fn find_creation(
+        &self,
+        ns: &str,
+        cb: &Digest,
+    ) -> Result<Option<OccurrenceId>, StoreError> {
+        let (ns, cb) = (ns.to_string(), cb.to_string());
+        self.read(move |c| {
+            let id: Option<String> = c
+                .query_row(
+                    "SELECT id FROM occurrences WHERE ns = ?1 AND creation_binding = ?2",
+                    params![ns, cb],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(be)?;
+            Ok(id.map(OccurrenceId::from_stored))
+        })
+        .await
+    }
+
+    async fn load(
+        &self,
+        ns: &str,
+        occ: &OccurrenceId,
+    ) -> Result<Option<Vec<ChainedEntry>>, StoreError> {
+        let (ns, occ) = (ns.to_string(), occ.to_string());
+        self.read(move |c| {
+            let mut stmt = c
+                .prepare_cached("SELECT seq, prev, digest, body FROM entries WHERE ns = ?1 AND occurrence = ?2 ORDER BY seq")
+                .map_err(be)?;
+            let rows = stmt
+                .query_map(params![ns, occ], |r| {
+                    Ok(EntryCols {
+                        seq: r.get(0)?,
+                        prev: r.get(1)?,
+                        digest: r.get(2)?,
+                        body: r.get(3)?,
+                    })
+                })
+                .map_err(be)?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(rows::decode_entry(r.map_err(be)?)?);
+            }
+            Ok(if out.is_empty() { None } else { Some(out) })
+        })
+        .await
+    }
+
+    async fn append(&self, ns: &str, a: Append) -> Result<(), StoreError> {
+        let ns = ns.to_string();
+        self.write(move |tx| {
+            if let Some(f) = &a.fence {
+                fence_check(tx, &ns, f)?;
+            }
+            let row: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT lane, len FROM occurrences WHERE ns = ?1 AND id = ?2",
+                    params![ns, a.occurrence.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(be)?;
+            let (lane, len) = row.ok_or_else(|| StoreError::NotFound {
+                what: format!("occurrence {}", a.occurrence),
+            })?;
+            if rows::u64_of(len)? != a.expected_len {
+                return Err(StoreError::Conflict {
+                    what: format!(
+                        "occurrence {} has {len} entries, expected {}",
+                        a.occurrence, a.expected_len
+                    ),
+                });
+            }
+            check_limit(a.limit, |w| count(tx, &ns, &lane, w, a.occurrence.as_str()))?;
+            insert_entries(tx, &ns, a.occurrence.as_str(), &a.entries)?;
+            let new_len = rows::i64_of(a.expected_len + a.entries.len() as u64)?;
+            tx.execute(
+                "UPDATE occurrences SET len = ?3, phase = ?4 WHERE ns = ?1 AND id = ?2",
+                params![ns, a.occurrence.as_str(), new_len, a.phase_after.label()],
+            )
+            .map_err(be)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list(
+        &self,
+        ns: &str,
+        lane: Option<&LaneId>,
+    ) -> Result<Vec<OccurrenceSummary>, StoreError> {
+        let (ns, lane) = (ns.to_string(), lane.map(|l| l.0.clone()));
+        self.read(move |c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT id, lane, phase, len FROM occurrences WHERE ns = ?1 AND (?2 IS NULL OR lane = ?2) ORDER BY id",
+                )
+                .map_err(be)?;
+            let rows = stmt
+                .query_map(params![ns, lane], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?))
+                })
+                .map_err(be)?;
+            let mut out = Vec::new();
+            for r in rows {
+                let (id, lane, phase, len) = r.map_err(be)?;
+                out.push(OccurrenceSummary {
+                    id: OccurrenceId::from_stored(id),
+                    lane: LaneId(lane),
+                    phase: phase_from_label(&phase)?,
+                    len: rows::u64_of(len)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn admit(
+        &self,
+        ns: &str,
+        lane: &LaneId,
+        key: &str,
+        payload: &Digest,
+        now: Millis,
+    ) -> Result<Admission, StoreError> {
+        let (ns, lane, key, payload) = (
+            ns.to_string(),
+            lane.clone(),
+            key.to_string(),
+            payload.clone(),
+        );
+        self.write(move |tx| {
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM admissions WHERE ns = ?1 AND submission_key = ?2",
+                    params![ns, key],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(be)?;
+            if let Some(id) = existing {
+                return get_admission(tx, &ns, &id)?.ok_or_else(|| StoreError::corrupt("admission vanished"));
+            }
+            let seq: i64 = tx
+                .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM admissions WHERE ns = ?1", params![ns], |r| r.get(0))
+                .map_err(be)?;
+            let a = Admission {
+                id: AdmissionId::mint(),
+                lane,
+                seq: rows::u64_of(seq)?,
+                submission_key: key,
+                payload_digest: payload,
+                state: AdmissionState::Queued,
+                occurrence: None,
+                version: 0,
+                admitted_at: now,
+            };
+            let v = rows::encode_admission(&a)?;
+            tx.execute(
+                "INSERT INTO admissions (ns, id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![ns, v.id, v.lane, v.seq, v.submission_key, v.payload_digest, v.state, v.occurrence, v.version, v.admitted_at],
+            )
+            .map_err(be)?;
+            Ok(a)
+        })
+        .await
+    }
+
+    async fn admission_claim(
+        &self,
+        ns: &str,
+        fence: Fence,
+    ) -> Result<Option<Admission>, StoreError> {
+        let ns = ns.to_string();
+        self.write(move |tx| {
+            fence_check(tx, &ns, &fence)?;
+            let rows = lane_admissions(tx, &ns, &fence.holder.lane.0)?;
+            let Some(head) = admission::choose_next(&rows).map_err(StoreError::Admission)? else {
+                return Ok(None);
+            };
+            let next = admission::start(head, fence.holder.generation, &fence.holder.executor)
+                .map_err(StoreError::Admission)?;
+            put_admission(tx, &ns, &next)?;
+            Ok(Some(next))
+        })
+        .await
+    }
+
+    async fn admission_put(
+        &self,
+        ns: &str,
+        next: Admission,
+        fence: Option<Fence>,
+    ) -> Result<(), StoreError> {
+        let ns = ns.to_string();
+        self.write(move |tx| {
+            if let Some(f) = &fence {
+                fence_check(tx, &ns, f)?;
+            }
+            if get_admission(tx, &ns, next.id.as_str())?.is_none() {
+                return Err(StoreError::NotFound {
+                    what: format!("admission {}", next.id),
+                });
+            }
+            put_admission(tx, &ns, &next)
+        })
+        .await
+    }
+
+    async fn admission_get(
+        &self,
+        ns: &str,
+        id: &AdmissionId,
+    ) -> Result<Option<Admission>, StoreError> {
+        let (ns, id) = (ns.to_string(), id.to_string());
+        self.read(move |c| get_admission(c, &ns, &id)).await
+    }
+
+    async fn admission_list(&self, ns: &str, lane: &LaneId) -> Result<Vec<Admission>, StoreError> {
+        let (ns, lane) = (ns.to_string(), lane.0.clone());
+        self.read(move |c| lane_admissions(c, &ns, &lane)).await
+    }
+}
