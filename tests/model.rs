@@ -11,7 +11,9 @@
 mod support;
 
 use aocheck::aoc::domain::RemedyRequest;
-use aocheck::aoc::history::{ChainedEntry, EntryBody, ReleaseReason, is_prefix_preserving, verify_chain};
+use aocheck::aoc::history::{
+    ChainedEntry, EntryBody, ReleaseReason, is_prefix_preserving, verify_chain,
+};
 use aocheck::aoc::ids::{AttemptId, Generation, Holder, OccurrenceId, OwnerToken};
 use aocheck::aoc::profile::{EvidenceKind, NativeResult};
 use aocheck::aoc::{Domain, DomainError, Req};
@@ -138,11 +140,18 @@ impl Sut {
 }
 
 fn arm_test(arm: Arm) -> Sut {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-    let opened = rt.block_on(open(arm)).expect("memory and sqlite arms always open");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    let opened = rt
+        .block_on(open(arm))
+        .expect("memory and sqlite arms always open");
     let clock = ManualClock::at(T0);
     let d = domain(opened.store.clone(), config(&opened.ns), &clock);
-    let h = rt.block_on(d.join(&lane("lane-a"), &ex("e1"))).expect("join");
+    let h = rt
+        .block_on(d.join(&lane("lane-a"), &ex("e1")))
+        .expect("join");
     Sut {
         rt,
         _opened: opened,
@@ -163,15 +172,13 @@ fn step(mut s: Sut, op: Op) -> Sut {
     let rt = &s.rt;
     let d = s.d.clone();
     // Every failure is a typed refusal; a retired executor's writes are refused as retired.
-    let check = |r: Result<(), DomainError>, who: Option<Who>| {
-        match (&r, who) {
-            (Ok(()), Some(Who::Retired)) => panic!("{op:?}: a retired generation was admitted"),
-            (Err(DomainError::Refused(f)), Some(Who::Retired)) => {
-                assert_eq!(f.requirement, Req::R006, "{op:?}: {f}")
-            }
-            (Err(DomainError::Refused(_)), _) | (Ok(()), _) => {}
-            (Err(e), _) => panic!("{op:?}: not a refusal: {e:?}"),
+    let check = |r: Result<(), DomainError>, who: Option<Who>| match (&r, who) {
+        (Ok(()), Some(Who::Retired)) => panic!("{op:?}: a retired generation was admitted"),
+        (Err(DomainError::Refused(f)), Some(Who::Retired)) => {
+            assert_eq!(f.requirement, Req::R006, "{op:?}: {f}")
         }
+        (Err(DomainError::Refused(_)), _) | (Ok(()), _) => {}
+        (Err(e), _) => panic!("{op:?}: not a refusal: {e:?}"),
     };
     match op.clone() {
         Op::Create(slot) => {
@@ -187,7 +194,9 @@ fn step(mut s: Sut, op: Op) -> Sut {
             }
         }
         Op::Reserve(slot, who) => {
-            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else { return s };
+            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else {
+                return s;
+            };
             let r = rt.block_on(d.reserve(&h, &id, &binding(&tag(slot)), 10));
             match r {
                 Ok(tok) => {
@@ -198,8 +207,14 @@ fn step(mut s: Sut, op: Op) -> Sut {
             }
         }
         Op::Enter(slot, who) => {
-            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else { return s };
-            let tok = s.tokens.get(&(slot, h.generation)).cloned().unwrap_or_else(OwnerToken::mint);
+            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else {
+                return s;
+            };
+            let tok = s
+                .tokens
+                .get(&(slot, h.generation))
+                .cloned()
+                .unwrap_or_else(OwnerToken::mint);
             match rt.block_on(d.enter(&h, &id, &tok, &binding(&tag(slot)))) {
                 Ok(p) => {
                     check(Ok(()), Some(who));
@@ -209,10 +224,16 @@ fn step(mut s: Sut, op: Op) -> Sut {
             }
         }
         Op::Evidence(slot, ev) => {
-            let Some(id) = s.occ.get(&slot).cloned() else { return s };
+            let Some(id) = s.occ.get(&slot).cloned() else {
+                return s;
+            };
             let attempt = match ev {
                 Ev::ForeignAttempt => AttemptId::mint(),
-                _ => s.attempts.get(&slot).cloned().unwrap_or_else(AttemptId::mint),
+                _ => s
+                    .attempts
+                    .get(&slot)
+                    .cloned()
+                    .unwrap_or_else(AttemptId::mint),
             };
             let native = match ev {
                 Ev::Success | Ev::Unauthenticated | Ev::ForeignAttempt => status("succeeded"),
@@ -220,11 +241,19 @@ fn step(mut s: Sut, op: Op) -> Sut {
                 Ev::NoEffect => status("no_effect_confirmed"),
                 Ev::Accepted => status("processing"),
                 Ev::Http5xx => NativeResult::HttpError { status: 502 },
-                Ev::Transport => NativeResult::Transport { detail: "eof".into() },
+                Ev::Transport => NativeResult::Transport {
+                    detail: "eof".into(),
+                },
                 Ev::Unmapped => status("disputed"),
                 Ev::NotFound => NativeResult::NotFound,
             };
-            let mut e = evidence(&binding(&tag(slot)), EvidenceKind::Response { attempt }, native, Some(&format!("pay_{slot}")), s.clock.now());
+            let mut e = evidence(
+                &binding(&tag(slot)),
+                EvidenceKind::Response { attempt },
+                native,
+                Some(&format!("pay_{slot}")),
+                s.clock.now(),
+            );
             e.authenticated = !matches!(ev, Ev::Unauthenticated);
             let before = rt.block_on(d.state(&id)).expect("state");
             match rt.block_on(d.record_evidence(&id, &e, None)) {
@@ -241,12 +270,16 @@ fn step(mut s: Sut, op: Op) -> Sut {
         }
         Op::CrashAndReplace => {
             let n = s.holders.len() + 1;
-            let h = rt.block_on(d.replace(&lane("lane-a"), &ex(&format!("e{n}")))).expect("replace");
+            let h = rt
+                .block_on(d.replace(&lane("lane-a"), &ex(&format!("e{n}"))))
+                .expect("replace");
             assert!(h.generation > s.current().generation);
             s.holders.push(h);
         }
         Op::Adopt(slot) => {
-            let Some(id) = s.occ.get(&slot).cloned() else { return s };
+            let Some(id) = s.occ.get(&slot).cloned() else {
+                return s;
+            };
             let h = s.current().clone();
             match rt.block_on(d.adopt(&h, &id)) {
                 Ok((_, Some(tok))) => {
@@ -257,19 +290,40 @@ fn step(mut s: Sut, op: Op) -> Sut {
             }
         }
         Op::Release(slot, who) => {
-            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else { return s };
-            let tok = s.tokens.get(&(slot, h.generation)).cloned().unwrap_or_else(OwnerToken::mint);
+            let (Some(h), Some(id)) = (s.who(who).cloned(), s.occ.get(&slot).cloned()) else {
+                return s;
+            };
+            let tok = s
+                .tokens
+                .get(&(slot, h.generation))
+                .cloned()
+                .unwrap_or_else(OwnerToken::mint);
             let before = rt.block_on(d.state(&id)).expect("state");
-            let r = rt.block_on(d.release(&h, &id, &tok, &request_digest(&tag(slot)), ReleaseReason::DeadlineExpired));
+            let r = rt.block_on(d.release(
+                &h,
+                &id,
+                &tok,
+                &request_digest(&tag(slot)),
+                ReleaseReason::DeadlineExpired,
+            ));
             if r.is_ok() {
                 assert_eq!(before.entry_attempts, 0, "released an entered occurrence");
             }
             check(r.map(|_| ()), Some(who));
         }
         Op::Remedy(slot) => {
-            let Some(id) = s.occ.get(&slot).cloned() else { return s };
+            let Some(id) = s.occ.get(&slot).cloned() else {
+                return s;
+            };
             let h = s.current().clone();
-            let r = rt.block_on(d.remedy(&h, &id, RemedyRequest { authorization: format!("refund-{slot}"), request_digest: request_digest("refund") }));
+            let r = rt.block_on(d.remedy(
+                &h,
+                &id,
+                RemedyRequest {
+                    authorization: format!("refund-{slot}"),
+                    request_digest: request_digest("refund"),
+                },
+            ));
             if let Ok(remedy) = &r {
                 assert_ne!(remedy, &id);
             }
@@ -281,7 +335,9 @@ fn step(mut s: Sut, op: Op) -> Sut {
             let h = s.current().clone();
             if rt.block_on(d.refresh(&h)).is_err() {
                 let n = s.holders.len() + 1;
-                let h = rt.block_on(d.join(&lane("lane-a"), &ex(&format!("e{n}")))).expect("rejoin after expiry");
+                let h = rt
+                    .block_on(d.join(&lane("lane-a"), &ex(&format!("e{n}"))))
+                    .expect("rejoin after expiry");
                 s.holders.push(h);
             }
         }
@@ -290,17 +346,32 @@ fn step(mut s: Sut, op: Op) -> Sut {
 }
 
 fn invariants(s: &mut Sut) {
-    let retired: Vec<Generation> = s.holders.iter().rev().skip(1).map(|h| h.generation).collect();
+    let retired: Vec<Generation> = s
+        .holders
+        .iter()
+        .rev()
+        .skip(1)
+        .map(|h| h.generation)
+        .collect();
     let rows = s.rt.block_on(s.d.list(None)).expect("list");
     for row in rows {
-        let hist = s.rt.block_on(s.d.history(&row.id)).expect("history verifies");
+        let hist =
+            s.rt.block_on(s.d.history(&row.id))
+                .expect("history verifies");
         verify_chain(&hist).expect("chain");
         let st = s.rt.block_on(s.d.state(&row.id)).expect("state");
-        let entries = hist.iter().filter(|e| matches!(e.body, EntryBody::Entered { .. })).count();
+        let entries = hist
+            .iter()
+            .filter(|e| matches!(e.body, EntryBody::Entered { .. }))
+            .count();
         assert!(entries <= 1, "{}: {entries} provider entries", row.id);
         assert_eq!(st.entry_attempts as usize, entries);
         if let Some(prev) = s.histories.get(&row.id) {
-            assert!(is_prefix_preserving(prev, &hist), "{}: history rewritten", row.id);
+            assert!(
+                is_prefix_preserving(prev, &hist),
+                "{}: history rewritten",
+                row.id
+            );
             // Entries appended since the last look were written by the generation current now.
             for e in &hist[prev.len()..] {
                 let g = match &e.body {
@@ -311,14 +382,28 @@ fn invariants(s: &mut Sut) {
                     _ => None,
                 };
                 if let Some(g) = g {
-                    assert!(!retired.contains(&g), "{}: retired generation {g} admitted: {:?}", row.id, e.body);
+                    assert!(
+                        !retired.contains(&g),
+                        "{}: retired generation {g} admitted: {:?}",
+                        row.id,
+                        e.body
+                    );
                 }
             }
         }
         let consumed = s.consumed.get(&row.id).copied().unwrap_or(0);
-        assert!(st.authority.consumed >= consumed, "{}: consumed authority decreased", row.id);
+        assert!(
+            st.authority.consumed >= consumed,
+            "{}: consumed authority decreased",
+            row.id
+        );
         if let Some(bd) = s.binding_digests.get(&row.id) {
-            assert_eq!(st.binding_digest.as_ref(), Some(bd), "{}: binding digest changed", row.id);
+            assert_eq!(
+                st.binding_digest.as_ref(),
+                Some(bd),
+                "{}: binding digest changed",
+                row.id
+            );
         }
         if let Some(bd) = st.binding_digest.clone() {
             s.binding_digests.insert(row.id.clone(), bd);

@@ -147,7 +147,13 @@ pub struct Domain<S: Store> {
     store: Arc<S>,
     config: Arc<DomainConfig>,
     clock: Arc<dyn Clock>,
+    /// Last known state per occurrence, for deciding without a read. Never trusted for a refusal
+    /// or an adoption; an append from a stale state fails its length check and is re-decided.
+    cache: Arc<std::sync::Mutex<std::collections::HashMap<OccurrenceId, OccurrenceState>>>,
 }
+
+/// How many occurrence states a domain instance keeps for deciding without a read.
+const CACHE_CAPACITY: usize = 4096;
 
 impl<S: Store> Clone for Domain<S> {
     fn clone(&self) -> Self {
@@ -155,6 +161,7 @@ impl<S: Store> Clone for Domain<S> {
             store: self.store.clone(),
             config: self.config.clone(),
             clock: self.clock.clone(),
+            cache: self.cache.clone(),
         }
     }
 }
@@ -221,6 +228,7 @@ impl<S: Store> Domain<S> {
             store,
             config: Arc::new(config),
             clock,
+            cache: Arc::default(),
         })
     }
 
@@ -413,22 +421,71 @@ impl<S: Store> Domain<S> {
             .map_err(|e| map_store(occ, e))
     }
 
-    /// Load, decide, append; re-decide after a lost race.
+    fn cached(&self, occ: &OccurrenceId) -> Option<OccurrenceState> {
+        self.cache.lock().ok().and_then(|c| c.get(occ).cloned())
+    }
+
+    fn remember(&self, st: &OccurrenceState) {
+        if let Ok(mut c) = self.cache.lock() {
+            if c.len() >= CACHE_CAPACITY && !c.contains_key(&st.id) {
+                c.clear();
+            }
+            c.insert(st.id.clone(), st.clone());
+        }
+    }
+
+    fn forget(&self, occ: &OccurrenceId) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.remove(occ);
+        }
+    }
+
+    /// The state to decide on: this domain's last known state of the occurrence, or a fresh,
+    /// verified read. A stale state is harmless: the append's expected length then mismatches and
+    /// the decision is remade from a fresh read.
+    async fn decision_state(
+        &self,
+        occ: &OccurrenceId,
+    ) -> Result<(OccurrenceState, bool), DomainError> {
+        if let Some(st) = self.cached(occ) {
+            return Ok((st, true));
+        }
+        let st = self.state(occ).await?;
+        self.remember(&st);
+        Ok((st, false))
+    }
+
+    /// Load, decide, append; re-decide after a lost race. A refusal is only returned when decided
+    /// on a fresh read, and a retired holder's refusal names AOC-REQ-006 whatever else was wrong.
     async fn transition(
         &self,
         occ: &OccurrenceId,
         holder: Option<&Holder>,
         limit: Option<LimitCheck>,
+        fresh: bool,
         decide: impl Fn(&OccurrenceState) -> Result<Vec<ChainedEntry>, Refusal>,
     ) -> Result<OccurrenceState, DomainError> {
-        if let Some(h) = holder {
-            // AOC-REQ-006 first: a retired generation is refused as retired, whatever else is
-            // wrong with its request. The store re-checks the fence atomically with the write.
-            self.check_current(Some(occ), h).await?;
+        if fresh {
+            self.forget(occ);
         }
         for _ in 0..MAX_CONTENDED_ATTEMPTS {
-            let st = self.state(occ).await?;
-            let entries = decide(&st)?;
+            let (st, from_cache) = self.decision_state(occ).await?;
+            let entries = match decide(&st) {
+                Ok(e) => e,
+                Err(refusal) if from_cache => {
+                    // Re-decide on a fresh read before refusing.
+                    let _ = refusal;
+                    self.forget(occ);
+                    continue;
+                }
+                Err(refusal) => {
+                    if let Some(h) = holder {
+                        // AOC-REQ-006 first: a retired generation is refused as retired.
+                        self.check_current(Some(occ), h).await?;
+                    }
+                    return Err(refusal.into());
+                }
+            };
             if entries.is_empty() {
                 return Ok(st);
             }
@@ -448,9 +505,18 @@ impl<S: Store> Domain<S> {
                 limit: if after.phase != st.phase { limit } else { None },
             };
             match self.store.append(self.ns(), append).await {
-                Ok(()) => return Ok(after),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(map_store(Some(occ), e)),
+                Ok(()) => {
+                    self.remember(&after);
+                    return Ok(after);
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    self.forget(occ);
+                    continue;
+                }
+                Err(e) => {
+                    self.forget(occ);
+                    return Err(map_store(Some(occ), e));
+                }
             }
         }
         Err(DomainError::Contention {
@@ -509,14 +575,6 @@ impl<S: Store> Domain<S> {
             ));
         }
         let cb = self.creation_binding(&req.creation_key)?;
-        if let Some(id) = self
-            .store
-            .find_creation(self.ns(), &cb)
-            .await
-            .map_err(DomainError::Store)?
-        {
-            return self.creation_retry(id, &req.request_digest).await;
-        }
         let action_fence = if self.config.action_fence {
             Some(req.labels.action_digest.clone().ok_or_else(|| {
                 refused(
@@ -678,7 +736,7 @@ impl<S: Store> Domain<S> {
         self.check_binding_pinned(occ, binding)?;
         let token = OwnerToken::mint();
         let now = self.clock.now();
-        self.transition(occ, Some(holder), None, |st| {
+        self.transition(occ, Some(holder), None, false, |st| {
             occurrence::decide_reserve(st, holder, binding, amount, &token, now)
         })
         .await?;
@@ -696,7 +754,7 @@ impl<S: Store> Domain<S> {
         let now = self.clock.now();
         let before = self.state(occ).await?;
         let st = self
-            .transition(occ, Some(holder), None, |st| {
+            .transition(occ, Some(holder), None, true, |st| {
                 occurrence::decide_adopt(st, holder, &token, now)
             })
             .await?;
@@ -720,7 +778,7 @@ impl<S: Store> Domain<S> {
             limit: self.config.limits.max_in_flight,
         };
         let st = self
-            .transition(occ, Some(holder), Some(limit), |st| {
+            .transition(occ, Some(holder), Some(limit), false, |st| {
                 occurrence::decide_enter(st, holder, token, binding, &attempt, now)
             })
             .await?;
@@ -743,7 +801,7 @@ impl<S: Store> Domain<S> {
         submitted_by: Option<&ExecutorId>,
     ) -> Result<OccurrenceState, DomainError> {
         let now = self.clock.now();
-        let st0 = self.state(occ).await?;
+        let (st0, _) = self.decision_state(occ).await?;
         let binding = st0
             .binding
             .clone()
@@ -762,7 +820,7 @@ impl<S: Store> Domain<S> {
                 )
             })?
             .clone();
-        self.transition(occ, None, None, |st| {
+        self.transition(occ, None, None, false, |st| {
             occurrence::decide_evidence(st, &profile, evidence, submitted_by, now)
         })
         .await
@@ -778,7 +836,7 @@ impl<S: Store> Domain<S> {
         reason: ReleaseReason,
     ) -> Result<OccurrenceState, DomainError> {
         let now = self.clock.now();
-        self.transition(occ, Some(holder), None, |st| {
+        self.transition(occ, Some(holder), None, false, |st| {
             occurrence::decide_release(st, holder, token, request_digest, reason, now)
         })
         .await
@@ -793,7 +851,7 @@ impl<S: Store> Domain<S> {
         proposed: &ProviderBinding,
         provider_ref: Option<&str>,
     ) -> Result<(), DomainError> {
-        self.transition(occ, Some(holder), None, |st| {
+        self.transition(occ, Some(holder), None, false, |st| {
             occurrence::decide_rebind(st, holder, proposed, provider_ref)
         })
         .await
@@ -848,7 +906,7 @@ impl<S: Store> Domain<S> {
             )
             .await?;
         let now = self.clock.now();
-        self.transition(original, None, None, |st| {
+        self.transition(original, None, None, false, |st| {
             occurrence::decide_link_remedy(st, &remedy_id, auth, now)
         })
         .await?;
@@ -1020,6 +1078,7 @@ impl<S: Store> Domain<S> {
             Some(o) => {
                 let st = self.state(&o).await?;
                 match (st.phase, st.outcome) {
+                    _ if st.is_unresolved() => None,
                     (Phase::Released, _) => Some(AdmissionEnd::NotExecuted),
                     (Phase::Resolved, Some(Outcome::Success)) => Some(AdmissionEnd::Completed),
                     (Phase::Resolved, Some(_)) => Some(AdmissionEnd::Failed),

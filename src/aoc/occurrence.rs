@@ -143,9 +143,14 @@ fn illegal(from: &str, event: &str) -> IllegalTransition {
 }
 
 impl OccurrenceState {
-    /// Whether the occurrence is entered and has no terminal decision.
+    /// Whether the occurrence's outcome is unresolved: entered without a terminal decision, or a
+    /// terminal decision that later authoritative evidence contradicts (AOC-REQ-011: conflicting
+    /// evidence leaves the occurrence unresolved; no favourable selection, and the earlier decision
+    /// stays in the history rather than being overwritten).
     pub fn is_unresolved(&self) -> bool {
         self.phase.is_in_flight()
+            || (self.phase == Phase::Resolved
+                && self.missing.contains(&MissingKnowledge::Conflicting))
     }
 
     /// Folds a whole history. Chain verification is separate ([`crate::aoc::history::verify_chain`]).
@@ -798,4 +803,182 @@ pub fn expected_evidence_binding(st: &OccurrenceState) -> Option<EvidenceBinding
     st.binding
         .as_ref()
         .map(|b| EvidenceBinding::matching(b, st.provider_ref.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aoc::binding::ProviderBinding;
+    use crate::aoc::history::ChainedEntry;
+    use crate::aoc::profile::{Interpretation, NativeResult};
+    use rstest::rstest;
+
+    fn binding() -> ProviderBinding {
+        ProviderBinding {
+            profile_id: "p".into(),
+            profile_version: "1".into(),
+            account: "a".into(),
+            environment: "test".into(),
+            request_digest: Digest::of_bytes(b"r"),
+            key_rule: "k".into(),
+            native_key: None,
+            status_source: "get".into(),
+        }
+    }
+
+    fn body(kind: &str) -> EntryBody {
+        let at = Millis(1);
+        let g = Generation(1);
+        match kind {
+            "created" => EntryBody::Created {
+                occurrence: OccurrenceId::from_stored("occ_t"),
+                domain: "d".into(),
+                lane: LaneId("l".into()),
+                generation: g,
+                creation_binding: Digest::of_bytes(b"cb"),
+                request_digest: Digest::of_bytes(b"r"),
+                labels: CallerLabels::default(),
+                remedy_of: None,
+                at,
+            },
+            "reserved" => EntryBody::Reserved {
+                generation: g,
+                binding: binding(),
+                binding_digest: binding().digest().expect("digest"),
+                amount: 5,
+                owner_token_digest: Digest::of_bytes(b"t"),
+                at,
+            },
+            "adopted" => EntryBody::Adopted {
+                from_generation: g,
+                to_generation: Generation(2),
+                executor: ExecutorId("e2".into()),
+                owner_token_digest: Digest::of_bytes(b"t2"),
+                at,
+            },
+            "entered" => EntryBody::Entered {
+                generation: g,
+                attempt: AttemptId::from_stored("att_t"),
+                binding_digest: binding().digest().expect("digest"),
+                at,
+            },
+            "acknowledged" => EntryBody::Acknowledged {
+                attempt: None,
+                provider_ref: "ref".into(),
+                at,
+            },
+            "observed" => EntryBody::Observed {
+                evidence: Evidence {
+                    source: "get".into(),
+                    kind: EvidenceKind::StatusQuery,
+                    observed_at: at,
+                    authenticated: true,
+                    bound_to: EvidenceBinding::matching(&binding(), None),
+                    native: NativeResult::NotFound,
+                    native_digest: Digest::of_bytes(b"n"),
+                },
+                interpretation: Interpretation::default(),
+                submitted_by: None,
+                at,
+            },
+            "resolved" => EntryBody::Resolved {
+                outcome: Outcome::FinalFailure { no_effect: false },
+                evidence: Vec::new(),
+                at,
+            },
+            "effect_closed" => EntryBody::EffectClosed {
+                evidence: EvidenceRef {
+                    seq: 0,
+                    digest: Digest::of_bytes(b"x"),
+                },
+                at,
+            },
+            "released" => EntryBody::Released {
+                generation: g,
+                reason: ReleaseReason::OwnerAbandoned,
+                at,
+            },
+            "remedy_linked" => EntryBody::RemedyLinked {
+                remedy: OccurrenceId::from_stored("occ_r"),
+                authorization: "auth".into(),
+                at,
+            },
+            other => panic!("unknown kind {other}"),
+        }
+    }
+
+    /// Folds a path of entry kinds, returning the final phase or the illegal step.
+    fn fold_path(kinds: &[&str]) -> Result<OccurrenceState, IllegalTransition> {
+        let entries =
+            ChainedEntry::seal_all(0, None, kinds.iter().map(|k| body(k)).collect()).expect("seal");
+        OccurrenceState::fold(&entries)
+    }
+
+    #[rstest]
+    #[case::success(&["created", "reserved", "entered", "acknowledged", "observed", "resolved"], Phase::Resolved)]
+    #[case::resolve_without_ack(&["created", "reserved", "entered", "observed", "resolved"], Phase::Resolved)]
+    #[case::effect_closed(&["created", "reserved", "entered", "resolved", "effect_closed"], Phase::Resolved)]
+    #[case::release_from_reserved(&["created", "reserved", "released"], Phase::Released)]
+    #[case::release_from_created(&["created", "released"], Phase::Released)]
+    #[case::adopt_reserved(&["created", "reserved", "adopted"], Phase::Reserved)]
+    #[case::adopt_entered(&["created", "reserved", "entered", "adopted"], Phase::Entered)]
+    #[case::evidence_on_reserved(&["created", "reserved", "observed"], Phase::Reserved)]
+    #[case::evidence_after_terminal(&["created", "reserved", "entered", "resolved", "observed"], Phase::Resolved)]
+    #[case::remedy_after_resolution(&["created", "reserved", "entered", "resolved", "remedy_linked"], Phase::Resolved)]
+    fn legal_paths(#[case] kinds: &[&str], #[case] phase: Phase) {
+        let st = fold_path(kinds).expect("legal path");
+        assert_eq!(st.phase, phase);
+        assert_eq!(st.len, kinds.len() as u64);
+    }
+
+    #[rstest]
+    #[case::not_created_first(&["reserved"], "nothing", "reserved")]
+    #[case::created_twice(&["created", "created"], "created", "created")]
+    #[case::enter_unreserved(&["created", "entered"], "created", "entered")]
+    #[case::enter_twice(&["created", "reserved", "entered", "entered"], "entered", "entered")]
+    #[case::reserve_twice(&["created", "reserved", "reserved"], "reserved", "reserved")]
+    #[case::release_after_entry(&["created", "reserved", "entered", "released"], "entered", "released")]
+    #[case::resolve_before_entry(&["created", "reserved", "resolved"], "reserved", "resolved")]
+    #[case::resolve_twice(&["created", "reserved", "entered", "resolved", "resolved"], "resolved", "resolved")]
+    #[case::ack_before_entry(&["created", "reserved", "acknowledged"], "reserved", "acknowledged")]
+    #[case::rebind_reference(&["created", "reserved", "entered", "acknowledged", "acknowledged"], "acknowledged", "acknowledged")]
+    #[case::adopt_tombstone(&["created", "released", "adopted"], "released", "adopted")]
+    #[case::enter_tombstone(&["created", "reserved", "released", "entered"], "released", "entered")]
+    #[case::remedy_without_entry(&["created", "reserved", "remedy_linked"], "reserved", "remedy_linked")]
+    #[case::effect_closed_on_success_path(&["created", "reserved", "entered", "effect_closed"], "entered", "effect_closed")]
+    fn illegal_paths_are_typed(#[case] kinds: &[&str], #[case] from: &str, #[case] event: &str) {
+        let err = fold_path(kinds).expect_err("illegal path");
+        assert_eq!(
+            err,
+            IllegalTransition {
+                from: from.into(),
+                event: event.into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_out_of_sequence_entry_is_illegal() {
+        let entries =
+            ChainedEntry::seal_all(0, None, vec![body("created"), body("reserved")]).expect("seal");
+        let st = OccurrenceState::genesis(&entries[0]).expect("genesis");
+        // Applying entry 1 twice: the second is out of sequence.
+        let st1 = st.apply(&entries[1]).expect("apply");
+        assert!(st1.apply(&entries[1]).is_err());
+    }
+
+    #[test]
+    fn entering_consumes_what_was_held_and_release_returns_it() {
+        let st = fold_path(&["created", "reserved", "entered"]).expect("fold");
+        assert_eq!((st.authority.held, st.authority.consumed), (0, 5));
+        let st = fold_path(&["created", "reserved", "released"]).expect("fold");
+        assert_eq!(
+            (
+                st.authority.held,
+                st.authority.released,
+                st.authority.consumed
+            ),
+            (0, 5, 0)
+        );
+    }
 }

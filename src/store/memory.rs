@@ -30,6 +30,8 @@ struct Namespace {
     admissions: BTreeMap<AdmissionId, Admission>,
     admission_keys: HashMap<String, AdmissionId>,
     admission_seq: u64,
+    /// Occurrences per (lane, phase label), kept in step with every write, for O(1) limit checks.
+    phase_counts: HashMap<(LaneId, &'static str), u32>,
 }
 
 impl Namespace {
@@ -40,14 +42,32 @@ impl Namespace {
         except: Option<&OccurrenceId>,
     ) -> u32 {
         let phases = limit_phases(which);
-        self.occurrences
+        let total: u32 = phases
             .iter()
-            .filter(|(id, r)| {
-                Some(*id) != except
-                    && r.lane.as_ref() == Some(lane)
-                    && r.phase.is_some_and(|p| phases.contains(&p.label()))
+            .map(|p| {
+                self.phase_counts
+                    .get(&(lane.clone(), *p))
+                    .copied()
+                    .unwrap_or(0)
             })
-            .count() as u32
+            .sum();
+        let own = except
+            .and_then(|id| self.occurrences.get(id))
+            .and_then(|r| r.phase)
+            .is_some_and(|p| phases.contains(&p.label()));
+        total - u32::from(own)
+    }
+
+    fn moved(&mut self, lane: &LaneId, from: Option<Phase>, to: Phase) {
+        if let Some(f) = from
+            && let Some(n) = self.phase_counts.get_mut(&(lane.clone(), f.label()))
+        {
+            *n = n.saturating_sub(1);
+        }
+        *self
+            .phase_counts
+            .entry((lane.clone(), to.label()))
+            .or_default() += 1;
     }
 }
 
@@ -156,10 +176,10 @@ impl Store for MemoryStore {
     ) -> Result<CreateResult, StoreError> {
         let mut g = self.lock()?;
         let n = g.entry(ns.to_string()).or_default();
-        check_fence(n.leases.get(&fence.holder.lane), &fence)?;
         if let Some(existing) = n.creation.get(&new.creation_binding) {
             return Ok(CreateResult::Existing(existing.clone()));
         }
+        check_fence(n.leases.get(&fence.holder.lane), &fence)?;
         if let Some(f) = &new.action_fence
             && let Some(existing) = n.action_fence.get(f)
         {
@@ -176,6 +196,7 @@ impl Store for MemoryStore {
         if let Some(f) = new.action_fence {
             n.action_fence.insert(f, new.id.clone());
         }
+        n.moved(&new.lane, None, Phase::Created);
         n.occurrences.insert(
             new.id,
             OccRow {
@@ -242,7 +263,8 @@ impl Store for MemoryStore {
             .get_mut(&a.occurrence)
             .ok_or_else(|| StoreError::corrupt("row vanished"))?;
         row.entries.extend(a.entries);
-        row.phase = Some(a.phase_after);
+        let from = row.phase.replace(a.phase_after);
+        n.moved(&lane, from, a.phase_after);
         Ok(())
     }
 

@@ -195,7 +195,9 @@ pub trait Store: Send + Sync + 'static {
         holder: &Holder,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
 
-    /// Creates an occurrence unless its creation binding (or action fence) already exists.
+    /// Creates an occurrence unless its creation binding (or action fence) already exists. An
+    /// existing creation binding is answered before the fence is checked: a creation retry is a
+    /// read and writes nothing.
     fn create(
         &self,
         ns: &str,

@@ -8,10 +8,9 @@
 use super::rows::{self, AdmissionCols, EntryCols, LeaseCols};
 use super::{
     Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
-    StoreInfo, check_fence, check_limit, limit_phases, phase_from_label,
+    StoreInfo, check_fence, limit_phases, phase_from_label,
 };
 use crate::aoc::admission::{self, Admission, AdmissionState};
-use crate::aoc::error::LimitKind;
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{self, AcquireMode, Lease};
@@ -20,8 +19,14 @@ use deadpool_postgres::{GenericClient, ManagerConfig, Pool, PoolConfig, Recyclin
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;
 
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "init", include_str!("migrations/postgres/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("migrations/postgres/0001_init.sql")),
+    (
+        2,
+        "functions",
+        include_str!("migrations/postgres/0002_functions.sql"),
+    ),
+];
 const MIGRATION_LOCK: i64 = 0x6f63_6865_636b;
 
 /// A PostgreSQL-backed store.
@@ -118,9 +123,11 @@ impl PostgresStore {
     /// The bare durable-commit rate's unit of work: one row inserted and committed.
     pub async fn bare_commit(&self, key: String) -> Result<(), StoreError> {
         let c = self.pool.get().await.map_err(pool_err)?;
-        c.execute("INSERT INTO bench_bare (k) VALUES ($1)", &[&key])
+        let stmt = c
+            .prepare_cached("INSERT INTO bench_bare (k) VALUES ($1)")
             .await
             .map_err(pe)?;
+        c.execute(&stmt, &[&key]).await.map_err(pe)?;
         Ok(())
     }
 
@@ -139,6 +146,51 @@ impl PostgresStore {
                 .map_err(pe)?;
         }
         Ok(())
+    }
+}
+
+/// The limit arguments of the SQL functions: the phase labels counted and the limit.
+fn limit_args(limit: Option<LimitCheck>) -> (Vec<&'static str>, Option<i64>) {
+    match limit {
+        Some(l) => (limit_phases(l.which).to_vec(), Some(i64::from(l.limit))),
+        None => (Vec::new(), None),
+    }
+}
+
+/// Maps a function's `limit:N` answer (or anything unexpected) to the store error.
+fn function_refusal_unfenced<T>(limit: Option<LimitCheck>, out: &str) -> Result<T, StoreError> {
+    match (out.split_once(':'), limit) {
+        (Some(("limit", n)), Some(l)) => Err(StoreError::Limit {
+            which: l.which,
+            limit: l.limit,
+            current: n.parse().unwrap_or(u32::MAX),
+        }),
+        _ => Err(StoreError::corrupt(format!(
+            "unexpected store function answer {out:?}"
+        ))),
+    }
+}
+
+impl PostgresStore {
+    /// Maps a function's `fenced` answer to the store error, naming the current live holder.
+    async fn function_refusal<T>(
+        &self,
+        c: &deadpool_postgres::Object,
+        ns: &str,
+        fence: &Fence,
+        limit: Option<LimitCheck>,
+        out: &str,
+    ) -> Result<T, StoreError> {
+        if out == "fenced" {
+            let lease = get_lease(c, ns, &fence.holder.lane.0, false).await?;
+            return Err(check_fence(lease.as_ref(), fence).err().unwrap_or_else(|| {
+                StoreError::Fenced {
+                    holder: fence.holder.clone(),
+                    current: None,
+                }
+            }));
+        }
+        function_refusal_unfenced(limit, out)
     }
 }
 
@@ -197,43 +249,6 @@ async fn put_lease(
 async fn fence_check(c: &impl GenericClient, ns: &str, f: &Fence) -> Result<(), StoreError> {
     let l = get_lease(c, ns, &f.holder.lane.0, true).await?;
     check_fence(l.as_ref(), f)
-}
-
-async fn count(
-    c: &impl GenericClient,
-    ns: &str,
-    lane: &str,
-    which: LimitKind,
-    except: &str,
-) -> Result<u32, StoreError> {
-    let p = limit_phases(which);
-    let n: i64 = c
-        .query_one(
-            "SELECT COUNT(*) FROM occurrences WHERE ns = $1 AND lane = $2 AND phase IN ($3, $4) AND id <> $5",
-            &[&ns, &lane, &p[0], &p[1], &except],
-        )
-        .await
-        .map_err(pe)?
-        .get(0);
-    Ok(n as u32)
-}
-
-async fn insert_entries(
-    c: &impl GenericClient,
-    ns: &str,
-    occ: &str,
-    entries: &[ChainedEntry],
-) -> Result<(), StoreError> {
-    for e in entries {
-        let v = rows::encode_entry(e)?;
-        c.execute(
-            "INSERT INTO entries (ns, occurrence, seq, prev, digest, body) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[&ns, &occ, &v.seq, &v.prev, &v.digest, &v.body],
-        )
-        .await
-        .map_err(pe)?;
-    }
-    Ok(())
 }
 
 const ADMISSION_COLS: &str =
@@ -324,6 +339,9 @@ impl Store for PostgresStore {
     ) -> Result<Lease, StoreError> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(pe)?;
+        tx.execute("SELECT aoc_lane_lock($1, $2)", &[&ns, &lane.0])
+            .await
+            .map_err(pe)?;
         let cur = get_lease(&tx, ns, &lane.0, true).await?;
         let next = lease::acquire(cur.as_ref(), lane, executor, now, ttl_ms, mode)
             .map_err(StoreError::Lease)?;
@@ -345,6 +363,9 @@ impl Store for PostgresStore {
     ) -> Result<Lease, StoreError> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(pe)?;
+        tx.execute("SELECT aoc_lane_lock($1, $2)", &[&ns, &holder.lane.0])
+            .await
+            .map_err(pe)?;
         let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
         let next = lease::refresh(cur.as_ref(), holder, now, ttl_ms).map_err(StoreError::Lease)?;
         put_lease(&tx, ns, &next, None).await?;
@@ -355,6 +376,9 @@ impl Store for PostgresStore {
     async fn lease_release(&self, ns: &str, holder: &Holder) -> Result<Lease, StoreError> {
         let mut c = self.pool.get().await.map_err(pool_err)?;
         let tx = c.transaction().await.map_err(pe)?;
+        tx.execute("SELECT aoc_lane_lock($1, $2)", &[&ns, &holder.lane.0])
+            .await
+            .map_err(pe)?;
         let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
         let next = lease::release(cur.as_ref(), holder).map_err(StoreError::Lease)?;
         put_lease(&tx, ns, &next, None).await?;
@@ -369,49 +393,43 @@ impl Store for PostgresStore {
         fence: Fence,
         limit: Option<LimitCheck>,
     ) -> Result<CreateResult, StoreError> {
-        let mut c = self.pool.get().await.map_err(pool_err)?;
-        let tx = c.transaction().await.map_err(pe)?;
-        fence_check(&tx, ns, &fence).await?;
-        let cb = new.creation_binding.to_string();
-        if let Some(r) = tx
-            .query_opt(
-                "SELECT id FROM occurrences WHERE ns = $1 AND creation_binding = $2",
-                &[&ns, &cb],
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let stmt = c
+            .prepare_cached("SELECT aoc_create($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
+            .await
+            .map_err(pe)?;
+        let first = rows::encode_entry(&new.first)?;
+        let (phases, max) = limit_args(limit);
+        let out: String = c
+            .query_one(
+                &stmt,
+                &[
+                    &ns,
+                    &new.id.as_str(),
+                    &new.lane.0,
+                    &new.creation_binding.to_string(),
+                    &new.action_fence.as_ref().map(|d| d.to_string()),
+                    &fence.holder.executor.0,
+                    &rows::i64_of(fence.holder.generation.0)?,
+                    &rows::i64_of(fence.now.0)?,
+                    &phases,
+                    &max,
+                    &first.digest,
+                    &first.body,
+                ],
             )
             .await
-            .map_err(pe)?
-        {
-            return Ok(CreateResult::Existing(OccurrenceId::from_stored(
-                r.get::<_, String>(0),
-            )));
+            .map_err(StoreError::commit)?
+            .get(0);
+        match out.split_once(':').unwrap_or((out.as_str(), "")) {
+            ("created", _) => Ok(CreateResult::Created),
+            ("existing", id) => Ok(CreateResult::Existing(OccurrenceId::from_stored(id))),
+            ("action_fenced", id) => Ok(CreateResult::ActionFenced(OccurrenceId::from_stored(id))),
+            ("conflict", _) => Err(StoreError::Conflict {
+                what: "concurrent creation under the same binding".into(),
+            }),
+            _ => self.function_refusal(&c, ns, &fence, limit, &out).await,
         }
-        let af = new.action_fence.as_ref().map(|d| d.to_string());
-        if let Some(f) = &af
-            && let Some(r) = tx
-                .query_opt(
-                    "SELECT id FROM occurrences WHERE ns = $1 AND action_fence = $2",
-                    &[&ns, f],
-                )
-                .await
-                .map_err(pe)?
-        {
-            return Ok(CreateResult::ActionFenced(OccurrenceId::from_stored(
-                r.get::<_, String>(0),
-            )));
-        }
-        if let Some(l) = limit {
-            let current = count(&tx, ns, &new.lane.0, l.which, "").await?;
-            check_limit(Some(l), |_| Ok(current))?;
-        }
-        tx.execute(
-            "INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence) VALUES ($1, $2, $3, 'created', 1, $4, $5)",
-            &[&ns, &new.id.as_str(), &new.lane.0, &cb, &af],
-        )
-        .await
-        .map_err(pe)?;
-        insert_entries(&tx, ns, new.id.as_str(), std::slice::from_ref(&new.first)).await?;
-        tx.commit().await.map_err(StoreError::commit)?;
-        Ok(CreateResult::Created)
     }
 
     async fn find_creation(
@@ -456,48 +474,74 @@ impl Store for PostgresStore {
     }
 
     async fn append(&self, ns: &str, a: Append) -> Result<(), StoreError> {
-        let mut c = self.pool.get().await.map_err(pool_err)?;
-        let tx = c.transaction().await.map_err(pe)?;
-        if let Some(f) = &a.fence {
-            fence_check(&tx, ns, f).await?;
-        }
-        let row = tx
-            .query_opt(
-                "SELECT lane, len FROM occurrences WHERE ns = $1 AND id = $2 FOR UPDATE",
-                &[&ns, &a.occurrence.as_str()],
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let stmt = c
+            .prepare_cached(
+                "SELECT aoc_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             )
             .await
-            .map_err(pe)?
-            .ok_or_else(|| StoreError::NotFound {
+            .map_err(pe)?;
+        let mut seq = Vec::with_capacity(a.entries.len());
+        let mut prev = Vec::with_capacity(a.entries.len());
+        let mut digest = Vec::with_capacity(a.entries.len());
+        let mut body = Vec::with_capacity(a.entries.len());
+        for e in &a.entries {
+            let v = rows::encode_entry(e)?;
+            seq.push(v.seq);
+            prev.push(v.prev);
+            digest.push(v.digest);
+            body.push(v.body);
+        }
+        let (phases, max) = limit_args(a.limit);
+        let (lane, executor, generation, now) = match &a.fence {
+            Some(f) => (
+                f.holder.lane.0.clone(),
+                f.holder.executor.0.clone(),
+                rows::i64_of(f.holder.generation.0)?,
+                rows::i64_of(f.now.0)?,
+            ),
+            None => (String::new(), String::new(), 0, 0),
+        };
+        let out: String = c
+            .query_one(
+                &stmt,
+                &[
+                    &ns,
+                    &a.occurrence.as_str(),
+                    &rows::i64_of(a.expected_len)?,
+                    &a.phase_after.label(),
+                    &a.fence.is_some(),
+                    &lane,
+                    &executor,
+                    &generation,
+                    &now,
+                    &phases,
+                    &max,
+                    &seq,
+                    &prev,
+                    &digest,
+                    &body,
+                ],
+            )
+            .await
+            .map_err(StoreError::commit)?
+            .get(0);
+        match out.split_once(':').unwrap_or((out.as_str(), "")) {
+            ("ok", _) => Ok(()),
+            ("not_found", _) => Err(StoreError::NotFound {
                 what: format!("occurrence {}", a.occurrence),
-            })?;
-        let (lane, len): (String, i64) = (row.get(0), row.get(1));
-        if rows::u64_of(len)? != a.expected_len {
-            return Err(StoreError::Conflict {
+            }),
+            ("conflict", len) => Err(StoreError::Conflict {
                 what: format!(
                     "occurrence {} has {len} entries, expected {}",
                     a.occurrence, a.expected_len
                 ),
-            });
+            }),
+            _ => match &a.fence {
+                Some(f) => self.function_refusal(&c, ns, f, a.limit, &out).await,
+                None => function_refusal_unfenced(a.limit, &out),
+            },
         }
-        if let Some(l) = a.limit {
-            let current = count(&tx, ns, &lane, l.which, a.occurrence.as_str()).await?;
-            check_limit(Some(l), |_| Ok(current))?;
-        }
-        insert_entries(&tx, ns, a.occurrence.as_str(), &a.entries).await?;
-        let new_len = rows::i64_of(a.expected_len + a.entries.len() as u64)?;
-        tx.execute(
-            "UPDATE occurrences SET len = $3, phase = $4 WHERE ns = $1 AND id = $2",
-            &[
-                &ns,
-                &a.occurrence.as_str(),
-                &new_len,
-                &a.phase_after.label(),
-            ],
-        )
-        .await
-        .map_err(pe)?;
-        tx.commit().await.map_err(StoreError::commit)
     }
 
     async fn list(

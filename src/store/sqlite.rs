@@ -97,7 +97,8 @@ impl SqliteStore {
     /// Creates the benchmark's bare table (outside the domain schema).
     pub async fn prepare_bench(&self) -> Result<(), StoreError> {
         self.write(|tx| {
-            tx.execute(
+            exec(
+                tx,
                 "CREATE TABLE IF NOT EXISTS bench_bare (k TEXT PRIMARY KEY)",
                 [],
             )
@@ -111,35 +112,50 @@ impl SqliteStore {
     /// connection settings. Used by the benchmark as the physical limit.
     pub async fn bare_commit(&self, key: String) -> Result<(), StoreError> {
         self.write(move |tx| {
-            tx.execute("INSERT INTO bench_bare (k) VALUES (?1)", params![key])
-                .map_err(be)?;
+            exec(tx, "INSERT INTO bench_bare (k) VALUES (?1)", params![key]).map_err(be)?;
             Ok(())
         })
         .await
     }
 }
 
+/// `execute` through the connection's statement cache.
+fn exec(c: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(p)
+}
+
+/// `query_row` through the connection's statement cache.
+fn query_row<T>(
+    c: &Connection,
+    sql: &str,
+    p: impl rusqlite::Params,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(p, f)
+}
+
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(be)?;
-    tx.execute(
+    exec(&tx,
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)",
         [],
     )
     .map_err(be)?;
-    let applied: i64 = tx
-        .query_row(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            [],
-            |r| r.get(0),
-        )
-        .map_err(be)?;
+    let applied: i64 = query_row(
+        &tx,
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(be)?;
     for (version, name, sql) in MIGRATIONS {
         if *version > applied {
             tx.execute_batch(sql)
                 .map_err(|e| StoreError::backend(format!("migration {version} ({name}): {e}")))?;
-            tx.execute(
+            exec(
+                &tx,
                 "INSERT INTO schema_migrations (version, name) VALUES (?1, ?2)",
                 params![version, name],
             )
@@ -150,7 +166,7 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 }
 
 fn get_lease(c: &Connection, ns: &str, lane: &str) -> Result<Option<Lease>, StoreError> {
-    c.query_row(
+    query_row(c,
         "SELECT lane, executor, generation, acquired_at, expires_at, released FROM leases WHERE ns = ?1 AND lane = ?2",
         params![ns, lane],
         |r| {
@@ -177,7 +193,7 @@ fn put_lease(
     log_mode: Option<&str>,
 ) -> Result<(), StoreError> {
     let v = rows::encode_lease(l)?;
-    c.execute(
+    exec(c,
         "INSERT INTO leases (ns, lane, executor, generation, acquired_at, expires_at, released)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (ns, lane) DO UPDATE SET executor = excluded.executor, generation = excluded.generation,
@@ -186,7 +202,7 @@ fn put_lease(
     )
     .map_err(be)?;
     if let Some(mode) = log_mode {
-        c.execute(
+        exec(c,
             "INSERT INTO lease_log (ns, lane, generation, executor, acquired_at, mode) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![ns, v.lane, v.generation, v.executor, v.acquired_at, mode],
         )
@@ -208,8 +224,7 @@ fn count(
     except: &str,
 ) -> Result<u32, StoreError> {
     let p = limit_phases(which);
-    let n: i64 = c
-        .query_row(
+    let n: i64 = query_row(c,
             "SELECT COUNT(*) FROM occurrences WHERE ns = ?1 AND lane = ?2 AND phase IN (?3, ?4) AND id <> ?5",
             params![ns, lane, p[0], p[1], except],
             |r| r.get(0),
@@ -245,7 +260,7 @@ fn insert_entries(
 }
 
 fn get_admission(c: &Connection, ns: &str, id: &str) -> Result<Option<Admission>, StoreError> {
-    c.query_row(
+    query_row(c,
         "SELECT id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at
          FROM admissions WHERE ns = ?1 AND id = ?2",
         params![ns, id],
@@ -379,10 +394,8 @@ impl Store for SqliteStore {
     ) -> Result<CreateResult, StoreError> {
         let ns = ns.to_string();
         self.write(move |tx| {
-            fence_check(tx, &ns, &fence)?;
             let cb = new.creation_binding.to_string();
-            let existing: Option<String> = tx
-                .query_row(
+            let existing: Option<String> = query_row(tx,
                     "SELECT id FROM occurrences WHERE ns = ?1 AND creation_binding = ?2",
                     params![ns, cb],
                     |r| r.get(0),
@@ -392,10 +405,10 @@ impl Store for SqliteStore {
             if let Some(id) = existing {
                 return Ok(CreateResult::Existing(OccurrenceId::from_stored(id)));
             }
+            fence_check(tx, &ns, &fence)?;
             let af = new.action_fence.as_ref().map(|d| d.to_string());
             if let Some(f) = &af {
-                let fenced: Option<String> = tx
-                    .query_row(
+                let fenced: Option<String> = query_row(tx,
                         "SELECT id FROM occurrences WHERE ns = ?1 AND action_fence = ?2",
                         params![ns, f],
                         |r| r.get(0),
@@ -407,7 +420,7 @@ impl Store for SqliteStore {
                 }
             }
             check_limit(limit, |w| count(tx, &ns, &new.lane.0, w, ""))?;
-            tx.execute(
+            exec(tx,
                 "INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence) VALUES (?1, ?2, ?3, 'created', 1, ?4, ?5)",
                 params![ns, new.id.as_str(), new.lane.0, cb, af],
             )
@@ -425,14 +438,14 @@ impl Store for SqliteStore {
     ) -> Result<Option<OccurrenceId>, StoreError> {
         let (ns, cb) = (ns.to_string(), cb.to_string());
         self.read(move |c| {
-            let id: Option<String> = c
-                .query_row(
-                    "SELECT id FROM occurrences WHERE ns = ?1 AND creation_binding = ?2",
-                    params![ns, cb],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(be)?;
+            let id: Option<String> = query_row(
+                c,
+                "SELECT id FROM occurrences WHERE ns = ?1 AND creation_binding = ?2",
+                params![ns, cb],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(be)?;
             Ok(id.map(OccurrenceId::from_stored))
         })
         .await
@@ -473,14 +486,14 @@ impl Store for SqliteStore {
             if let Some(f) = &a.fence {
                 fence_check(tx, &ns, f)?;
             }
-            let row: Option<(String, i64)> = tx
-                .query_row(
-                    "SELECT lane, len FROM occurrences WHERE ns = ?1 AND id = ?2",
-                    params![ns, a.occurrence.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(be)?;
+            let row: Option<(String, i64)> = query_row(
+                tx,
+                "SELECT lane, len FROM occurrences WHERE ns = ?1 AND id = ?2",
+                params![ns, a.occurrence.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(be)?;
             let (lane, len) = row.ok_or_else(|| StoreError::NotFound {
                 what: format!("occurrence {}", a.occurrence),
             })?;
@@ -495,7 +508,8 @@ impl Store for SqliteStore {
             check_limit(a.limit, |w| count(tx, &ns, &lane, w, a.occurrence.as_str()))?;
             insert_entries(tx, &ns, a.occurrence.as_str(), &a.entries)?;
             let new_len = rows::i64_of(a.expected_len + a.entries.len() as u64)?;
-            tx.execute(
+            exec(
+                tx,
                 "UPDATE occurrences SET len = ?3, phase = ?4 WHERE ns = ?1 AND id = ?2",
                 params![ns, a.occurrence.as_str(), new_len, a.phase_after.label()],
             )
@@ -552,8 +566,7 @@ impl Store for SqliteStore {
             payload.clone(),
         );
         self.write(move |tx| {
-            let existing: Option<String> = tx
-                .query_row(
+            let existing: Option<String> = query_row(tx,
                     "SELECT id FROM admissions WHERE ns = ?1 AND submission_key = ?2",
                     params![ns, key],
                     |r| r.get(0),
@@ -563,8 +576,7 @@ impl Store for SqliteStore {
             if let Some(id) = existing {
                 return get_admission(tx, &ns, &id)?.ok_or_else(|| StoreError::corrupt("admission vanished"));
             }
-            let seq: i64 = tx
-                .query_row("SELECT COALESCE(MAX(seq), 0) + 1 FROM admissions WHERE ns = ?1", params![ns], |r| r.get(0))
+            let seq: i64 = query_row(tx, "SELECT COALESCE(MAX(seq), 0) + 1 FROM admissions WHERE ns = ?1", params![ns], |r| r.get(0))
                 .map_err(be)?;
             let a = Admission {
                 id: AdmissionId::mint(),
@@ -578,7 +590,7 @@ impl Store for SqliteStore {
                 admitted_at: now,
             };
             let v = rows::encode_admission(&a)?;
-            tx.execute(
+            exec(tx,
                 "INSERT INTO admissions (ns, id, lane, seq, submission_key, payload_digest, state, occurrence, version, admitted_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![ns, v.id, v.lane, v.seq, v.submission_key, v.payload_digest, v.state, v.occurrence, v.version, v.admitted_at],

@@ -1,0 +1,80 @@
+//! The binary's inputs and exit codes: every bad input names the file, field and fix.
+
+mod support;
+
+use std::process::Command;
+
+fn aocheck(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_aocheck"))
+        .args(args)
+        .env_remove("AOCHECK_STORE")
+        .output()
+        .expect("run aocheck");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_valid_profile_prints_its_digest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("profile.json");
+    std::fs::write(
+        &f,
+        serde_json::to_vec_pretty(&support::profile()).expect("json"),
+    )
+    .expect("write");
+    let (code, out, err) = aocheck(&["profile", f.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "{err}");
+    let digest = support::profile().digest().expect("digest").to_string();
+    assert!(out.contains(&digest), "{out}");
+}
+
+#[test]
+fn an_incomplete_profile_names_every_missing_field_and_exits_3() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("profile.json");
+    let mut p = support::profile();
+    p.status_sources.clear();
+    p.lookup_key = String::new();
+    std::fs::write(&f, serde_json::to_vec(&p).expect("json")).expect("write");
+    let (code, _, err) = aocheck(&["profile", f.to_str().expect("utf8")]);
+    assert_eq!(code, 3);
+    assert!(
+        err.contains("profile.json")
+            && err.contains("`status_sources`")
+            && err.contains("`lookup_key`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_json_names_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("bad.json");
+    std::fs::write(&f, "{\n  \"id\": \"x\",\n  \"version\": 3\n}").expect("write");
+    let (code, _, err) = aocheck(&["profile", f.to_str().expect("utf8")]);
+    assert_eq!(code, 3);
+    assert!(err.contains("bad.json:3:"), "{err}");
+}
+
+#[test]
+fn a_bad_store_spec_says_how_to_write_one() {
+    let (code, _, err) = aocheck(&["store", "--store", "mysql://x"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("sqlite:PATH"), "{err}");
+}
+
+#[test]
+fn an_unknown_occurrence_is_invalid_input_and_an_empty_store_lists_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = format!("sqlite:{}", dir.path().join("a.db").display());
+    let (code, out, err) = aocheck(&["store", "--store", &db]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 occurrence(s)"), "{out}");
+    let (code, _, err) = aocheck(&["verify", "--store", &db, "occ_missing"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("occ_missing"), "{err}");
+}
