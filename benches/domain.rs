@@ -7,7 +7,8 @@
 //! bare commits (one row inserted and committed) for the same time. One JSON object per line.
 //!
 //! `cargo bench --bench domain` runs memory and SQLite; set `AOCHECK_BENCH_POSTGRES_URL` to add
-//! PostgreSQL; `AOCHECK_BENCH_SECONDS` sets the time per measurement (default 2).
+//! PostgreSQL; `AOCHECK_BENCH_SECONDS` sets the time per measurement (default 2);
+//! `AOCHECK_BENCH_STORES=sqlite,postgres` limits the stores measured.
 
 use aocheck::aoc::binding::{EvidenceBinding, ProviderBinding};
 use aocheck::aoc::domain::CreateRequest;
@@ -207,7 +208,13 @@ fn main() {
     } else {
         eprintln!("note: PostgreSQL skipped: set AOCHECK_BENCH_POSTGRES_URL to include it");
     }
+    let only: Option<Vec<String>> = std::env::var("AOCHECK_BENCH_STORES")
+        .ok()
+        .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
     for (name, spec) in specs {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|x| x == name)) {
+            continue;
+        }
         let store = match rt.block_on(spec.open()) {
             Ok(s) => Arc::new(s),
             Err(e) => {

@@ -64,7 +64,10 @@ pub async fn run(cli: Cli) -> u8 {
                     for r in rows {
                         println!(
                             "  {}  lane {}  {}  {} entries",
-                            r.id, r.lane, r.phase, r.len
+                            r.id,
+                            r.lane,
+                            r.class.label(),
+                            r.len
                         );
                     }
                     exit::OK

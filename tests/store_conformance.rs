@@ -11,7 +11,9 @@ use aocheck::aoc::ids::{Generation, Millis, OccurrenceId};
 use aocheck::aoc::lease::{AcquireMode, LeaseError};
 use aocheck::aoc::{DomainError, Phase, RefusalKind, Req};
 use aocheck::report::Digest;
-use aocheck::store::{Append, CreateResult, Fence, LimitCheck, NewOccurrence, Store, StoreError};
+use aocheck::store::{
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, Store, StoreError,
+};
 use aocheck::{Clock, ManualClock};
 use rstest::rstest;
 use std::sync::Arc;
@@ -217,7 +219,7 @@ async fn append_checks_length_fence_and_limit_atomically(
             occurrence: id2.clone(),
             expected_len: 1,
             entries: vec![next_entry(&e0b, 1)],
-            phase_after: Phase::Entered,
+            class_change: Some(Class::InFlight),
             fence: Some(fence.clone()),
             limit: None,
         },
@@ -229,7 +231,7 @@ async fn append_checks_length_fence_and_limit_atomically(
         occurrence: id1.clone(),
         expected_len: len,
         entries: vec![next_entry(&e0, 9)],
-        phase_after: Phase::Entered,
+        class_change: Some(Class::InFlight),
         fence,
         limit,
     };
@@ -348,7 +350,7 @@ async fn racing_appends_exactly_one_wins(
                         occurrence: id,
                         expected_len: 1,
                         entries: vec![next_entry(&e0, i as u64)],
-                        phase_after: Phase::Entered,
+                        class_change: Some(Class::InFlight),
                         fence: Some(fence),
                         limit: None,
                     },

@@ -21,7 +21,8 @@ use crate::aoc::requirement::Req;
 use crate::clock::Clock;
 use crate::report::{Digest, digest_of};
 use crate::store::{
-    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
+    StoreError,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -500,9 +501,14 @@ impl<S: Store> Domain<S> {
                 occurrence: occ.clone(),
                 expected_len: st.len,
                 entries,
-                phase_after: after.phase,
+                class_change: (Class::from(after.phase) != Class::from(st.phase))
+                    .then(|| Class::from(after.phase)),
                 fence: holder.map(|h| self.fence(h)),
-                limit: if after.phase != st.phase { limit } else { None },
+                limit: if Class::from(after.phase) != Class::from(st.phase) {
+                    limit
+                } else {
+                    None
+                },
             };
             match self.store.append(self.ns(), append).await {
                 Ok(()) => {

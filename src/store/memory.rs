@@ -2,14 +2,13 @@
 //! crash loses everything, and reports say so.
 
 use super::{
-    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
-    StoreInfo, check_fence, check_limit, limit_phases,
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
+    StoreError, StoreInfo, check_fence, check_limit,
 };
 use crate::aoc::admission::{self, Admission, AdmissionState};
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{self, AcquireMode, Lease};
-use crate::aoc::occurrence::Phase;
 use crate::report::Digest;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, Default, Clone)]
 struct OccRow {
     lane: Option<LaneId>,
-    phase: Option<Phase>,
+    class: Option<Class>,
     entries: Vec<ChainedEntry>,
 }
 
@@ -30,8 +29,8 @@ struct Namespace {
     admissions: BTreeMap<AdmissionId, Admission>,
     admission_keys: HashMap<String, AdmissionId>,
     admission_seq: u64,
-    /// Occurrences per (lane, phase label), kept in step with every write, for O(1) limit checks.
-    phase_counts: HashMap<(LaneId, &'static str), u32>,
+    /// Occurrences per (lane, class), kept in step with every write, for O(1) limit checks.
+    class_counts: HashMap<(LaneId, Class), u32>,
 }
 
 impl Namespace {
@@ -41,33 +40,25 @@ impl Namespace {
         which: crate::aoc::error::LimitKind,
         except: Option<&OccurrenceId>,
     ) -> u32 {
-        let phases = limit_phases(which);
-        let total: u32 = phases
-            .iter()
-            .map(|p| {
-                self.phase_counts
-                    .get(&(lane.clone(), *p))
-                    .copied()
-                    .unwrap_or(0)
-            })
-            .sum();
+        let class = Class::of_limit(which);
+        let total = self
+            .class_counts
+            .get(&(lane.clone(), class))
+            .copied()
+            .unwrap_or(0);
         let own = except
             .and_then(|id| self.occurrences.get(id))
-            .and_then(|r| r.phase)
-            .is_some_and(|p| phases.contains(&p.label()));
+            .is_some_and(|r| r.class == Some(class));
         total - u32::from(own)
     }
 
-    fn moved(&mut self, lane: &LaneId, from: Option<Phase>, to: Phase) {
+    fn moved(&mut self, lane: &LaneId, from: Option<Class>, to: Class) {
         if let Some(f) = from
-            && let Some(n) = self.phase_counts.get_mut(&(lane.clone(), f.label()))
+            && let Some(n) = self.class_counts.get_mut(&(lane.clone(), f))
         {
             *n = n.saturating_sub(1);
         }
-        *self
-            .phase_counts
-            .entry((lane.clone(), to.label()))
-            .or_default() += 1;
+        *self.class_counts.entry((lane.clone(), to)).or_default() += 1;
     }
 }
 
@@ -196,12 +187,12 @@ impl Store for MemoryStore {
         if let Some(f) = new.action_fence {
             n.action_fence.insert(f, new.id.clone());
         }
-        n.moved(&new.lane, None, Phase::Created);
+        n.moved(&new.lane, None, Class::Pending);
         n.occurrences.insert(
             new.id,
             OccRow {
                 lane: Some(new.lane),
-                phase: Some(Phase::Created),
+                class: Some(Class::Pending),
                 entries: vec![new.first],
             },
         );
@@ -263,8 +254,10 @@ impl Store for MemoryStore {
             .get_mut(&a.occurrence)
             .ok_or_else(|| StoreError::corrupt("row vanished"))?;
         row.entries.extend(a.entries);
-        let from = row.phase.replace(a.phase_after);
-        n.moved(&lane, from, a.phase_after);
+        if let Some(to) = a.class_change {
+            let from = row.class.replace(to);
+            n.moved(&lane, from, to);
+        }
         Ok(())
     }
 
@@ -279,16 +272,16 @@ impl Store for MemoryStore {
         };
         let mut out = Vec::new();
         for (id, r) in &n.occurrences {
-            let (Some(l), Some(p)) = (&r.lane, r.phase) else {
+            let (Some(l), Some(c)) = (&r.lane, r.class) else {
                 return Err(StoreError::corrupt(format!(
-                    "occurrence {id} lacks lane or phase"
+                    "occurrence {id} lacks lane or class"
                 )));
             };
             if lane.is_none_or(|want| want == l) {
                 out.push(OccurrenceSummary {
                     id: id.clone(),
                     lane: l.clone(),
-                    phase: p,
+                    class: c,
                     len: r.entries.len() as u64,
                 });
             }

@@ -12,7 +12,7 @@
 //! | transition | durable when this commits |
 //! |---|---|
 //! | occurrence creation (AOC-REQ-002) | the `occurrences` row with its unique creation binding, together with history entry 0 (`created`) |
-//! | reservation, provider entry, adoption, evidence, resolution, release, remedy link | the new `entries` rows at `seq = expected_len …`, in the same transaction as the bumped `occurrences.len` |
+//! | reservation, provider entry, adoption, evidence, resolution, release, remedy link | the new `entries` rows at `seq = expected_len …` (their primary key makes a racing append at the same position fail), with the occurrence's `class` updated in the same transaction when entry, resolution or release changes it |
 //! | generation change (AOC-REQ-006) | the `leases` row with the advanced generation (the predecessor is retired by that same write) |
 //! | admission, claim, recovery, end (seed 003) | the `admissions` row at its new `version` |
 //!
@@ -131,13 +131,71 @@ pub enum CreateResult {
     ActionFenced(OccurrenceId),
 }
 
+/// What an occurrence counts as against the declared limits. Stores keep it per occurrence and
+/// update it only when it changes (creation, entry, resolution, release), so most transitions are
+/// a single insert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// Created or reserved, not entered.
+    Pending,
+    /// Entered, without a terminal decision.
+    InFlight,
+    /// Resolved or released.
+    Closed,
+}
+
+impl Class {
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Pending => "pending",
+            Class::InFlight => "in_flight",
+            Class::Closed => "closed",
+        }
+    }
+    pub fn from_label(s: &str) -> Result<Class, StoreError> {
+        Ok(match s {
+            "pending" => Class::Pending,
+            "in_flight" => Class::InFlight,
+            "closed" => Class::Closed,
+            other => {
+                return Err(StoreError::corrupt(format!(
+                    "unknown class label {other:?}"
+                )));
+            }
+        })
+    }
+    /// The class a limit counts.
+    pub fn of_limit(which: LimitKind) -> Class {
+        match which {
+            LimitKind::Pending => Class::Pending,
+            LimitKind::InFlight => Class::InFlight,
+        }
+    }
+}
+
+impl From<Phase> for Class {
+    fn from(p: Phase) -> Class {
+        if p.is_pending() {
+            Class::Pending
+        } else if p.is_in_flight() {
+            Class::InFlight
+        } else {
+            Class::Closed
+        }
+    }
+}
+
 /// An append to an occurrence's history.
 #[derive(Clone, Debug)]
 pub struct Append {
     pub occurrence: OccurrenceId,
+    /// The history length the entries follow: they are written at `expected_len …`, and the
+    /// append fails with a conflict if any of those positions is taken or the history is shorter.
     pub expected_len: u64,
     pub entries: Vec<ChainedEntry>,
-    pub phase_after: Phase,
+    /// The occurrence's new class, when this append changes it.
+    pub class_change: Option<Class>,
     pub fence: Option<Fence>,
     pub limit: Option<LimitCheck>,
 }
@@ -147,7 +205,7 @@ pub struct Append {
 pub struct OccurrenceSummary {
     pub id: OccurrenceId,
     pub lane: LaneId,
-    pub phase: Phase,
+    pub class: Class,
     pub len: u64,
 }
 
@@ -299,30 +357,6 @@ pub(crate) fn check_limit(
         }
     }
     Ok(())
-}
-
-/// The phase labels a limit counts.
-pub(crate) fn limit_phases(which: LimitKind) -> &'static [&'static str] {
-    match which {
-        LimitKind::Pending => &["created", "reserved"],
-        LimitKind::InFlight => &["entered", "acknowledged"],
-    }
-}
-
-pub(crate) fn phase_from_label(s: &str) -> Result<Phase, StoreError> {
-    Ok(match s {
-        "created" => Phase::Created,
-        "reserved" => Phase::Reserved,
-        "entered" => Phase::Entered,
-        "acknowledged" => Phase::Acknowledged,
-        "resolved" => Phase::Resolved,
-        "released" => Phase::Released,
-        other => {
-            return Err(StoreError::corrupt(format!(
-                "unknown phase label {other:?}"
-            )));
-        }
-    })
 }
 
 /// Any of the three stores, chosen at run time.

@@ -7,8 +7,8 @@
 
 use super::rows::{self, AdmissionCols, EntryCols, LeaseCols};
 use super::{
-    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
-    StoreInfo, check_fence, limit_phases, phase_from_label,
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
+    StoreError, StoreInfo, check_fence,
 };
 use crate::aoc::admission::{self, Admission, AdmissionState};
 use crate::aoc::history::ChainedEntry;
@@ -150,10 +150,13 @@ impl PostgresStore {
 }
 
 /// The limit arguments of the SQL functions: the phase labels counted and the limit.
-fn limit_args(limit: Option<LimitCheck>) -> (Vec<&'static str>, Option<i64>) {
+fn limit_args(limit: Option<LimitCheck>) -> (Option<&'static str>, Option<i64>) {
     match limit {
-        Some(l) => (limit_phases(l.which).to_vec(), Some(i64::from(l.limit))),
-        None => (Vec::new(), None),
+        Some(l) => (
+            Some(Class::of_limit(l.which).label()),
+            Some(i64::from(l.limit)),
+        ),
+        None => (None, None),
     }
 }
 
@@ -509,7 +512,7 @@ impl Store for PostgresStore {
                     &ns,
                     &a.occurrence.as_str(),
                     &rows::i64_of(a.expected_len)?,
-                    &a.phase_after.label(),
+                    &a.class_change.map(Class::label),
                     &a.fence.is_some(),
                     &lane,
                     &executor,
@@ -531,9 +534,9 @@ impl Store for PostgresStore {
             ("not_found", _) => Err(StoreError::NotFound {
                 what: format!("occurrence {}", a.occurrence),
             }),
-            ("conflict", len) => Err(StoreError::Conflict {
+            ("conflict", why) => Err(StoreError::Conflict {
                 what: format!(
-                    "occurrence {} has {len} entries, expected {}",
+                    "occurrence {}: history is not {} entries long ({why})",
                     a.occurrence, a.expected_len
                 ),
             }),
@@ -553,7 +556,9 @@ impl Store for PostgresStore {
         let lane = lane.map(|l| l.0.clone());
         let rs = c
             .query(
-                "SELECT id, lane, phase, len FROM occurrences WHERE ns = $1 AND ($2::TEXT IS NULL OR lane = $2) ORDER BY id",
+                "SELECT o.id, o.lane, o.class,
+                        (SELECT count(*) FROM entries e WHERE e.ns = o.ns AND e.occurrence = o.id)
+                 FROM occurrences o WHERE o.ns = $1 AND ($2::TEXT IS NULL OR o.lane = $2) ORDER BY o.id",
                 &[&ns, &lane],
             )
             .await
@@ -563,7 +568,7 @@ impl Store for PostgresStore {
                 Ok(OccurrenceSummary {
                     id: OccurrenceId::from_stored(r.get::<_, String>(0)),
                     lane: LaneId(r.get(1)),
-                    phase: phase_from_label(r.get(2))?,
+                    class: Class::from_label(r.get(2))?,
                     len: rows::u64_of(r.get(3))?,
                 })
             })

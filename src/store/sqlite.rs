@@ -7,8 +7,8 @@
 
 use super::rows::{self, AdmissionCols, EntryCols, LeaseCols};
 use super::{
-    Append, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store, StoreError,
-    StoreInfo, check_fence, check_limit, limit_phases, phase_from_label,
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
+    StoreError, StoreInfo, check_fence, check_limit,
 };
 use crate::aoc::admission::{self, Admission, AdmissionState};
 use crate::aoc::error::LimitKind;
@@ -99,7 +99,7 @@ impl SqliteStore {
         self.write(|tx| {
             exec(
                 tx,
-                "CREATE TABLE IF NOT EXISTS bench_bare (k TEXT PRIMARY KEY)",
+                "CREATE TABLE IF NOT EXISTS bench_bare (k TEXT PRIMARY KEY) WITHOUT ROWID",
                 [],
             )
             .map_err(be)?;
@@ -223,13 +223,13 @@ fn count(
     which: LimitKind,
     except: &str,
 ) -> Result<u32, StoreError> {
-    let p = limit_phases(which);
-    let n: i64 = query_row(c,
-            "SELECT COUNT(*) FROM occurrences WHERE ns = ?1 AND lane = ?2 AND phase IN (?3, ?4) AND id <> ?5",
-            params![ns, lane, p[0], p[1], except],
-            |r| r.get(0),
-        )
-        .map_err(be)?;
+    let n: i64 = query_row(
+        c,
+        "SELECT COUNT(*) FROM occurrences WHERE ns = ?1 AND lane = ?2 AND class = ?3 AND id <> ?4",
+        params![ns, lane, Class::of_limit(which).label(), except],
+        |r| r.get(0),
+    )
+    .map_err(be)?;
     Ok(n as u32)
 }
 
@@ -421,7 +421,7 @@ impl Store for SqliteStore {
             }
             check_limit(limit, |w| count(tx, &ns, &new.lane.0, w, ""))?;
             exec(tx,
-                "INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence) VALUES (?1, ?2, ?3, 'created', 1, ?4, ?5)",
+                "INSERT INTO occurrences (ns, id, lane, class, creation_binding, action_fence) VALUES (?1, ?2, ?3, 'pending', ?4, ?5)",
                 params![ns, new.id.as_str(), new.lane.0, cb, af],
             )
             .map_err(be)?;
@@ -486,34 +486,45 @@ impl Store for SqliteStore {
             if let Some(f) = &a.fence {
                 fence_check(tx, &ns, f)?;
             }
-            let row: Option<(String, i64)> = query_row(
+            let lane: Option<String> = query_row(
                 tx,
-                "SELECT lane, len FROM occurrences WHERE ns = ?1 AND id = ?2",
+                "SELECT lane FROM occurrences WHERE ns = ?1 AND id = ?2",
                 params![ns, a.occurrence.as_str()],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| r.get(0),
             )
             .optional()
             .map_err(be)?;
-            let (lane, len) = row.ok_or_else(|| StoreError::NotFound {
+            let lane = lane.ok_or_else(|| StoreError::NotFound {
                 what: format!("occurrence {}", a.occurrence),
             })?;
-            if rows::u64_of(len)? != a.expected_len {
+            // The history must be exactly `expected_len` long: the last entry exists …
+            let last: Option<i64> = query_row(
+                tx,
+                "SELECT seq FROM entries WHERE ns = ?1 AND occurrence = ?2 AND seq = ?3",
+                params![ns, a.occurrence.as_str(), rows::i64_of(a.expected_len)? - 1],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(be)?;
+            if last.is_none() {
                 return Err(StoreError::Conflict {
                     what: format!(
-                        "occurrence {} has {len} entries, expected {}",
+                        "occurrence {} has fewer than {} entries",
                         a.occurrence, a.expected_len
                     ),
                 });
             }
             check_limit(a.limit, |w| count(tx, &ns, &lane, w, a.occurrence.as_str()))?;
+            // … and the next positions are free (their primary key refuses a racing append).
             insert_entries(tx, &ns, a.occurrence.as_str(), &a.entries)?;
-            let new_len = rows::i64_of(a.expected_len + a.entries.len() as u64)?;
-            exec(
-                tx,
-                "UPDATE occurrences SET len = ?3, phase = ?4 WHERE ns = ?1 AND id = ?2",
-                params![ns, a.occurrence.as_str(), new_len, a.phase_after.label()],
-            )
-            .map_err(be)?;
+            if let Some(class) = a.class_change {
+                exec(
+                    tx,
+                    "UPDATE occurrences SET class = ?3 WHERE ns = ?1 AND id = ?2",
+                    params![ns, a.occurrence.as_str(), class.label()],
+                )
+                .map_err(be)?;
+            }
             Ok(())
         })
         .await
@@ -528,7 +539,9 @@ impl Store for SqliteStore {
         self.read(move |c| {
             let mut stmt = c
                 .prepare_cached(
-                    "SELECT id, lane, phase, len FROM occurrences WHERE ns = ?1 AND (?2 IS NULL OR lane = ?2) ORDER BY id",
+                    "SELECT o.id, o.lane, o.class,
+                        (SELECT COUNT(*) FROM entries e WHERE e.ns = o.ns AND e.occurrence = o.id)
+                     FROM occurrences o WHERE o.ns = ?1 AND (?2 IS NULL OR o.lane = ?2) ORDER BY o.id",
                 )
                 .map_err(be)?;
             let rows = stmt
@@ -538,11 +551,11 @@ impl Store for SqliteStore {
                 .map_err(be)?;
             let mut out = Vec::new();
             for r in rows {
-                let (id, lane, phase, len) = r.map_err(be)?;
+                let (id, lane, class, len) = r.map_err(be)?;
                 out.push(OccurrenceSummary {
                     id: OccurrenceId::from_stored(id),
                     lane: LaneId(lane),
-                    phase: phase_from_label(&phase)?,
+                    class: Class::from_label(&class)?,
                     len: rows::u64_of(len)?,
                 });
             }

@@ -22,15 +22,14 @@ CREATE TABLE occurrences (
     ns               TEXT    NOT NULL,
     id               TEXT    NOT NULL,
     lane             TEXT    NOT NULL,
-    phase            TEXT    NOT NULL,
-    len              BIGINT NOT NULL,
+    class            TEXT    NOT NULL,
     creation_binding TEXT    NOT NULL,
     action_fence     TEXT,
     PRIMARY KEY (ns, id)
 );
 CREATE UNIQUE INDEX occurrences_creation ON occurrences (ns, creation_binding);
 CREATE UNIQUE INDEX occurrences_fence ON occurrences (ns, action_fence) WHERE action_fence IS NOT NULL;
-CREATE INDEX occurrences_lane ON occurrences (ns, lane, phase);
+CREATE INDEX occurrences_lane ON occurrences (ns, lane, class);
 CREATE TABLE entries (
     ns         TEXT    NOT NULL,
     occurrence TEXT    NOT NULL,

@@ -4,7 +4,7 @@
 -- first takes the lane's transaction-scoped advisory lock (aoc_lane_lock). Inside plpgsql under
 -- READ COMMITTED each statement takes a fresh snapshot, so the lease row and the limit counts read
 -- after the lock see every commit that preceded it. Appends to one occurrence serialize on its row
--- (the UPDATE with the expected length); the loser of a race updates no row and reports a conflict.
+-- entries' primary key: the loser of a race inserts nothing and reports a conflict.
 
 CREATE OR REPLACE FUNCTION aoc_lane_lock(p_ns TEXT, p_lane TEXT)
 RETURNS VOID LANGUAGE sql AS $$
@@ -23,9 +23,9 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION aoc_append(
-    p_ns TEXT, p_occ TEXT, p_expected BIGINT, p_phase TEXT,
+    p_ns TEXT, p_occ TEXT, p_expected BIGINT, p_class TEXT,
     p_fenced BOOLEAN, p_lane TEXT, p_executor TEXT, p_generation BIGINT, p_now BIGINT,
-    p_limit_phases TEXT[], p_limit BIGINT,
+    p_limit_class TEXT, p_limit BIGINT,
     p_seq BIGINT[], p_prev TEXT[], p_digest TEXT[], p_body TEXT[])
 RETURNS TEXT LANGUAGE plpgsql AS $$
 DECLARE n BIGINT; occ_lane TEXT;
@@ -33,28 +33,37 @@ BEGIN
     IF p_fenced AND NOT aoc_fence_ok(p_ns, p_lane, p_executor, p_generation, p_now) THEN
         RETURN 'fenced';
     END IF;
+    SELECT lane INTO occ_lane FROM occurrences WHERE ns = p_ns AND id = p_occ;
+    IF NOT FOUND THEN RETURN 'not_found'; END IF;
+    -- The history must be exactly p_expected long: its last entry exists …
+    PERFORM 1 FROM entries WHERE ns = p_ns AND occurrence = p_occ AND seq = p_expected - 1;
+    IF NOT FOUND THEN RETURN 'conflict:short'; END IF;
     IF p_limit IS NOT NULL THEN
-        SELECT lane INTO occ_lane FROM occurrences WHERE ns = p_ns AND id = p_occ;
         SELECT count(*) INTO n FROM occurrences
-         WHERE ns = p_ns AND lane = occ_lane AND phase = ANY (p_limit_phases) AND id <> p_occ;
+         WHERE ns = p_ns AND lane = occ_lane AND class = p_limit_class AND id <> p_occ;
         IF n >= p_limit THEN RETURN 'limit:' || n; END IF;
     END IF;
-    UPDATE occurrences SET len = p_expected + cardinality(p_seq), phase = p_phase
-     WHERE ns = p_ns AND id = p_occ AND len = p_expected;
-    IF NOT FOUND THEN
-        SELECT len INTO n FROM occurrences WHERE ns = p_ns AND id = p_occ;
-        IF NOT FOUND THEN RETURN 'not_found'; END IF;
-        RETURN 'conflict:' || n;
-    END IF;
+    -- … and the next positions are free: a racing append at the same position inserts nothing.
     INSERT INTO entries (ns, occurrence, seq, prev, digest, body)
-        SELECT p_ns, p_occ, t.s, t.p, t.d, t.b FROM unnest(p_seq, p_prev, p_digest, p_body) AS t(s, p, d, b);
+        SELECT p_ns, p_occ, t.s, t.p, t.d, t.b FROM unnest(p_seq, p_prev, p_digest, p_body) AS t(s, p, d, b)
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 THEN RETURN 'conflict:taken'; END IF;
+    IF n <> cardinality(p_seq) THEN
+        -- Partly taken: abort the whole statement (its transaction rolls back; nothing is written).
+        RAISE EXCEPTION 'append to % at % partly conflicted', p_occ, p_expected
+            USING ERRCODE = 'serialization_failure';
+    END IF;
+    IF p_class IS NOT NULL THEN
+        UPDATE occurrences SET class = p_class WHERE ns = p_ns AND id = p_occ;
+    END IF;
     RETURN 'ok';
 END $$;
 
 CREATE OR REPLACE FUNCTION aoc_create(
     p_ns TEXT, p_id TEXT, p_lane TEXT, p_cb TEXT, p_af TEXT,
     p_executor TEXT, p_generation BIGINT, p_now BIGINT,
-    p_limit_phases TEXT[], p_limit BIGINT,
+    p_limit_class TEXT, p_limit BIGINT,
     p_digest TEXT, p_body TEXT)
 RETURNS TEXT LANGUAGE plpgsql AS $$
 DECLARE x TEXT; n BIGINT;
@@ -70,11 +79,11 @@ BEGIN
     END IF;
     IF p_limit IS NOT NULL THEN
         SELECT count(*) INTO n FROM occurrences
-         WHERE ns = p_ns AND lane = p_lane AND phase = ANY (p_limit_phases);
+         WHERE ns = p_ns AND lane = p_lane AND class = p_limit_class;
         IF n >= p_limit THEN RETURN 'limit:' || n; END IF;
     END IF;
-    INSERT INTO occurrences (ns, id, lane, phase, len, creation_binding, action_fence)
-         VALUES (p_ns, p_id, p_lane, 'created', 1, p_cb, p_af)
+    INSERT INTO occurrences (ns, id, lane, class, creation_binding, action_fence)
+         VALUES (p_ns, p_id, p_lane, 'pending', p_cb, p_af)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN RETURN 'conflict'; END IF;
     INSERT INTO entries (ns, occurrence, seq, prev, digest, body) VALUES (p_ns, p_id, 0, NULL, p_digest, p_body);
