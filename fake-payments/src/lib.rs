@@ -1,5 +1,22 @@
-//! `fake-payments`: a synthetic card-payments provider that injects faults (lost replies, 5xx after
-//! commit, forged tags, incomplete listings) and keeps a ground-truth ledger of every effect.
+//! `fake-payments`: a synthetic card-payments provider for conformance testing.
 //!
-//! Status: placeholder crate. Its implementation arrives with its own issue; until then this crate
-//! exports nothing, and nothing in the workspace depends on it.
+//! It behaves like a small card-payments API (create, capture, refund, get, list; per-account
+//! Bearer credentials; idempotency keys under three selectable profiles), signs every response so a
+//! client can tell a forged or misdirected reply, publishes an AOC provider profile, injects faults
+//! on request (lost replies after commit, 5xx after commit, garbled bodies, forged tags, incomplete
+//! listings, expired retention, held requests …), and keeps a ground-truth ledger of every effect
+//! that really happened and whether its reply went out.
+//!
+//! It shares nothing with the harness but its HTTP contract ([`contract`]). Use [`app::router`] for
+//! an in-process server (testable without a socket) and [`app::serve`] to serve it on a listener with
+//! the ability to drop a connection without replying.
+
+pub mod app;
+pub mod config;
+pub mod contract;
+pub mod faults;
+pub mod ledger;
+pub mod profile;
+
+pub use app::{Handle, router, serve};
+pub use config::{AccountConfig, Config, IdempotencyProfile};

@@ -1,0 +1,280 @@
+//! Fault plans: rules that target "the Nth request of operation K (for key X, for account A)" and
+//! the fault each applies. One vocabulary with the harness (GUIDE §5).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The operations a rule can target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Create,
+    Capture,
+    Refund,
+    Get,
+    List,
+    Any,
+}
+
+impl Op {
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Capture => "capture",
+            Op::Refund => "refund",
+            Op::Get => "get",
+            Op::List => "list",
+            Op::Any => "any",
+        }
+    }
+    pub fn is_effectful(self) -> bool {
+        matches!(self, Op::Create | Op::Capture | Op::Refund)
+    }
+}
+
+/// How a forged tag is wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForgeMode {
+    /// Signed by a key that is not the published one.
+    BadKey,
+    /// Correctly signed, but for another account.
+    OtherAccount,
+}
+
+/// One fault.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// Refuse before any effect with this status.
+    Reject { status: u16 },
+    /// Let the effect happen, then answer with this (5xx) status.
+    CommitThen { status: u16 },
+    /// Let the effect happen, then close the connection with no reply.
+    CommitThenDrop,
+    /// Wait before processing.
+    Delay { ms: u64 },
+    /// Process, then send an undecodable body.
+    Garble,
+    /// Process, then remove this top-level field from the JSON body.
+    Omit { field: String },
+    /// Process, then send a tag that does not authenticate the reply.
+    Forge { mode: ForgeMode },
+    /// A provider restart before processing: the volatile idempotency index is lost; payments and
+    /// the ledger survive.
+    Forget,
+    /// Answer a listing with some matching items missing and `complete: false`.
+    IncompleteListing,
+    /// Before processing, move the target payment (and its idempotency key) beyond retention.
+    ExpireRetention,
+    /// Park the request before processing until `/_control/release` names this hold.
+    Hold { name: String },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Reject { status } => write!(f, "reject({status})"),
+            Fault::CommitThen { status } => write!(f, "commit_then({status})"),
+            Fault::CommitThenDrop => f.write_str("commit_then_drop"),
+            Fault::Delay { ms } => write!(f, "delay({ms})"),
+            Fault::Garble => f.write_str("garble"),
+            Fault::Omit { field } => write!(f, "omit({field})"),
+            Fault::Forge { mode } => write!(
+                f,
+                "forge({})",
+                match mode {
+                    ForgeMode::BadKey => "bad_key",
+                    ForgeMode::OtherAccount => "other_account",
+                }
+            ),
+            Fault::Forget => f.write_str("forget"),
+            Fault::IncompleteListing => f.write_str("incomplete_listing"),
+            Fault::ExpireRetention => f.write_str("expire_retention"),
+            Fault::Hold { name } => write!(f, "hold({name})"),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A targeted rule: fires on the `nth` … `nth + times - 1` matching requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub op: Op,
+    /// 1-based ordinal among the requests this rule matches.
+    #[serde(default = "one")]
+    pub nth: u32,
+    /// How many consecutive matches it fires on.
+    #[serde(default = "one")]
+    pub times: u32,
+    /// Only requests of this account.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Only requests with this idempotency key.
+    #[serde(default)]
+    pub key: Option<String>,
+    pub fault: Fault,
+}
+
+/// A plan: rules in priority order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub rules: Vec<Rule>,
+}
+
+/// A rule with its counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleState {
+    pub rule: Rule,
+    pub seen: u32,
+    pub fired: u32,
+}
+
+impl Plan {
+    /// Every defect at once, naming the rule and field.
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            let at = format!("rules[{i}]");
+            if r.nth == 0 {
+                out.push(format!("{at}.nth: ordinals start at 1"));
+            }
+            if r.times == 0 {
+                out.push(format!("{at}.times: must be at least 1"));
+            }
+            match &r.fault {
+                Fault::Reject { status } if !(400..=599).contains(status) => out.push(format!(
+                    "{at}.fault.status: reject needs a 4xx or 5xx status, got {status}"
+                )),
+                Fault::CommitThen { status } if !(500..=599).contains(status) => out.push(format!(
+                    "{at}.fault.status: commit_then needs a 5xx status, got {status}"
+                )),
+                Fault::Delay { ms } if *ms > 600_000 => out.push(format!(
+                    "{at}.fault.ms: at most 600000 (10 minutes), got {ms}"
+                )),
+                Fault::Omit { field } if field.trim().is_empty() => {
+                    out.push(format!("{at}.fault.field: name the field to omit"))
+                }
+                Fault::Hold { name } if name.trim().is_empty() => {
+                    out.push(format!("{at}.fault.name: name the hold"))
+                }
+                _ => {}
+            }
+            let effect_only = matches!(r.fault, Fault::CommitThen { .. } | Fault::CommitThenDrop);
+            if effect_only && !(r.op.is_effectful() || r.op == Op::Any) {
+                out.push(format!(
+                    "{at}.op: {} needs an effect; use create, capture or refund",
+                    r.fault
+                ));
+            }
+            if r.fault == Fault::IncompleteListing && !matches!(r.op, Op::List | Op::Any) {
+                out.push(format!("{at}.op: incomplete_listing applies to list"));
+            }
+        }
+        out
+    }
+}
+
+/// Counts the request against every matching rule and returns the fault of the first rule that
+/// fires, with its index.
+pub fn select(
+    states: &mut [RuleState],
+    op: Op,
+    account: Option<&str>,
+    key: Option<&str>,
+) -> Option<(usize, Fault)> {
+    let mut chosen = None;
+    for (i, s) in states.iter_mut().enumerate() {
+        let r = &s.rule;
+        let matches = (r.op == Op::Any || r.op == op)
+            && r.account.as_deref().is_none_or(|a| Some(a) == account)
+            && r.key.as_deref().is_none_or(|k| Some(k) == key);
+        if !matches {
+            continue;
+        }
+        s.seen += 1;
+        if chosen.is_none() && s.seen >= r.nth && s.fired < r.times {
+            // Applicability: effect faults only fire on effectful operations, listing faults only
+            // on listings.
+            let applies = match r.fault {
+                Fault::CommitThen { .. } | Fault::CommitThenDrop => op.is_effectful(),
+                Fault::IncompleteListing => op == Op::List,
+                _ => true,
+            };
+            if applies {
+                s.fired += 1;
+                chosen = Some((i, r.fault.clone()));
+            }
+        }
+    }
+    chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(op: Op, nth: u32, times: u32, key: Option<&str>) -> RuleState {
+        RuleState {
+            rule: Rule {
+                op,
+                nth,
+                times,
+                account: None,
+                key: key.map(str::to_string),
+                fault: Fault::Reject { status: 503 },
+            },
+            seen: 0,
+            fired: 0,
+        }
+    }
+
+    #[test]
+    fn fires_on_the_nth_match_for_times() {
+        let mut s = vec![rule(Op::Create, 2, 2, Some("k"))];
+        let fired: Vec<bool> = (0..5)
+            .map(|_| select(&mut s, Op::Create, Some("a"), Some("k")).is_some())
+            .collect();
+        assert_eq!(fired, [false, true, true, false, false]);
+        assert!(select(&mut s, Op::Create, Some("a"), Some("other")).is_none());
+        assert_eq!(s[0].seen, 5);
+    }
+
+    #[test]
+    fn validation_names_rule_and_field() {
+        let plan = Plan {
+            rules: vec![
+                Rule {
+                    op: Op::Get,
+                    nth: 0,
+                    times: 1,
+                    account: None,
+                    key: None,
+                    fault: Fault::CommitThen { status: 200 },
+                },
+                Rule {
+                    op: Op::Create,
+                    nth: 1,
+                    times: 1,
+                    account: None,
+                    key: None,
+                    fault: Fault::IncompleteListing,
+                },
+            ],
+        };
+        let d = plan.validate().join("\n");
+        for needle in [
+            "rules[0].nth",
+            "rules[0].fault.status",
+            "rules[0].op",
+            "rules[1].op",
+        ] {
+            assert!(d.contains(needle), "{needle} in {d}");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The ground truth: every effect that really happened, and every request with the fault applied
+//! and what became of its reply.
+
+use serde::Serialize;
+
+/// What became of a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// Not sent yet (held, or being processed).
+    Pending,
+    /// Sent as processed.
+    Sent,
+    /// The effect happened and an error status was sent instead of the result.
+    ErrorAfterCommit,
+    /// The connection was closed without any reply.
+    Dropped,
+    /// An undecodable body was sent.
+    Garbled,
+    /// The client had gone before the reply could be sent.
+    ClientGone,
+}
+
+/// An effect on money or on a payment's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectKind {
+    PaymentCreated,
+    PaymentCaptured,
+    PaymentRefunded,
+}
+
+/// One effect that really happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Effect {
+    pub seq: u64,
+    pub kind: EffectKind,
+    pub account: String,
+    pub payment_id: String,
+    pub refund_id: Option<String>,
+    pub amount: i64,
+    pub currency: String,
+    /// The payment's status right after the effect (a declined creation moved no money).
+    pub status: String,
+    pub request_digest: String,
+    pub idempotency_key: Option<String>,
+    /// The fault applied to the request that caused it, if any.
+    pub fault: Option<String>,
+    /// The request that caused it (see [`RequestRecord::seq`]).
+    pub request_seq: u64,
+    pub reply: Reply,
+}
+
+/// One request that reached an API route (authenticated or not).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestRecord {
+    pub seq: u64,
+    pub op: String,
+    pub account: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub request_digest: String,
+    pub fault: Option<String>,
+    /// The HTTP status decided (before any post-commit fault replaced it).
+    pub status: u16,
+    /// Whether the saved response of an earlier request was replayed.
+    pub replayed: bool,
+    /// Whether this request caused an effect.
+    pub effect: bool,
+    pub reply: Reply,
+}
+
+/// The ledger returned by `GET /_control/ledger`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Ledger {
+    pub effects: Vec<Effect>,
+    pub requests: Vec<RequestRecord>,
+}
