@@ -1,5 +1,18 @@
-//! `fake-hermes`: a simulated Hermes structured-run API (`/v1/runs` with SSE, approvals and stop)
-//! that injects faults and keeps a ground-truth ledger of every run it really started.
+//! `fake-hermes`: a simulated Hermes structured-run API for conformance testing.
 //!
-//! Status: placeholder crate. Its implementation arrives with its own issue; until then this crate
-//! exports nothing, and nothing in the workspace depends on it.
+//! It reproduces what a real Hermes API server was observed to do on loopback (the default mode)
+//! and what newer builds add (`newer` mode): `POST /v1/runs`, `GET /v1/runs/{id}`, the SSE event
+//! stream, approvals and stop. Runs execute scripts ([`script`]); runs of one session are admitted
+//! in FIFO order and execute one at a time under a holder-fenced turn lease ([`lease`]). Faults are
+//! injected on request ([`faults`]) and a ground-truth ledger records every run really started,
+//! every approval applied and every stop.
+
+pub mod app;
+pub mod config;
+pub mod faults;
+pub mod lease;
+pub mod pyjson;
+pub mod script;
+
+pub use app::{Handle, router, serve};
+pub use config::{Config, Mode};

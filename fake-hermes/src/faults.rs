@@ -1,0 +1,201 @@
+//! Fault plans for the run routes: rules target "the Nth request to route R (for session S)".
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    Start,
+    Status,
+    Events,
+    Approval,
+    Stop,
+    Steer,
+    Any,
+}
+
+impl Route {
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Start => "start",
+            Route::Status => "status",
+            Route::Events => "events",
+            Route::Approval => "approval",
+            Route::Stop => "stop",
+            Route::Steer => "steer",
+            Route::Any => "any",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// Refuse before anything happens (no run, no approval, no stop).
+    Reject {
+        status: u16,
+    },
+    /// Do it (run created, approval applied, stop requested), then answer with this 5xx.
+    CommitThen {
+        status: u16,
+    },
+    /// Do it, then close the connection with no reply.
+    CommitThenDrop,
+    /// Start the run but answer 202 without a `run_id`.
+    StartWithoutRunId,
+    /// Answer the events request with 404 although the stream exists.
+    Events404,
+    /// Garble the `frame`-th data frame of the stream (1-based).
+    GarbleFrame {
+        frame: u32,
+    },
+    /// Close the stream after `after` data frames, with no `: stream closed`.
+    DropStream {
+        after: u32,
+    },
+    /// Accept the stop, but the executor never exits: the run stays `stopping`.
+    StopStuck,
+    /// Accept the stop, but the run completes first: `completed` stays authoritative.
+    CompleteRacesStop,
+    /// A server restart before the request: in-memory runs are lost (GET 404); the ledger survives.
+    Forget,
+    Delay {
+        ms: u64,
+    },
+    /// Park the request until `/_control/release` names this hold.
+    Hold {
+        name: String,
+    },
+}
+
+impl Fault {
+    /// The routes this fault can apply to.
+    pub fn applies_to(&self, r: Route) -> bool {
+        match self {
+            Fault::StartWithoutRunId => r == Route::Start,
+            Fault::Events404 | Fault::GarbleFrame { .. } | Fault::DropStream { .. } => {
+                r == Route::Events
+            }
+            Fault::StopStuck | Fault::CompleteRacesStop => r == Route::Stop,
+            Fault::CommitThen { .. } | Fault::CommitThenDrop => {
+                matches!(
+                    r,
+                    Route::Start | Route::Approval | Route::Stop | Route::Steer
+                )
+            }
+            _ => true,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Reject { status } => write!(f, "reject({status})"),
+            Fault::CommitThen { status } => write!(f, "commit_then({status})"),
+            Fault::CommitThenDrop => f.write_str("commit_then_drop"),
+            Fault::StartWithoutRunId => f.write_str("start_without_run_id"),
+            Fault::Events404 => f.write_str("events_404"),
+            Fault::GarbleFrame { frame } => write!(f, "garble_frame({frame})"),
+            Fault::DropStream { after } => write!(f, "drop_stream({after})"),
+            Fault::StopStuck => f.write_str("stop_stuck"),
+            Fault::CompleteRacesStop => f.write_str("complete_races_stop"),
+            Fault::Forget => f.write_str("forget"),
+            Fault::Delay { ms } => write!(f, "delay({ms})"),
+            Fault::Hold { name } => write!(f, "hold({name})"),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub route: Route,
+    #[serde(default = "one")]
+    pub nth: u32,
+    #[serde(default = "one")]
+    pub times: u32,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    pub fault: Fault,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleState {
+    pub rule: Rule,
+    pub seen: u32,
+    pub fired: u32,
+}
+
+impl Plan {
+    /// Every defect at once, naming rule and field.
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, r) in self.rules.iter().enumerate() {
+            let at = format!("rules[{i}]");
+            if r.nth == 0 {
+                out.push(format!("{at}.nth: ordinals start at 1"));
+            }
+            if r.times == 0 {
+                out.push(format!("{at}.times: must be at least 1"));
+            }
+            match &r.fault {
+                Fault::Reject { status } if !(400..=599).contains(status) => out.push(format!(
+                    "{at}.fault.status: reject needs a 4xx or 5xx status, got {status}"
+                )),
+                Fault::CommitThen { status } if !(500..=599).contains(status) => out.push(format!(
+                    "{at}.fault.status: commit_then needs a 5xx status, got {status}"
+                )),
+                Fault::GarbleFrame { frame: 0 } => {
+                    out.push(format!("{at}.fault.frame: frames count from 1"))
+                }
+                Fault::Delay { ms } if *ms > 600_000 => {
+                    out.push(format!("{at}.fault.ms: at most 600000"))
+                }
+                Fault::Hold { name } if name.trim().is_empty() => {
+                    out.push(format!("{at}.fault.name: name the hold"))
+                }
+                _ => {}
+            }
+            if r.route != Route::Any && !r.fault.applies_to(r.route) {
+                out.push(format!(
+                    "{at}.route: {} does not apply to {}",
+                    r.fault,
+                    r.route.label()
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Counts the request against matching rules; returns the first firing fault.
+pub fn select(states: &mut [RuleState], route: Route, session: Option<&str>) -> Option<Fault> {
+    let mut chosen = None;
+    for s in states.iter_mut() {
+        let r = &s.rule;
+        let matches = (r.route == Route::Any || r.route == route)
+            && r.session_id.as_deref().is_none_or(|x| Some(x) == session)
+            && r.fault.applies_to(route);
+        if !matches {
+            continue;
+        }
+        s.seen += 1;
+        if chosen.is_none() && s.seen >= r.nth && s.fired < r.times {
+            s.fired += 1;
+            chosen = Some(r.fault.clone());
+        }
+    }
+    chosen
+}

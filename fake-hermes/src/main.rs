@@ -1,0 +1,145 @@
+//! The `fake-hermes` binary: serve the simulated Hermes run API on a loopback port.
+//!
+//! Prints `listening http://ADDR` as its first line, then serves until killed.
+//! Exit codes: 3 invalid configuration, fault plan or scripts; 4 cannot bind.
+
+use clap::Parser;
+use fake_hermes::config::{Config, Mode};
+use fake_hermes::faults::Plan;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fake-hermes",
+    version,
+    about = "A simulated Hermes /v1/runs API with faults and a ground-truth ledger"
+)]
+struct Args {
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// `default` (as observed on hermes-agent 0.19.0) or `newer`.
+    #[arg(long, value_parser = ["default", "newer"])]
+    mode: Option<String>,
+    /// Configuration JSON (see `fake_hermes::Config`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A fault plan active from the start.
+    #[arg(long)]
+    faults: Option<PathBuf>,
+    /// Script rules: `{"rules": [{"session_id"?, "objective_contains"?, "script"}], "default"?}`.
+    #[arg(long)]
+    scripts: Option<PathBuf>,
+    /// Persist run states here (temp file + rename after every step).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    #[arg(long, env = "API_SERVER_KEY")]
+    api_key: Option<String>,
+    #[arg(long, env = "FAKE_HERMES_CONTROL_TOKEN")]
+    control_token: Option<String>,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scripts {
+    #[serde(default)]
+    rules: Vec<fake_hermes::app::ScriptRule>,
+    #[serde(default)]
+    default: Option<serde_json::Value>,
+}
+
+fn fail(lines: impl IntoIterator<Item = String>) -> ExitCode {
+    for l in lines {
+        eprintln!("error: {l}");
+    }
+    ExitCode::from(3)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut config = match &args.config {
+        Some(p) => match read_json::<Config>(p) {
+            Ok(c) => c,
+            Err(e) => return fail([e]),
+        },
+        None => Config::default(),
+    };
+    if let Some(m) = &args.mode {
+        config.mode = if m == "newer" {
+            Mode::Newer
+        } else {
+            Mode::Default
+        };
+    }
+    if let Some(k) = args.api_key {
+        config.api_key = k;
+    }
+    if let Some(t) = args.control_token {
+        config.control_token = t;
+    }
+    if args.state_dir.is_some() {
+        config.state_dir = args.state_dir.clone();
+    }
+    let (app, handle) = match fake_hermes::router(config) {
+        Ok(x) => x,
+        Err(d) => return fail(d.into_iter().map(|x| format!("config: {x}"))),
+    };
+    if let Some(p) = &args.faults {
+        match read_json::<Plan>(p)
+            .map_err(|e| vec![e])
+            .and_then(|plan| handle.set_plan(plan))
+        {
+            Ok(()) => {}
+            Err(d) => return fail(d.into_iter().map(|x| format!("faults: {x}"))),
+        }
+    }
+    if let Some(p) = &args.scripts {
+        match read_json::<Scripts>(p)
+            .map_err(|e| vec![e])
+            .and_then(|s| handle.set_scripts(s.rules, s.default))
+        {
+            Ok(()) => {}
+            Err(d) => return fail(d.into_iter().map(|x| format!("scripts: {x}"))),
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: runtime: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {}: {e}", args.listen);
+                return ExitCode::from(4);
+            }
+        };
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "listening http://{addr}");
+        let _ = out.flush();
+        match fake_hermes::serve(listener, app).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(4)
+            }
+        }
+    })
+}
