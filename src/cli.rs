@@ -21,6 +21,25 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the conformance suite against the reference implementation and write reports.
+    Run(RunArgs),
+    /// Check case files: every defect at once, with file, case, field, line and fix.
+    Cases {
+        #[command(subcommand)]
+        what: CasesCmd,
+    },
+    /// Make an Ed25519 key pair for signing reports (PEM files KEY and KEY.pub).
+    Keygen {
+        /// Where to write the private key (the public key goes to PATH.pub).
+        #[arg(default_value = "aocheck-signing.pem")]
+        path: PathBuf,
+    },
+    /// Verify a signed report (DSSE envelope) with a public key.
+    VerifyReport {
+        envelope: PathBuf,
+        #[arg(long)]
+        key: PathBuf,
+    },
     /// Open a store, apply its migrations and list what it holds for a domain.
     Store {
         /// `memory`, `sqlite:PATH` or `postgres:URL`.
@@ -42,9 +61,302 @@ pub enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum CasesCmd {
+    /// Validate case files (default: cases/).
+    Check { path: Option<PathBuf> },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Case files or folder.
+    #[arg(long, default_value = "cases")]
+    pub cases: PathBuf,
+    /// Only these case ids (repeatable).
+    #[arg(long = "case")]
+    pub case_ids: Vec<String>,
+    /// Only cases evaluating these requirements (repeatable), e.g. AOC-REQ-006.
+    #[arg(long = "req")]
+    pub reqs: Vec<String>,
+    /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
+    #[arg(long)]
+    pub store: Option<StoreSpec>,
+    /// Output folder (default: reports/runs/<run id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The seed (printed first; reproduces a run).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Sign the report with this Ed25519 private key (PEM).
+    #[arg(long)]
+    pub sign: Option<PathBuf>,
+}
+
+async fn run_suite_cmd(a: RunArgs) -> u8 {
+    use std::io::Write;
+    let seed = a.seed.unwrap_or_else(|| {
+        let mut b = [0u8; 8];
+        let _ = getrandom::fill(&mut b);
+        u64::from_le_bytes(b) % 1_000_000_000
+    });
+    println!("aocheck: seed {seed} (reproduce with --seed {seed})");
+    let (mut cases, defects) = crate::case::load(&a.cases);
+    if !defects.is_empty() {
+        for d in &defects {
+            eprintln!("error: {d}");
+        }
+        eprintln!("{} defect(s) in the cases; nothing was run", defects.len());
+        return exit::INVALID_INPUT;
+    }
+    let mut wanted_reqs = Vec::new();
+    for r in &a.reqs {
+        match crate::aoc::Req::parse(r) {
+            Some(q) => wanted_reqs.push(q),
+            None => {
+                eprintln!(
+                    "error: --req {r:?} is not a requirement id; use AOC-REQ-001 … AOC-REQ-013"
+                );
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    for id in &a.case_ids {
+        if !cases.iter().any(|c| &c.case.id == id) {
+            eprintln!(
+                "error: --case {id:?}: no such case under {}",
+                a.cases.display()
+            );
+            return exit::INVALID_INPUT;
+        }
+    }
+    cases.retain(|c| {
+        (a.case_ids.is_empty() || a.case_ids.contains(&c.case.id))
+            && (wanted_reqs.is_empty()
+                || c.case
+                    .requirements
+                    .iter()
+                    .any(|r| crate::aoc::Req::parse(r).is_some_and(|q| wanted_reqs.contains(&q))))
+    });
+    let run_id = format!("run-{}", uuid::Uuid::now_v7().simple());
+    let out = match &a.out {
+        Some(o) => {
+            if o.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                eprintln!(
+                    "error: --out {}: `..` could escape the reports folder; name a folder without it",
+                    o.display()
+                );
+                return exit::INVALID_INPUT;
+            }
+            o.clone()
+        }
+        None => PathBuf::from("reports").join("runs").join(&run_id),
+    };
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("error: cannot create {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
+    let signing = match &a.sign {
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| crate::report::attest::signing_key(&t).map_err(|e| e.to_string()))
+        {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!("error: --sign {}: {e}", p.display());
+                return exit::INVALID_INPUT;
+            }
+        },
+        None => None,
+    };
+    let spec = a
+        .store
+        .clone()
+        .unwrap_or_else(|| StoreSpec::Sqlite(out.join("store.db")));
+    let store = match spec.open().await {
+        Ok(s) => std::sync::Arc::new(s),
+        Err(e) => {
+            eprintln!("error: cannot open the store: {e}");
+            return exit::UNREACHABLE;
+        }
+    };
+    let total = cases.len();
+    let mut done = 0usize;
+    let mut progress = |e: crate::runner::RunEvent| {
+        if let crate::runner::RunEvent::CaseFinished {
+            case,
+            verdict,
+            millis,
+        } = e
+        {
+            done += 1;
+            println!(
+                "[{done:>2}/{total}] {case:<16} {:<14} {millis} ms",
+                verdict.label()
+            );
+            let _ = std::io::stdout().flush();
+        }
+    };
+    let opts = crate::runner::RunOptions {
+        run_id: run_id.clone(),
+        seed,
+        variant: crate::sut::Variant::Conforming,
+    };
+    let report = crate::runner::run_suite(&cases, store, &opts, &mut progress).await;
+    if let Err(e) = write_reports(&report, &out, signing.as_ref()) {
+        eprintln!("error: writing reports to {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
+    for c in report
+        .cases
+        .iter()
+        .filter(|c| c.verdict != crate::report::model::Verdict::Pass)
+    {
+        println!(
+            "{} {}: {}",
+            c.id,
+            c.verdict.label(),
+            c.failures
+                .iter()
+                .map(|f| format!("{} {}", f.requirement, f.msg))
+                .chain(c.harness.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        println!("  reproduce: {}", c.repro);
+    }
+    println!(
+        "{} passed, {} failed, {} other; reports in {}",
+        report.summary.pass,
+        report.summary.fail,
+        report.summary.other,
+        out.display()
+    );
+    report.exit_code()
+}
+
+/// Writes every format (and the signed envelope when a key is given).
+pub fn write_reports(
+    report: &crate::report::model::Report,
+    out: &std::path::Path,
+    key: Option<&ed25519_dalek::SigningKey>,
+) -> Result<(), String> {
+    use crate::report::formats;
+    let w = |name: &str, body: &[u8]| {
+        std::fs::write(out.join(name), body).map_err(|e| format!("{name}: {e}"))
+    };
+    w(
+        "report.json",
+        formats::json(report).map_err(|e| e.to_string())?.as_bytes(),
+    )?;
+    w("junit.xml", formats::junit(report).as_bytes())?;
+    w("summary.md", formats::markdown(report).as_bytes())?;
+    w("report.html", formats::html(report).as_bytes())?;
+    if let Some(k) = key {
+        let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+        let env = crate::report::attest::sign(&value, k).map_err(|e| e.to_string())?;
+        w(
+            "report.dsse.json",
+            serde_json::to_string_pretty(&env)
+                .map_err(|e| e.to_string())?
+                .as_bytes(),
+        )?;
+        use ed25519_dalek::pkcs8::EncodePublicKey;
+        let pem = k
+            .verifying_key()
+            .to_public_key_pem(Default::default())
+            .map_err(|e| e.to_string())?;
+        w("signing-key.pub.pem", pem.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Runs a parsed command; returns the exit code (see [`crate::exit`]).
 pub async fn run(cli: Cli) -> u8 {
     match cli.command {
+        Command::Run(a) => run_suite_cmd(a).await,
+        Command::Cases {
+            what: CasesCmd::Check { path },
+        } => {
+            let p = path.unwrap_or_else(|| PathBuf::from("cases"));
+            let (cases, defects) = crate::case::load(&p);
+            for d in &defects {
+                eprintln!("error: {d}");
+            }
+            if defects.is_empty() {
+                println!("{} case(s) valid under {}", cases.len(), p.display());
+                exit::OK
+            } else {
+                eprintln!("{} defect(s)", defects.len());
+                exit::INVALID_INPUT
+            }
+        }
+        Command::Keygen { path } => match crate::report::attest::keygen() {
+            Ok((private, public)) => {
+                let pubp = PathBuf::from(format!("{}.pub", path.display()));
+                if path.exists() {
+                    eprintln!(
+                        "error: {} exists; refusing to overwrite a key",
+                        path.display()
+                    );
+                    return exit::INVALID_INPUT;
+                }
+                match std::fs::write(&path, private).and_then(|_| std::fs::write(&pubp, public)) {
+                    Ok(()) => {
+                        println!(
+                            "private key {} (keep it secret), public key {}",
+                            path.display(),
+                            pubp.display()
+                        );
+                        exit::OK
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        exit::INVALID_INPUT
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                exit::INVALID_INPUT
+            }
+        },
+        Command::VerifyReport { envelope, key } => {
+            let (env, pem) = match (std::fs::read(&envelope), std::fs::read_to_string(&key)) {
+                (Ok(e), Ok(k)) => (e, k),
+                (Err(e), _) => {
+                    eprintln!("error: {}: {e}", envelope.display());
+                    return exit::INVALID_INPUT;
+                }
+                (_, Err(e)) => {
+                    eprintln!("error: {}: {e}", key.display());
+                    return exit::INVALID_INPUT;
+                }
+            };
+            let vk = match crate::report::attest::verifying_key(&pem) {
+                Ok(k) => k,
+                Err(e) => {
+                    eprintln!("error: {}: {e}", key.display());
+                    return exit::INVALID_INPUT;
+                }
+            };
+            match crate::report::attest::verify(&env, &vk) {
+                Ok(r) => {
+                    println!(
+                        "verified: report {} ({} cases) signed by {}",
+                        r["run_id"].as_str().unwrap_or("?"),
+                        r["cases"].as_array().map_or(0, Vec::len),
+                        crate::report::attest::key_id(&vk)
+                    );
+                    exit::OK
+                }
+                Err(e) => {
+                    eprintln!("NOT verified: {e}");
+                    exit::SIGNATURE_FAILED
+                }
+            }
+        }
         Command::Store { store, domain } => {
             let s = match store.open().await {
                 Ok(s) => s,

@@ -8,11 +8,15 @@
 //! ([`report::canonical`]).
 
 pub mod aoc;
+pub mod case;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod exit;
 pub mod report;
+pub mod runner;
 pub mod store;
+pub mod sut;
 
 pub use aoc::{Domain, DomainConfig, DomainError, Refusal, Req};
 pub use clock::{Clock, ManualClock, SystemClock};

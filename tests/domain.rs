@@ -454,6 +454,11 @@ async fn req005_replacement_preserves_the_unresolved_occurrence(
     let Some(w) = world(arm).await else { return };
     let h1 = w.join("a").await;
     let (occ, tok1, _) = w.entered(&h1, "1").await;
+    let pre = w.d.create(&h1, create_req("2")).await.expect("create");
+    let pre_tok =
+        w.d.reserve(&h1, &pre, &binding("2"), 5)
+            .await
+            .expect("reserve");
     let before = w.d.state(&occ).await.expect("state");
     // The predecessor "crashes"; the domain replaces it.
     let h2 =
@@ -462,13 +467,23 @@ async fn req005_replacement_preserves_the_unresolved_occurrence(
             .expect("replace");
     assert!(h2.generation > h1.generation);
     let snap = w.snap().await;
-    // The successor may not act before it has read (adopted) the occurrence.
+    // An entered occurrence never enters again, whoever asks (AOC-REQ-010) …
     let r = refused(
         &w,
         &snap,
         w.d.enter(&h2, &occ, &tok1, &binding("1")).await,
-        Req::R005,
+        Req::R010,
         Some(&occ),
+    )
+    .await;
+    assert!(matches!(r.kind, RefusalKind::AlreadyEntered { .. }));
+    // … and the successor may not act on a pre-entry occurrence before it has read (adopted) it.
+    let r = refused(
+        &w,
+        &snap,
+        w.d.enter(&h2, &pre, &pre_tok, &binding("2")).await,
+        Req::R005,
+        Some(&pre),
     )
     .await;
     assert!(matches!(r.kind, RefusalKind::NotOwner { .. }));

@@ -209,6 +209,22 @@ impl Handle {
             .collect();
         Ok(())
     }
+    /// Appends one rule to the plan; the counters of the rules already set are kept.
+    pub fn add_rule(&self, rule: faults::Rule) -> Result<(), Vec<String>> {
+        let defects = Plan {
+            rules: vec![rule.clone()],
+        }
+        .validate();
+        if !defects.is_empty() {
+            return Err(defects);
+        }
+        self.lock().rules.push(RuleState {
+            rule,
+            seen: 0,
+            fired: 0,
+        });
+        Ok(())
+    }
     /// Rules with their counters.
     pub fn rules(&self) -> Vec<RuleState> {
         self.lock().rules.clone()

@@ -151,6 +151,24 @@ pub struct Domain<S: Store> {
     /// Last known state per occurrence, for deciding without a read. Never trusted for a refusal
     /// or an adoption; an append from a stale state fails its length check and is re-decided.
     cache: Arc<std::sync::Mutex<std::collections::HashMap<OccurrenceId, OccurrenceState>>>,
+    /// Test-only: a deliberate defect, so that the harness can be shown to catch it. Always
+    /// `None` outside `tests/broken`.
+    defect: Option<Defect>,
+}
+
+/// Deliberate defects for the harness's own tests (`tests/broken`): each breaks one requirement.
+/// Never reachable from the command line or a configuration file.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defect {
+    /// Provider entry without the generation fence (AOC-REQ-006 broken).
+    SkipEntryFence,
+    /// Rebinding is accepted (AOC-REQ-010 broken).
+    AllowRebind,
+    /// Release after entry resolves the occurrence as not accepted (AOC-REQ-008 broken).
+    ReleaseAfterEntry,
+    /// Recovery puts a started admission back in the queue (seed 003 / AOC-REQ-005 broken).
+    ResetUnknownToQueued,
 }
 
 /// How many occurrence states a domain instance keeps for deciding without a read.
@@ -163,6 +181,7 @@ impl<S: Store> Clone for Domain<S> {
             config: self.config.clone(),
             clock: self.clock.clone(),
             cache: self.cache.clone(),
+            defect: self.defect,
         }
     }
 }
@@ -230,11 +249,19 @@ impl<S: Store> Domain<S> {
             config: Arc::new(config),
             clock,
             cache: Arc::default(),
+            defect: None,
         })
     }
 
     pub fn config(&self) -> &DomainConfig {
         &self.config
+    }
+
+    /// Test-only: this domain with a deliberate defect (see [`Defect`]).
+    #[doc(hidden)]
+    pub fn with_defect_for_tests(mut self, defect: Defect) -> Self {
+        self.defect = Some(defect);
+        self
     }
     pub fn store(&self) -> &Arc<S> {
         &self.store
@@ -783,8 +810,41 @@ impl<S: Store> Domain<S> {
             which: LimitKind::InFlight,
             limit: self.config.limits.max_in_flight,
         };
+        let fenced = if self.defect == Some(Defect::SkipEntryFence) {
+            None
+        } else {
+            Some(holder)
+        };
         let st = self
-            .transition(occ, Some(holder), Some(limit), false, |st| {
+            .transition(occ, fenced, Some(limit), false, |st| {
+                if fenced.is_none() && holder.generation < st.owner_generation {
+                    // The defect: a retired generation's entry passes as the owner's.
+                    let mut as_owner = holder.clone();
+                    as_owner.generation = st.owner_generation;
+                    let mut entries =
+                        occurrence::decide_enter(st, &as_owner, token, binding, &attempt, now)?;
+                    for e in &mut entries {
+                        if let EntryBody::Entered { generation, .. } = &mut e.body {
+                            *generation = holder.generation;
+                        }
+                    }
+                    let resealed = ChainedEntry::seal_all(
+                        st.len,
+                        st.head.clone(),
+                        entries.into_iter().map(|e| e.body).collect(),
+                    )
+                    .map_err(|e| {
+                        Refusal::new(
+                            Some(occ),
+                            Req::R004,
+                            RefusalKind::InvalidInput {
+                                field: "entry".into(),
+                                msg: e.to_string(),
+                            },
+                        )
+                    })?;
+                    return Ok(resealed);
+                }
                 occurrence::decide_enter(st, holder, token, binding, &attempt, now)
             })
             .await?;
@@ -842,7 +902,18 @@ impl<S: Store> Domain<S> {
         reason: ReleaseReason,
     ) -> Result<OccurrenceState, DomainError> {
         let now = self.clock.now();
+        let defect = self.defect;
         self.transition(occ, Some(holder), None, false, |st| {
+            if defect == Some(Defect::ReleaseAfterEntry) && st.phase.is_in_flight() {
+                // The defect: expiry "proves" non-entry and closes the occurrence.
+                let mut a = occurrence::Appender::new(st);
+                a.push(EntryBody::Resolved {
+                    outcome: Outcome::NotAccepted,
+                    evidence: Vec::new(),
+                    at: now,
+                })?;
+                return Ok(a.entries);
+            }
             occurrence::decide_release(st, holder, token, request_digest, reason, now)
         })
         .await
@@ -857,6 +928,9 @@ impl<S: Store> Domain<S> {
         proposed: &ProviderBinding,
         provider_ref: Option<&str>,
     ) -> Result<(), DomainError> {
+        if self.defect == Some(Defect::AllowRebind) {
+            return Ok(());
+        }
         self.transition(occ, Some(holder), None, false, |st| {
             occurrence::decide_rebind(st, holder, proposed, provider_ref)
         })
@@ -1045,7 +1119,15 @@ impl<S: Store> Domain<S> {
         for a in self.admissions(&holder.lane).await? {
             if matches!(&a.state, AdmissionState::Started { generation, .. } if *generation < holder.generation)
             {
-                let next = admission::mark_unknown(&a, holder.generation).map_err(Self::adm_err)?;
+                let next = if self.defect == Some(Defect::ResetUnknownToQueued) {
+                    Admission {
+                        state: AdmissionState::Queued,
+                        version: a.version + 1,
+                        ..a.clone()
+                    }
+                } else {
+                    admission::mark_unknown(&a, holder.generation).map_err(Self::adm_err)?
+                };
                 self.put_admission(holder, next).await?;
                 marked.push(a.id.clone());
             }

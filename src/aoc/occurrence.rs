@@ -528,17 +528,8 @@ pub fn decide_adopt(
             },
         ));
     }
-    if st.phase.is_terminal() {
-        return Err(refuse(
-            st,
-            Req::R005,
-            RefusalKind::WrongPhase {
-                phase: st.phase.label().into(),
-                op: "adopt".into(),
-            },
-        ));
-    }
-    if holder.generation == st.owner_generation {
+    if st.phase.is_terminal() || holder.generation == st.owner_generation {
+        // A terminal occurrence is read, not owned: there is nothing left to act on.
         return Ok(Vec::new());
     }
     let mut a = Appender::new(st);
@@ -562,8 +553,10 @@ pub fn decide_enter(
     attempt: &AttemptId,
     now: Millis,
 ) -> Result<Vec<ChainedEntry>, Refusal> {
-    check_owner(st, holder)?;
+    // An entered or terminal occurrence never enters again, whoever asks (AOC-REQ-010); a
+    // retired generation is refused as retired before this decision is even made.
     refuse_if_not_pre_entry(st)?;
+    check_owner(st, holder)?;
     let bound = st.binding.as_ref().ok_or_else(|| {
         refuse(
             st,

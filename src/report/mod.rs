@@ -2,6 +2,9 @@
 //! one place where aocheck computes digests (`canonical`); the report model and its formats arrive
 //! with the harness.
 
+pub mod attest;
 pub mod canonical;
+pub mod formats;
+pub mod model;
 
 pub use canonical::{CanonicalError, Digest, canonical_bytes, digest_of};

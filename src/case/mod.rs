@@ -1,0 +1,945 @@
+//! Conformance cases: the model (YAML, `deny_unknown_fields`), the loader and one pure validator
+//! that reports every defect at once, naming the file, the case, the field and the fix.
+
+use crate::aoc::composition::{AadpAccounting, BypassPath};
+use crate::aoc::domain::Limits;
+use crate::aoc::requirement::Req;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What a step must produce: `ok`, `refused`, `refused AOC-REQ-00N`, or `any`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Expect(pub Option<String>);
+
+/// A parsed expectation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    Ok,
+    Refused(Option<Req>),
+    Any,
+}
+
+impl Expect {
+    pub fn parse(&self) -> Result<Expected, String> {
+        let Some(s) = &self.0 else {
+            return Ok(Expected::Ok);
+        };
+        let t = s.trim();
+        match t {
+            "ok" => Ok(Expected::Ok),
+            "any" => Ok(Expected::Any),
+            "refused" => Ok(Expected::Refused(None)),
+            _ => match t.strip_prefix("refused ") {
+                Some(r) => Req::parse(r)
+                    .map(|q| Expected::Refused(Some(q)))
+                    .ok_or_else(|| {
+                        format!("{r:?} is not a requirement id (AOC-REQ-001 … AOC-REQ-013)")
+                    }),
+                None => Err(format!(
+                    "{t:?}: use ok, any, refused, or refused AOC-REQ-00N"
+                )),
+            },
+        }
+    }
+}
+
+/// One step. `executor` defaults to the lane's current executor (the last one that joined or
+/// replaced).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    Join {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Replace {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Crash {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Create {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        key: Option<String>,
+        #[serde(default)]
+        amount: Option<i64>,
+        #[serde(default)]
+        simulate: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Reserve {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Enter {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Send {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        background: bool,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Execute {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Settle {
+        #[serde(default)]
+        expect: Expect,
+    },
+    Adopt {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Reconcile {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Release {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Rebind {
+        occurrence: String,
+        field: String,
+        value: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Remedy {
+        occurrence: String,
+        remedy: String,
+        authorization: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    /// Adds a fault rule to the provider (GUIDE §5 vocabulary).
+    ProviderFault {
+        op: fake_payments::faults::Op,
+        fault: fake_payments::faults::Fault,
+        #[serde(default)]
+        nth: Option<u32>,
+        #[serde(default)]
+        times: Option<u32>,
+    },
+    /// Waits until a held provider request is parked, then releases it.
+    ProviderRelease {
+        hold: String,
+        #[serde(default)]
+        reject: Option<u16>,
+    },
+    /// The provider's own status change (settlement, dispute).
+    ProviderStatus { occurrence: String, status: String },
+    /// Moves an occurrence's payment (or every payment) beyond the provider's retention.
+    ProviderExpire {
+        #[serde(default)]
+        occurrence: Option<String>,
+    },
+    /// Moves the domain's clock forward.
+    Advance { ms: u64 },
+    Submit {
+        submission: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Claim {
+        submission: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Link {
+        submission: String,
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Recover {
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    ResolveUnknown {
+        submission: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Finish {
+        submission: String,
+        end: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    LeaseRefresh {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    LeaseRelease {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    /// Asks the domain to import an occurrence record from another domain (AOC-REQ-013).
+    Import {
+        #[serde(default)]
+        expect: Expect,
+    },
+}
+
+impl Step {
+    pub fn verb(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v["do"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+    pub fn expect(&self) -> Option<&Expect> {
+        use Step::*;
+        match self {
+            Join { expect, .. }
+            | Replace { expect, .. }
+            | Crash { expect, .. }
+            | Create { expect, .. }
+            | Reserve { expect, .. }
+            | Enter { expect, .. }
+            | Send { expect, .. }
+            | Execute { expect, .. }
+            | Settle { expect }
+            | Adopt { expect, .. }
+            | Reconcile { expect, .. }
+            | Release { expect, .. }
+            | Rebind { expect, .. }
+            | Remedy { expect, .. }
+            | Submit { expect, .. }
+            | Claim { expect, .. }
+            | Link { expect, .. }
+            | Recover { expect, .. }
+            | ResolveUnknown { expect, .. }
+            | Finish { expect, .. }
+            | LeaseRefresh { expect, .. }
+            | LeaseRelease { expect, .. }
+            | Import { expect } => Some(expect),
+            ProviderFault { .. }
+            | ProviderRelease { .. }
+            | ProviderStatus { .. }
+            | ProviderExpire { .. }
+            | Advance { .. } => None,
+        }
+    }
+}
+
+/// What one occurrence must look like at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OccurrenceExpect {
+    /// `pending`, `unresolved`, `resolved` or `released`.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// `success`, `not_accepted`, `final_failure` or `final_failure_no_effect`.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub entry_attempts: Option<u32>,
+    /// Effects on the provider's ground-truth ledger for this occurrence.
+    #[serde(default)]
+    pub provider_effects: Option<u32>,
+    /// Missing-knowledge flags that must be raised.
+    #[serde(default)]
+    pub missing_knowledge: Vec<String>,
+    /// `none`, `held`, `consumed` or `released`.
+    #[serde(default)]
+    pub authority: Option<String>,
+    #[serde(default)]
+    pub remedies: Option<u32>,
+}
+
+/// Final expectations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FinalExpect {
+    #[serde(default)]
+    pub occurrences: BTreeMap<String, OccurrenceExpect>,
+    /// Submission → `queued`, `started`, `unknown` or `ended:<completed|failed|cancelled|not_executed>`.
+    #[serde(default)]
+    pub admissions: BTreeMap<String, String>,
+    /// `supported` or `unsupported`.
+    #[serde(default)]
+    pub composition: Option<String>,
+    /// Bypass-path kinds the report must disclose.
+    #[serde(default)]
+    pub bypass_disclosed: Vec<String>,
+}
+
+/// Per-case domain and provider settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CaseConfig {
+    /// The provider account's idempotency profile: `stripe-v1` (default), `ietf-draft`, `none`.
+    #[serde(default)]
+    pub idempotency: Option<String>,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    #[serde(default)]
+    pub bypass_paths: Vec<BypassPath>,
+    #[serde(default)]
+    pub aadp: Option<AadpAccounting>,
+    #[serde(default)]
+    pub action_fence: bool,
+}
+
+/// A case file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub id: String,
+    pub title: String,
+    pub requirements: Vec<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub config: CaseConfig,
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub expect: FinalExpect,
+}
+
+/// A loaded case and where it came from.
+#[derive(Clone, Debug)]
+pub struct LoadedCase {
+    pub path: PathBuf,
+    pub case: Case,
+    /// The file's exact bytes (for the test-input digest).
+    pub bytes: Vec<u8>,
+}
+
+/// One defect in a case file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CaseDefect {
+    pub file: String,
+    pub case: Option<String>,
+    pub field: String,
+    pub line: Option<usize>,
+    pub msg: String,
+    pub fix: String,
+}
+
+impl std::fmt::Display for CaseDefect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(c) = &self.case {
+            write!(f, ": {c}")?;
+        }
+        write!(f, ": {}: {} (fix: {})", self.field, self.msg, self.fix)
+    }
+}
+
+const STATES: [&str; 4] = ["pending", "unresolved", "resolved", "released"];
+const OUTCOMES: [&str; 4] = [
+    "success",
+    "not_accepted",
+    "final_failure",
+    "final_failure_no_effect",
+];
+const AUTHORITY: [&str; 4] = ["none", "held", "consumed", "released"];
+const REASONS: [&str; 3] = [
+    "owner_abandoned",
+    "predecessor_never_entered",
+    "deadline_expired",
+];
+const ENDS: [&str; 4] = ["completed", "failed", "cancelled", "not_executed"];
+const FIELDS: [&str; 7] = [
+    "account",
+    "environment",
+    "native_key",
+    "profile_version",
+    "status_source",
+    "request",
+    "provider_ref",
+];
+const FLAGS: [&str; 13] = [
+    "unauthenticated",
+    "unbound_attempt",
+    "unmapped",
+    "not_found",
+    "beyond_retention",
+    "incomplete_listing",
+    "stale",
+    "http_status_only",
+    "transport",
+    "undecodable",
+    "conflicting",
+    "no_entry_recorded",
+    "composition_unsupported",
+];
+
+/// Validates one parsed case (pure): every defect at once.
+pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
+    let mut out = Vec::new();
+    let mut d = |field: String, msg: String, fix: &str| {
+        out.push(CaseDefect {
+            file: file.into(),
+            case: Some(c.id.clone()),
+            field,
+            line: None,
+            msg,
+            fix: fix.into(),
+        })
+    };
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if c.id.trim().is_empty()
+        || !c
+            .id
+            .chars()
+            .all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '-')
+    {
+        d(
+            "id".into(),
+            format!(
+                "{:?} is not an id of upper-case letters, digits and dashes",
+                c.id
+            ),
+            "use an id like AOC-CASE-003",
+        );
+    } else if !stem.starts_with(&c.id) {
+        d(
+            "id".into(),
+            format!(
+                "the file name {stem:?} does not start with the id {:?}",
+                c.id
+            ),
+            "name the file <id>-<slug>.yaml",
+        );
+    }
+    if c.title.trim().is_empty() {
+        d("title".into(), "empty".into(), "say what the case checks");
+    }
+    if c.requirements.is_empty() {
+        d(
+            "requirements".into(),
+            "no requirement is evaluated".into(),
+            "list the AOC-REQ ids the case evaluates",
+        );
+    }
+    for (i, r) in c.requirements.iter().enumerate() {
+        if Req::parse(r).is_none() || !r.starts_with("AOC-REQ-") {
+            d(
+                format!("requirements[{i}]"),
+                format!("{r:?} is not a requirement id"),
+                "use AOC-REQ-001 … AOC-REQ-013",
+            );
+        }
+    }
+    if let Some(p) = &c.config.idempotency
+        && !["stripe-v1", "ietf-draft", "none"].contains(&p.as_str())
+    {
+        d(
+            "config.idempotency".into(),
+            format!("{p:?} is unknown"),
+            "use stripe-v1, ietf-draft or none",
+        );
+    }
+    if c.steps.is_empty() {
+        d(
+            "steps".into(),
+            "no steps".into(),
+            "add the steps the case performs",
+        );
+    }
+    let mut executors: BTreeSet<String> = BTreeSet::new();
+    let mut current: Option<String> = None;
+    let mut occurrences: BTreeSet<String> = BTreeSet::new();
+    let mut submissions: BTreeSet<String> = BTreeSet::new();
+    for (i, s) in c.steps.iter().enumerate() {
+        let at = |f: &str| format!("steps[{i}].{f}");
+        if let Some(e) = s.expect()
+            && let Err(m) = e.parse()
+        {
+            d(
+                at("expect"),
+                m,
+                "use ok, any, refused or refused AOC-REQ-00N",
+            );
+        }
+        let need_exec = |e: &Option<String>, out: &mut Vec<(String, String, &str)>| match e {
+            Some(name) if !executors.contains(name) => out.push((
+                at("executor"),
+                format!("executor {name:?} has not joined"),
+                "join or replace with it first",
+            )),
+            None if current.is_none() => out.push((
+                at("executor"),
+                "no executor has joined yet".into(),
+                "start with a join step",
+            )),
+            _ => {}
+        };
+        let mut pending: Vec<(String, String, &str)> = Vec::new();
+        let occ_known = |o: &str, pending: &mut Vec<(String, String, &str)>| {
+            if !occurrences.contains(o) {
+                pending.push((
+                    at("occurrence"),
+                    format!("occurrence {o:?} was not created by an earlier step"),
+                    "create it first",
+                ));
+            }
+        };
+        match s {
+            Step::Join { executor, .. } | Step::Replace { executor, .. } => {
+                executors.insert(executor.clone());
+                current = Some(executor.clone());
+            }
+            Step::Crash { executor, .. }
+            | Step::LeaseRefresh { executor, .. }
+            | Step::LeaseRelease { executor, .. } => {
+                need_exec(&Some(executor.clone()), &mut pending)
+            }
+            Step::Create {
+                occurrence,
+                executor,
+                amount,
+                simulate,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if let Some(a) = amount
+                    && *a <= 0
+                {
+                    pending.push((
+                        at("amount"),
+                        format!("{a} is not a positive amount"),
+                        "use minor units above 0",
+                    ));
+                }
+                if let Some(sim) = simulate
+                    && !fake_payments::profile::STATUSES.contains(&sim.as_str())
+                {
+                    pending.push((
+                        at("simulate"),
+                        format!("{sim:?} is not a provider status"),
+                        "use one of the profile's native statuses",
+                    ));
+                }
+                occurrences.insert(occurrence.clone());
+            }
+            Step::Reserve {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Enter {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Send {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Execute {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Adopt {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Reconcile {
+                occurrence,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+            }
+            Step::Release {
+                occurrence,
+                executor,
+                reason,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if let Some(r) = reason
+                    && !REASONS.contains(&r.as_str())
+                {
+                    pending.push((
+                        at("reason"),
+                        format!("{r:?} is unknown"),
+                        "use owner_abandoned, predecessor_never_entered or deadline_expired",
+                    ));
+                }
+            }
+            Step::Rebind {
+                occurrence,
+                executor,
+                field,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if !FIELDS.contains(&field.as_str()) {
+                    pending.push((at("field"), format!("{field:?} is not a binding field"), "use account, environment, native_key, profile_version, status_source, request or provider_ref"));
+                }
+            }
+            Step::Remedy {
+                occurrence,
+                remedy,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                occurrences.insert(remedy.clone());
+            }
+            Step::ProviderFault {
+                op,
+                fault,
+                nth,
+                times,
+            } => {
+                let plan = fake_payments::faults::Plan {
+                    rules: vec![fake_payments::faults::Rule {
+                        op: *op,
+                        nth: nth.unwrap_or(1),
+                        times: times.unwrap_or(1),
+                        account: None,
+                        key: None,
+                        fault: fault.clone(),
+                    }],
+                };
+                for m in plan.validate() {
+                    pending.push((
+                        at("fault"),
+                        m.replace("rules[0].", ""),
+                        "see the provider's fault vocabulary",
+                    ));
+                }
+            }
+            Step::ProviderStatus { occurrence, status } => {
+                occ_known(occurrence, &mut pending);
+                if !fake_payments::profile::STATUSES.contains(&status.as_str()) {
+                    pending.push((
+                        at("status"),
+                        format!("{status:?} is not a provider status"),
+                        "use a native status",
+                    ));
+                }
+            }
+            Step::ProviderExpire {
+                occurrence: Some(o),
+            } => occ_known(o, &mut pending),
+            Step::Submit { submission, .. } => {
+                submissions.insert(submission.clone());
+            }
+            Step::Claim {
+                submission,
+                executor,
+                ..
+            }
+            | Step::ResolveUnknown {
+                submission,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+            }
+            Step::Link {
+                submission,
+                occurrence,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+            }
+            Step::Finish {
+                submission,
+                end,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+                if !ENDS.contains(&end.as_str()) {
+                    pending.push((
+                        at("end"),
+                        format!("{end:?} is unknown"),
+                        "use completed, failed, cancelled or not_executed",
+                    ));
+                }
+            }
+            Step::Recover { executor, .. } => need_exec(executor, &mut pending),
+            _ => {}
+        }
+        for (f, m, fix) in pending {
+            d(f, m, fix);
+        }
+    }
+    for (label, e) in &c.expect.occurrences {
+        let at = |f: &str| format!("expect.occurrences.{label}.{f}");
+        if !occurrences.contains(label) {
+            d(
+                format!("expect.occurrences.{label}"),
+                "no step creates this occurrence".into(),
+                "name an occurrence the steps create",
+            );
+        }
+        if let Some(s) = &e.state
+            && !STATES.contains(&s.as_str())
+        {
+            d(
+                at("state"),
+                format!("{s:?} is unknown"),
+                "use pending, unresolved, resolved or released",
+            );
+        }
+        if let Some(o) = &e.outcome
+            && !OUTCOMES.contains(&o.as_str())
+        {
+            d(
+                at("outcome"),
+                format!("{o:?} is unknown"),
+                "use success, not_accepted, final_failure or final_failure_no_effect",
+            );
+        }
+        if let Some(a) = &e.authority
+            && !AUTHORITY.contains(&a.as_str())
+        {
+            d(
+                at("authority"),
+                format!("{a:?} is unknown"),
+                "use none, held, consumed or released",
+            );
+        }
+        for f in &e.missing_knowledge {
+            if !FLAGS.contains(&f.as_str()) {
+                d(
+                    at("missing_knowledge"),
+                    format!("{f:?} is not a missing-knowledge flag"),
+                    "use a flag name such as transport or unauthenticated",
+                );
+            }
+        }
+    }
+    for (sub, state) in &c.expect.admissions {
+        if !submissions.contains(sub) {
+            d(
+                format!("expect.admissions.{sub}"),
+                "no step submits this".into(),
+                "name a submission the steps submit",
+            );
+        }
+        let ok = ["queued", "started", "unknown"].contains(&state.as_str())
+            || state
+                .strip_prefix("ended:")
+                .is_some_and(|e| ENDS.contains(&e));
+        if !ok {
+            d(
+                format!("expect.admissions.{sub}"),
+                format!("{state:?} is unknown"),
+                "use queued, started, unknown or ended:<end>",
+            );
+        }
+    }
+    if let Some(cmp) = &c.expect.composition
+        && !["supported", "unsupported"].contains(&cmp.as_str())
+    {
+        d(
+            "expect.composition".into(),
+            format!("{cmp:?} is unknown"),
+            "use supported or unsupported",
+        );
+    }
+    out
+}
+
+/// Finds the 1-based line of `needle` (a field path's last segment) in `text`, where possible.
+fn line_of(text: &str, field: &str) -> Option<usize> {
+    let key = field.rsplit('.').next()?.split('[').next()?;
+    if key.is_empty() {
+        return None;
+    }
+    text.lines()
+        .position(|l| {
+            l.trim_start()
+                .trim_start_matches("- ")
+                .starts_with(&format!("{key}:"))
+        })
+        .map(|i| i + 1)
+}
+
+/// Loads every `*.yaml` under `path` (a file or a folder, recursively), validating each; returns
+/// the cases and every defect found.
+pub fn load(path: &Path) -> (Vec<LoadedCase>, Vec<CaseDefect>) {
+    let mut files = Vec::new();
+    collect(path, &mut files);
+    files.sort();
+    let mut cases = Vec::new();
+    let mut defects = Vec::new();
+    let mut ids: BTreeMap<String, String> = BTreeMap::new();
+    if files.is_empty() {
+        defects.push(CaseDefect {
+            file: path.display().to_string(),
+            case: None,
+            field: "-".into(),
+            line: None,
+            msg: "no *.yaml case files here".into(),
+            fix: "point at the cases folder or a case file".into(),
+        });
+    }
+    for f in files {
+        let name = f.display().to_string();
+        let bytes = match std::fs::read(&f) {
+            Ok(b) => b,
+            Err(e) => {
+                defects.push(CaseDefect {
+                    file: name,
+                    case: None,
+                    field: "-".into(),
+                    line: None,
+                    msg: e.to_string(),
+                    fix: "make the file readable".into(),
+                });
+                continue;
+            }
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        match serde_saphyr::from_str::<Case>(&text) {
+            Ok(c) => {
+                let mut ds = validate(&name, &c);
+                for d in &mut ds {
+                    d.line = line_of(&text, &d.field);
+                }
+                if let Some(prev) = ids.insert(c.id.clone(), name.clone()) {
+                    ds.push(CaseDefect {
+                        file: name.clone(),
+                        case: Some(c.id.clone()),
+                        field: "id".into(),
+                        line: line_of(&text, "id"),
+                        msg: format!("the id is also used by {prev}"),
+                        fix: "give every case its own id".into(),
+                    });
+                }
+                defects.extend(ds);
+                cases.push(LoadedCase {
+                    path: f,
+                    case: c,
+                    bytes,
+                });
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let line = msg
+                    .split("line ")
+                    .nth(1)
+                    .and_then(|r| r.split(|ch: char| !ch.is_ascii_digit()).next())
+                    .and_then(|n| n.parse().ok());
+                defects.push(CaseDefect {
+                    file: name,
+                    case: None,
+                    field: "-".into(),
+                    line,
+                    msg,
+                    fix: "check the YAML and the field names against cases/schema/case.schema.json"
+                        .into(),
+                });
+            }
+        }
+    }
+    (cases, defects)
+}
+
+fn collect(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        out.push(path.to_path_buf());
+    } else if let Ok(rd) = std::fs::read_dir(path) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "schema") {
+                    collect(&p, out);
+                }
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(p);
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Report formats, each an independent rendering of the [`Report`](super::model::Report):
+//! `report.json`, `junit.xml` (failure = requirement violated, error = the harness could not
+//! decide, skipped = unsupported or not run), `summary.md` (fits a CI job summary) and a
+//! self-contained `report.html`.
+
+use super::model::{Report, Verdict};
+use std::fmt::Write as _;
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+/// `report.json`: the report as pretty JSON.
+pub fn json(r: &Report) -> Result<String, serde_json::Error> {
+    serde_json::to_string_pretty(r)
+}
+
+/// `junit.xml`: one test suite per run, one test case per conformance case.
+pub fn junit(r: &Report) -> String {
+    let fails = r
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .count();
+    let errors = r
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::HarnessError)
+        .count();
+    let skipped = r
+        .cases
+        .iter()
+        .filter(|c| {
+            !matches!(
+                c.verdict,
+                Verdict::Pass | Verdict::Fail | Verdict::HarnessError
+            )
+        })
+        .count();
+    let total: u64 = r.cases.iter().map(|c| c.millis).sum();
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        s,
+        r#"<testsuites name="aocheck" tests="{}" failures="{fails}" errors="{errors}" skipped="{skipped}" time="{:.3}">"#,
+        r.cases.len(),
+        total as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        r#"  <testsuite name="aocheck.{}" tests="{}" failures="{fails}" errors="{errors}" skipped="{skipped}" time="{:.3}">"#,
+        xml(&r.run_id),
+        r.cases.len(),
+        total as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        r#"    <properties><property name="seed" value="{}"/><property name="test_input_digest" value="{}"/></properties>"#,
+        r.seed,
+        xml(&r.test_input_digest)
+    );
+    for c in &r.cases {
+        let _ = write!(
+            s,
+            r#"    <testcase classname="{}" name="{} {}" time="{:.3}""#,
+            xml(&c.requirements.join(" ")),
+            xml(&c.id),
+            xml(&c.title),
+            c.millis as f64 / 1000.0
+        );
+        match c.verdict {
+            Verdict::Pass => s.push_str("/>\n"),
+            Verdict::Fail => {
+                s.push_str(">\n");
+                let reqs: Vec<String> = c
+                    .failures
+                    .iter()
+                    .map(|f| f.requirement.to_string())
+                    .collect();
+                let body: Vec<String> = c
+                    .failures
+                    .iter()
+                    .map(|f| format!("{}: {}", f.requirement, f.msg))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    r#"      <failure message="{}" type="requirement_violated">{}&#10;reproduce: {}</failure>"#,
+                    xml(&format!("violates {}", reqs.join(", "))),
+                    xml(&body.join("\n")),
+                    xml(&c.repro)
+                );
+                s.push_str("    </testcase>\n");
+            }
+            Verdict::HarnessError => {
+                s.push_str(">\n");
+                let _ = writeln!(
+                    s,
+                    r#"      <error message="harness could not decide" type="harness_error">{}</error>"#,
+                    xml(c.harness.as_deref().unwrap_or(""))
+                );
+                s.push_str("    </testcase>\n");
+            }
+            other => {
+                s.push_str(">\n");
+                let _ = writeln!(s, r#"      <skipped message="{}"/>"#, other.label());
+                s.push_str("    </testcase>\n");
+            }
+        }
+    }
+    s.push_str("  </testsuite>\n</testsuites>\n");
+    s
+}
+
+fn mark(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "✅ pass",
+        Verdict::Fail => "❌ fail",
+        Verdict::HarnessError => "⚠️ harness error",
+        Verdict::Unsupported => "➖ unsupported",
+        Verdict::MissingKnowledge => "❔ missing knowledge",
+        Verdict::NotRun => "➖ not run",
+    }
+}
+
+/// `summary.md`: requirement verdicts, failing cases with their reproduction command.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# aocheck conformance: {} of {} cases passed\n",
+        r.summary.pass, r.summary.cases
+    );
+    let _ = writeln!(
+        s,
+        "Run `{}` · seed `{}` · implementation `{}` · store `{}` · test input `{}`\n",
+        r.run_id,
+        r.seed,
+        r.implementation["name"].as_str().unwrap_or("?"),
+        r.store["kind"].as_str().unwrap_or("?"),
+        r.test_input_digest
+    );
+    let _ = writeln!(s, "| requirement | verdict | cases |\n|---|---|---|");
+    for q in &r.requirements {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            q.id,
+            mark(q.verdict),
+            q.cases.join(", ")
+        );
+    }
+    let bad: Vec<_> = r
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .collect();
+    if !bad.is_empty() {
+        let _ = writeln!(s, "\n## Cases that did not pass\n");
+        for c in bad {
+            let _ = writeln!(s, "- **{}** {}: {}", c.id, c.title, mark(c.verdict));
+            for f in &c.failures {
+                let _ = writeln!(s, "  - {}: {}", f.requirement, f.msg);
+            }
+            if let Some(h) = &c.harness {
+                let _ = writeln!(s, "  - harness: {h}");
+            }
+            let _ = writeln!(s, "  - reproduce: `{}`", c.repro);
+        }
+    }
+    let mk: usize = r
+        .cases
+        .iter()
+        .flat_map(|c| &c.occurrences)
+        .filter(|o| !o.missing_knowledge.is_empty())
+        .count();
+    if mk > 0 {
+        let _ = writeln!(
+            s,
+            "\n{mk} occurrence(s) carry missing-knowledge flags: see report.html."
+        );
+    }
+    let _ = writeln!(s, "\n_{}_", r.disclaimer);
+    s
+}
+
+fn h(s: &str) -> String {
+    xml(s)
+}
+
+/// `report.html`: one self-contained page (no external resources): the requirement × case
+/// matrix, then per case its failures, faults and per-occurrence evidence, with missing-knowledge
+/// flags made prominent.
+pub fn html(r: &Report) -> String {
+    let mut s = String::new();
+    s.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>aocheck report</title><style>");
+    s.push_str("body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}.pass{background:#dff5df}.fail{background:#ffd9d9}.harness_error{background:#ffefc2}.not_run,.unsupported{background:#eee}.missing_knowledge{background:#e6e0ff}.mk{background:#5b2aa8;color:#fff;padding:1px 6px;border-radius:3px;font-weight:600;margin-right:4px;display:inline-block}.small{color:#666;font-size:12px}code{background:#f5f5f5;padding:1px 3px}");
+    s.push_str("</style></head><body>");
+    let _ = write!(
+        s,
+        "<h1>aocheck: {} of {} cases passed</h1>",
+        r.summary.pass, r.summary.cases
+    );
+    let _ = write!(
+        s,
+        "<p class=\"small\">run <code>{}</code> · seed <code>{}</code> · {} · store {} · test input <code>{}</code> · schema {}</p>",
+        h(&r.run_id),
+        r.seed,
+        h(&r.implementation.to_string()),
+        h(&r.store.to_string()),
+        h(&r.test_input_digest),
+        h(&r.schema)
+    );
+    let _ = write!(s, "<p><em>{}</em></p>", h(&r.disclaimer));
+    // Matrix.
+    s.push_str("<h2>Requirements × cases</h2><table><tr><th>requirement</th><th>verdict</th>");
+    for c in &r.cases {
+        let _ = write!(s, "<th title=\"{}\">{}</th>", h(&c.title), h(&c.id));
+    }
+    s.push_str("</tr>");
+    for q in &r.requirements {
+        let _ = write!(
+            s,
+            "<tr><th>{}</th><td class=\"{}\">{}</td>",
+            q.id,
+            q.verdict.label(),
+            q.verdict.label()
+        );
+        for c in &r.cases {
+            if q.cases.contains(&c.id) {
+                let failed_here = c.failures.iter().any(|f| f.requirement == q.id);
+                let (cls, txt) = if failed_here {
+                    ("fail", "fail")
+                } else if c.verdict == Verdict::Pass || c.verdict == Verdict::Fail {
+                    ("pass", "pass")
+                } else {
+                    (c.verdict.label(), c.verdict.label())
+                };
+                let _ = write!(s, "<td class=\"{cls}\">{txt}</td>");
+            } else {
+                s.push_str("<td></td>");
+            }
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    // Cases.
+    for c in &r.cases {
+        let _ = write!(
+            s,
+            "<h2 id=\"{}\">{} <span class=\"{}\">{}</span></h2><p>{}<br><span class=\"small\">{} · {} ms · checkers ran {} times · reproduce: <code>{}</code></span></p>",
+            h(&c.id),
+            h(&c.id),
+            c.verdict.label(),
+            c.verdict.label(),
+            h(&c.title),
+            h(&c.requirements.join(", ")),
+            c.millis,
+            c.checker_runs,
+            h(&c.repro)
+        );
+        for f in &c.failures {
+            let _ = write!(s, "<p class=\"fail\">{}: {}</p>", f.requirement, h(&f.msg));
+        }
+        if let Some(m) = &c.harness {
+            let _ = write!(s, "<p class=\"harness_error\">harness: {}</p>", h(m));
+        }
+        if !c.faults.is_empty() {
+            s.push_str("<p>faults: ");
+            for f in &c.faults {
+                let _ = write!(
+                    s,
+                    "<code>{}</code> {} ",
+                    h(&f.what),
+                    if f.fired {
+                        "fired"
+                    } else {
+                        "<strong>never fired</strong>"
+                    }
+                );
+            }
+            s.push_str("</p>");
+        }
+        if !c.occurrences.is_empty() {
+            s.push_str("<table><tr><th>occurrence</th><th>state</th><th>outcome</th><th>entry</th><th>authority</th><th>generation</th><th>provider effects</th><th>missing knowledge</th><th>evidence sources</th><th>binding digest</th></tr>");
+            for o in &c.occurrences {
+                let mk: String = if o.missing_knowledge.is_empty() {
+                    "—".into()
+                } else {
+                    o.missing_knowledge
+                        .iter()
+                        .map(|m| format!("<span class=\"mk\">{}</span>", h(m)))
+                        .collect()
+                };
+                let _ = write!(
+                    s,
+                    "<tr><td>{}<br><span class=\"small\">{}</span></td><td class=\"{}\">{}</td><td>{}</td><td>{} ({} attempt)</td><td>{}</td><td>g{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"small\">{}</td></tr>",
+                    h(&o.label),
+                    h(&o.occurrence_id),
+                    if o.state == "unresolved" {
+                        "missing_knowledge"
+                    } else {
+                        ""
+                    },
+                    h(&o.state),
+                    h(o.outcome.as_deref().unwrap_or("—")),
+                    h(&o.provider_entry_state),
+                    o.entry_attempts,
+                    h(&o.authority_state),
+                    o.executor_generation,
+                    o.provider_effects,
+                    mk,
+                    h(&o.evidence_sources.join(", ")),
+                    h(o.provider_binding_digest.as_deref().unwrap_or("—"))
+                );
+            }
+            s.push_str("</table>");
+        }
+        let _ = write!(
+            s,
+            "<details><summary>steps</summary><ol>{}</ol></details>",
+            c.steps
+                .iter()
+                .map(|x| format!("<li><code>{}</code></li>", h(x)))
+                .collect::<String>()
+        );
+    }
+    s.push_str("</body></html>\n");
+    s
+}

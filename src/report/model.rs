@@ -1,0 +1,226 @@
+//! The report model (versioned: `aocheck.report/1`) and what it must name (AOC §7): implementation
+//! and provider-profile versions, the test-input digest, per occurrence its id, executor
+//! generation, provider-binding digest, terminal or unresolved state, entry and authority state,
+//! entry attempts, evidence sources and missing-knowledge flags; case results; the requirement ids
+//! evaluated; bypass paths; the seed; the same-team label. Never credentials, tokens or raw requests.
+
+use crate::aoc::composition::{BypassPath, CompositionStatus};
+use crate::aoc::domain::Limits;
+use crate::aoc::requirement::Req;
+use crate::case::Case;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const SCHEMA: &str = "aocheck.report/1";
+
+/// A case's (or a requirement's) verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Unsupported,
+    MissingKnowledge,
+    NotRun,
+    HarnessError,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Unsupported => "unsupported",
+            Verdict::MissingKnowledge => "missing_knowledge",
+            Verdict::NotRun => "not_run",
+            Verdict::HarnessError => "harness_error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub requirement: Req,
+    pub step: Option<usize>,
+    pub msg: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultReport {
+    pub what: String,
+    pub fired: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OccurrenceReport {
+    pub label: String,
+    pub occurrence_id: String,
+    pub executor_generation: u64,
+    pub provider_binding_digest: Option<String>,
+    /// `pending`, `unresolved`, `resolved` or `released`.
+    pub state: String,
+    pub phase: String,
+    pub outcome: Option<String>,
+    pub provider_entry_state: String,
+    pub authority_state: String,
+    pub entry_attempts: u32,
+    pub evidence_sources: Vec<String>,
+    pub missing_knowledge: Vec<String>,
+    /// Effects the provider's ground-truth ledger holds for this occurrence.
+    pub provider_effects: u32,
+    pub history_len: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseReport {
+    pub id: String,
+    pub title: String,
+    pub file: String,
+    pub requirements: Vec<String>,
+    pub verdict: Verdict,
+    pub failures: Vec<Failure>,
+    pub harness: Option<String>,
+    pub faults: Vec<FaultReport>,
+    pub steps: Vec<String>,
+    pub checker_runs: u32,
+    pub occurrences: Vec<OccurrenceReport>,
+    pub provider_profile: Option<serde_json::Value>,
+    pub bypass_paths: Vec<BypassPath>,
+    pub composition: CompositionStatus,
+    pub limits: Option<Limits>,
+    pub millis: u64,
+    pub repro: String,
+}
+
+impl CaseReport {
+    pub fn new(c: &Case, path: &Path) -> Self {
+        CaseReport {
+            id: c.id.clone(),
+            title: c.title.clone(),
+            file: path.display().to_string(),
+            requirements: c.requirements.clone(),
+            verdict: Verdict::NotRun,
+            failures: Vec::new(),
+            harness: None,
+            faults: Vec::new(),
+            steps: Vec::new(),
+            checker_runs: 0,
+            occurrences: Vec::new(),
+            provider_profile: None,
+            bypass_paths: Vec::new(),
+            composition: CompositionStatus::Supported,
+            limits: None,
+            millis: 0,
+            repro: String::new(),
+        }
+    }
+    pub fn harness_error(mut self, msg: String, started: std::time::Instant) -> Self {
+        self.verdict = Verdict::HarnessError;
+        self.harness = Some(msg);
+        self.millis = started.elapsed().as_millis() as u64;
+        self
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequirementReport {
+    pub id: Req,
+    pub verdict: Verdict,
+    pub cases: Vec<String>,
+    pub checkers: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub cases: usize,
+    pub pass: usize,
+    pub fail: usize,
+    pub other: usize,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub run_id: String,
+    pub seed: u64,
+    pub started_at: String,
+    pub aocheck_version: String,
+    pub implementation: serde_json::Value,
+    pub provider_profile: Option<serde_json::Value>,
+    pub store: serde_json::Value,
+    pub test_input_digest: String,
+    pub requirements: Vec<RequirementReport>,
+    pub cases: Vec<CaseReport>,
+    pub summary: Summary,
+    pub disclaimer: String,
+}
+
+pub const DISCLAIMER: &str = "Same-team reference implementation and synthetic provider. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish independent interoperability, live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";
+
+impl Report {
+    /// Aggregates requirement verdicts: fail if any case failure names the requirement; else a
+    /// harness error, not-run or other unknown if any case evaluating it had one; pass only if every
+    /// case evaluating it passed; not run if no case evaluates it.
+    pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
+        Req::ALL
+            .iter()
+            .map(|r| {
+                let evaluating: Vec<&CaseReport> = cases
+                    .iter()
+                    .filter(|c| {
+                        c.requirements.iter().any(|x| Req::parse(x) == Some(*r))
+                            || c.failures.iter().any(|f| f.requirement == *r)
+                    })
+                    .collect();
+                let verdict = if evaluating.is_empty() {
+                    Verdict::NotRun
+                } else if evaluating
+                    .iter()
+                    .any(|c| c.failures.iter().any(|f| f.requirement == *r))
+                {
+                    Verdict::Fail
+                } else if let Some(worst) = evaluating
+                    .iter()
+                    .map(|c| c.verdict)
+                    .filter(|v| *v != Verdict::Pass && *v != Verdict::Fail)
+                    .max()
+                {
+                    worst
+                } else if evaluating.iter().all(|c| c.verdict == Verdict::Pass) {
+                    Verdict::Pass
+                } else {
+                    // Failed for another requirement only: this one held in those cases.
+                    Verdict::Pass
+                };
+                RequirementReport {
+                    id: *r,
+                    verdict,
+                    cases: evaluating.iter().map(|c| c.id.clone()).collect(),
+                    checkers: crate::check::CHECKERS
+                        .iter()
+                        .filter(|(_, rs)| rs.contains(r))
+                        .map(|(n, _)| n.to_string())
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// The exit code this report calls for (see `crate::exit`).
+    pub fn exit_code(&self) -> u8 {
+        if self.cases.iter().any(|c| c.verdict == Verdict::Fail) {
+            crate::exit::REQUIREMENT_FAILED
+        } else if self
+            .cases
+            .iter()
+            .any(|c| c.verdict == Verdict::HarnessError)
+        {
+            crate::exit::UNREACHABLE
+        } else if self.cases.iter().any(|c| c.verdict != Verdict::Pass) || self.cases.is_empty() {
+            crate::exit::UNDECIDED
+        } else {
+            crate::exit::OK
+        }
+    }
+}

@@ -1,0 +1,923 @@
+//! The runner: for each case, a fresh fake-payments on a loopback port, a fresh domain namespace on
+//! the chosen store, and the reference implementation; it performs the case's steps (the World's
+//! verbs), runs every checker after every step, and judges the case. It emits one [`RunEvent`]
+//! stream; reporters consume it.
+
+use crate::aoc::Domain;
+use crate::aoc::composition::{CompositionStatus, composition_status};
+use crate::aoc::domain::{DomainConfig, Limits};
+use crate::aoc::history::ReleaseReason;
+use crate::aoc::ids::{AdmissionId, OccurrenceId};
+use crate::aoc::occurrence::Phase;
+use crate::aoc::requirement::Req;
+use crate::case::{Expected, LoadedCase, Step};
+use crate::check::{Checker, Observed, Snapshot, Violation, effects_for};
+use crate::clock::{Clock, ManualClock};
+use crate::report::model::{CaseReport, Failure, FaultReport, OccurrenceReport, Verdict};
+use crate::store::AnyStore;
+use crate::sut::reference::{ReferenceSut, SutError, Variant};
+use fake_payments::config::IdempotencyProfile;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Events between the runner and its reporters.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        seed: u64,
+        cases: Vec<String>,
+    },
+    CaseStarted {
+        case: String,
+    },
+    StepFinished {
+        case: String,
+        index: usize,
+        verb: String,
+        result: String,
+    },
+    CaseFinished {
+        case: String,
+        verdict: Verdict,
+        millis: u64,
+    },
+    RunFinished {
+        passed: usize,
+        failed: usize,
+        other: usize,
+    },
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub run_id: String,
+    pub seed: u64,
+    pub variant: Variant,
+}
+
+fn sut_err(e: &SutError) -> String {
+    e.to_string()
+}
+
+/// Runs one case against a store. Never panics on SUT behaviour: findings become the verdict.
+pub async fn run_case(
+    store: Arc<AnyStore>,
+    lc: &LoadedCase,
+    opts: &RunOptions,
+    emit: &mut (dyn FnMut(RunEvent) + Send),
+) -> CaseReport {
+    let started = Instant::now();
+    let case = &lc.case;
+    emit(RunEvent::CaseStarted {
+        case: case.id.clone(),
+    });
+    let mut report = CaseReport::new(case, &lc.path);
+    report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
+    // A fresh provider per case.
+    let mut pconfig = fake_payments::Config::example();
+    pconfig.accounts[0].idempotency = match case.config.idempotency.as_deref() {
+        Some("ietf-draft") => IdempotencyProfile::IetfDraft,
+        Some("none") => IdempotencyProfile::None,
+        _ => IdempotencyProfile::StripeV1,
+    };
+    let (app, provider) = match fake_payments::router(pconfig) {
+        Ok(x) => x,
+        Err(d) => return report.harness_error(format!("fake-payments config: {d:?}"), started),
+    };
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            return report.harness_error(
+                format!("cannot bind a loopback port for fake-payments: {e}"),
+                started,
+            );
+        }
+    };
+    let base = match listener.local_addr() {
+        Ok(a) => format!("http://{a}"),
+        Err(e) => return report.harness_error(e.to_string(), started),
+    };
+    let server = tokio::spawn(async move {
+        let _ = fake_payments::serve(listener, app).await;
+    });
+    let client =
+        match crate::sut::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a").await {
+            Ok(c) => c,
+            Err(e) => {
+                server.abort();
+                return report.harness_error(e.to_string(), started);
+            }
+        };
+    report.provider_profile = Some(serde_json::json!({
+        "id": client.profile().id, "version": client.profile().version,
+        "digest": client.profile().digest().map(|d| d.to_string()).unwrap_or_default(),
+    }));
+    let limits = case.config.limits.unwrap_or(Limits {
+        max_pending: 16,
+        max_in_flight: 16,
+    });
+    let mut dconfig = DomainConfig::new(
+        format!("{}-{}", opts.run_id, case.id),
+        client.profile().clone(),
+    );
+    dconfig.limits = limits;
+    dconfig.bypass_paths = case.config.bypass_paths.clone();
+    dconfig.aadp = case.config.aadp.unwrap_or_default();
+    dconfig.action_fence = case.config.action_fence;
+    let clock = ManualClock::at(crate::clock::SystemClock.now().0);
+    let domain = match Domain::new(store, dconfig, Arc::new(clock.clone())) {
+        Ok(d) => d,
+        Err(d) => {
+            server.abort();
+            return report.harness_error(format!("domain config: {d:?}"), started);
+        }
+    };
+    report.bypass_paths = domain.bypass_paths().to_vec();
+    report.composition = composition_status(domain.config().aadp);
+    report.limits = Some(limits);
+    let mut world = World {
+        sut: ReferenceSut::new(domain, client, opts.variant),
+        provider: provider.clone(),
+        clock,
+        occurrences: BTreeMap::new(),
+        submissions: BTreeMap::new(),
+        current: None,
+        checker: Checker::default(),
+        limits,
+    };
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut harness: Option<String> = None;
+    for (i, step) in case.steps.iter().enumerate() {
+        let result = world.perform(step).await;
+        let expected = step
+            .expect()
+            .map(|e| e.parse().unwrap_or(Expected::Ok))
+            .unwrap_or(Expected::Ok);
+        let label = match &result {
+            Ok(()) => "ok".to_string(),
+            Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
+            Err(e) => format!("error: {}", sut_err(e)),
+        };
+        emit(RunEvent::StepFinished {
+            case: case.id.clone(),
+            index: i,
+            verb: step.verb(),
+            result: label.clone(),
+        });
+        report.steps.push(format!("{}: {label}", step.verb()));
+        match (&result, expected) {
+            (Err(SutError::Harness(m)), _) => {
+                harness = Some(format!("steps[{i}] ({}): {m}", step.verb()));
+                break;
+            }
+            (Err(SutError::Corrupt(m)), _) => failures.push(Failure {
+                requirement: Req::R004,
+                step: Some(i),
+                msg: format!("{}: {m}", step.verb()),
+            }),
+            (_, Expected::Any) | (Ok(()), Expected::Ok) => {}
+            (Err(SutError::Refused(r)), Expected::Refused(want)) => {
+                if let Some(w) = want
+                    && w != r.requirement
+                {
+                    failures.push(Failure {
+                        requirement: w,
+                        step: Some(i),
+                        msg: format!(
+                            "{} was refused for {}, expected a refusal under {w}: {r}",
+                            step.verb(),
+                            r.requirement
+                        ),
+                    });
+                }
+            }
+            (Ok(()), Expected::Refused(want)) => {
+                let req = want.unwrap_or_else(|| primary(&case.requirements));
+                failures.push(Failure {
+                    requirement: req,
+                    step: Some(i),
+                    msg: format!("{} was accepted; it must be refused ({req})", step.verb()),
+                });
+            }
+            (Err(SutError::Refused(r)), Expected::Ok) => failures.push(Failure {
+                requirement: r.requirement,
+                step: Some(i),
+                msg: format!("{} was refused: {r}", step.verb()),
+            }),
+        }
+        // Every checker after every step.
+        for v in world.check().await {
+            push_violation(&mut failures, v, i);
+        }
+    }
+    if harness.is_none()
+        && let Err(e) = world.sut.settle().await
+    {
+        match e {
+            SutError::Harness(m) => harness = Some(m),
+            other => failures.push(Failure {
+                requirement: primary(&case.requirements),
+                step: None,
+                msg: other.to_string(),
+            }),
+        }
+    }
+    if harness.is_none() {
+        for v in world.check().await {
+            push_violation(&mut failures, v, case.steps.len());
+        }
+        failures.extend(world.final_expectations(case).await);
+    }
+    // Declared faults must have fired: a case that ran no fault is not a pass.
+    for r in provider.rules() {
+        let fired = r.fired > 0;
+        report.faults.push(FaultReport {
+            what: format!("provider {} {}", r.rule.op.label(), r.rule.fault),
+            fired,
+        });
+        if !fired && harness.is_none() {
+            harness = Some(format!(
+                "declared fault {} on {} never fired: the case did not exercise what it claims",
+                r.rule.fault,
+                r.rule.op.label()
+            ));
+        }
+    }
+    for s in &case.steps {
+        if let Step::Crash { executor, .. } = s {
+            report.faults.push(FaultReport {
+                what: format!("crash {executor}"),
+                fired: true,
+            });
+        }
+        if let Step::Replace { executor, .. } = s {
+            report.faults.push(FaultReport {
+                what: format!("replace by {executor}"),
+                fired: true,
+            });
+        }
+    }
+    report.occurrences = world.occurrence_reports().await;
+    report.checker_runs = world.checker.runs;
+    server.abort();
+    report.verdict = if let Some(m) = harness {
+        report.harness = Some(m);
+        Verdict::HarnessError
+    } else if !failures.is_empty() {
+        Verdict::Fail
+    } else if report.checker_runs == 0 {
+        Verdict::NotRun
+    } else {
+        Verdict::Pass
+    };
+    report.failures = failures;
+    report.millis = started.elapsed().as_millis() as u64;
+    emit(RunEvent::CaseFinished {
+        case: case.id.clone(),
+        verdict: report.verdict,
+        millis: report.millis,
+    });
+    report
+}
+
+fn primary(reqs: &[String]) -> Req {
+    reqs.first()
+        .and_then(|r| Req::parse(r))
+        .unwrap_or(Req::R001)
+}
+
+fn push_violation(failures: &mut Vec<Failure>, v: Violation, step: usize) {
+    let msg = format!(
+        "[{}] {}{}",
+        v.checker,
+        v.occurrence.map(|o| format!("{o}: ")).unwrap_or_default(),
+        v.msg
+    );
+    if !failures.iter().any(|f| f.msg == msg) {
+        failures.push(Failure {
+            requirement: v.requirement,
+            step: Some(step),
+            msg,
+        });
+    }
+}
+
+struct World {
+    sut: ReferenceSut,
+    provider: fake_payments::Handle,
+    clock: ManualClock,
+    occurrences: BTreeMap<String, OccurrenceId>,
+    submissions: BTreeMap<String, AdmissionId>,
+    current: Option<String>,
+    checker: Checker,
+    limits: Limits,
+}
+
+impl World {
+    fn who(&self, e: &Option<String>) -> Result<String, SutError> {
+        e.clone()
+            .or_else(|| self.current.clone())
+            .ok_or_else(|| SutError::Harness("no executor has joined".into()))
+    }
+    fn occ(&self, label: &str) -> Result<OccurrenceId, SutError> {
+        self.occurrences.get(label).cloned().ok_or_else(|| {
+            SutError::Harness(format!(
+                "occurrence {label:?} does not exist (its creation failed?)"
+            ))
+        })
+    }
+    fn adm(&self, label: &str) -> Result<AdmissionId, SutError> {
+        self.submissions
+            .get(label)
+            .cloned()
+            .ok_or_else(|| SutError::Harness(format!("submission {label:?} was not admitted")))
+    }
+
+    async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
+            Step::Join { executor, .. } => {
+                self.sut.join(executor).await?;
+                self.current = Some(executor.clone());
+            }
+            Step::Replace { executor, .. } => {
+                self.sut.replace(executor).await?;
+                self.current = Some(executor.clone());
+            }
+            Step::Crash { executor, .. } => self.sut.crash(executor)?,
+            Step::Create {
+                occurrence,
+                executor,
+                key,
+                amount,
+                simulate,
+                ..
+            } => {
+                let who = self.who(executor)?;
+                let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
+                let id = self
+                    .sut
+                    .create(&who, &key, amount.unwrap_or(1250), simulate.as_deref())
+                    .await?;
+                self.occurrences.insert(occurrence.clone(), id);
+            }
+            Step::Reserve {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.reserve(&who, &o, 1250).await?
+            }
+            Step::Enter {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.enter(&who, &o).await?
+            }
+            Step::Send {
+                occurrence,
+                executor,
+                background,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.send(&who, &o, *background).await?
+            }
+            Step::Execute {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.enter(&who, &o).await?;
+                if self.sut.has_permit(&who, &o) {
+                    self.sut.send(&who, &o, false).await?;
+                }
+            }
+            Step::Settle { .. } => self.sut.settle().await?,
+            Step::Adopt {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.adopt(&who, &o).await?;
+            }
+            Step::Reconcile {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.reconcile(&who, &o).await?
+            }
+            Step::Release {
+                occurrence,
+                executor,
+                reason,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let reason = match reason.as_deref() {
+                    Some("owner_abandoned") => ReleaseReason::OwnerAbandoned,
+                    Some("deadline_expired") => ReleaseReason::DeadlineExpired,
+                    _ => ReleaseReason::PredecessorNeverEntered,
+                };
+                self.sut.release(&who, &o, reason).await?
+            }
+            Step::Rebind {
+                occurrence,
+                field,
+                value,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.rebind(&who, &o, field, value).await?
+            }
+            Step::Remedy {
+                occurrence,
+                remedy,
+                authorization,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let r = self.sut.remedy(&who, &o, authorization).await?;
+                self.occurrences.insert(remedy.clone(), r);
+            }
+            Step::ProviderFault {
+                op,
+                fault,
+                nth,
+                times,
+            } => {
+                let rule = fake_payments::faults::Rule {
+                    op: *op,
+                    nth: nth.unwrap_or(1),
+                    times: times.unwrap_or(1),
+                    account: None,
+                    key: None,
+                    fault: fault.clone(),
+                };
+                self.provider
+                    .add_rule(rule)
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::ProviderRelease { hold, reject } => {
+                if !self
+                    .provider
+                    .wait_parked(hold, 1, Duration::from_secs(10))
+                    .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "no request was parked at hold {hold:?}"
+                    )));
+                }
+                let action = match reject {
+                    Some(status) => fake_payments::app::ReleaseAction::Reject { status: *status },
+                    None => fake_payments::app::ReleaseAction::Proceed,
+                };
+                self.provider.release(hold, action);
+            }
+            Step::ProviderStatus { occurrence, status } => {
+                let o = self.occ(occurrence)?;
+                let effect = self
+                    .provider
+                    .ledger()
+                    .effects
+                    .iter()
+                    .find(|e| e.idempotency_key.as_deref() == Some(o.as_str()))
+                    .map(|e| e.payment_id.clone());
+                let id = effect.ok_or_else(|| {
+                    SutError::Harness(format!("the provider has no payment for {occurrence:?}"))
+                })?;
+                self.provider
+                    .set_status(&id, status)
+                    .map_err(SutError::Harness)?;
+            }
+            Step::ProviderExpire { occurrence } => match occurrence {
+                Some(label) => {
+                    let o = self.occ(label)?;
+                    let ids: Vec<String> = effects_for(&self.provider.ledger(), o.as_str())
+                        .iter()
+                        .map(|e| e.payment_id.clone())
+                        .collect();
+                    for id in ids {
+                        self.provider.expire(Some(&id));
+                    }
+                }
+                None => {
+                    self.provider.expire(None);
+                }
+            },
+            Step::Advance { ms } => self.clock.advance(*ms),
+            Step::Submit { submission, .. } => {
+                let a = self.sut.submit(submission).await?;
+                self.submissions.insert(submission.clone(), a.id);
+            }
+            Step::Claim {
+                submission,
+                executor,
+                ..
+            } => {
+                let who = self.who(executor)?;
+                let want = self.adm(submission)?;
+                let wrong = |msg: String| {
+                    SutError::Refused(crate::aoc::Refusal::new(
+                        None,
+                        Req::R005,
+                        crate::aoc::RefusalKind::Admission { msg },
+                    ))
+                };
+                match self.sut.claim(&who).await? {
+                    Some(a) if a.id == want => {}
+                    Some(a) => {
+                        return Err(wrong(format!(
+                            "claimed {:?} instead of {submission:?}",
+                            a.submission_key
+                        )));
+                    }
+                    None => return Err(wrong("nothing to claim".into())),
+                }
+            }
+            Step::Link {
+                submission,
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, a, o) = (
+                    self.who(executor)?,
+                    self.adm(submission)?,
+                    self.occ(occurrence)?,
+                );
+                self.sut.link(&who, &a, &o).await?
+            }
+            Step::Recover { executor, .. } => {
+                let who = self.who(executor)?;
+                self.sut.recover(&who).await?;
+            }
+            Step::ResolveUnknown {
+                submission,
+                executor,
+                ..
+            } => {
+                let (who, a) = (self.who(executor)?, self.adm(submission)?);
+                self.sut.resolve_unknown(&who, &a).await?;
+            }
+            Step::Finish {
+                submission,
+                end,
+                executor,
+                ..
+            } => {
+                let (who, a) = (self.who(executor)?, self.adm(submission)?);
+                let end = match end.as_str() {
+                    "completed" => crate::aoc::admission::AdmissionEnd::Completed,
+                    "failed" => crate::aoc::admission::AdmissionEnd::Failed,
+                    "cancelled" => crate::aoc::admission::AdmissionEnd::Cancelled,
+                    _ => crate::aoc::admission::AdmissionEnd::NotExecuted,
+                };
+                self.sut.finish(&who, &a, end).await?
+            }
+            Step::LeaseRefresh { executor, .. } => self.sut.lease_call(executor, false).await?,
+            Step::LeaseRelease { executor, .. } => self.sut.lease_call(executor, true).await?,
+            Step::Import { .. } => {
+                self.sut
+                    .domain
+                    .import_from_other_domain(&[])
+                    .map_err(SutError::from)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn check(&mut self) -> Vec<Violation> {
+        let mut occs = Vec::new();
+        for (label, id) in &self.occurrences {
+            let state = self.sut.state(id).await.map_err(|e| e.to_string());
+            let history = self.sut.history(id).await.unwrap_or_default();
+            occs.push(Observed {
+                label: label.clone(),
+                id: id.to_string(),
+                state,
+                history,
+            });
+        }
+        let generation = match self.sut.domain.lease(self.sut.lane()).await {
+            Ok(Some(l)) => l.holder.generation,
+            _ => Default::default(),
+        };
+        let snap = Snapshot {
+            occurrences: occs,
+            provider: self.provider.ledger(),
+            generation,
+            limits: self.limits,
+        };
+        self.checker.check(&snap)
+    }
+
+    async fn final_expectations(&mut self, case: &crate::case::Case) -> Vec<Failure> {
+        let mut out = Vec::new();
+        let has = |r: Req| case.requirements.iter().any(|x| Req::parse(x) == Some(r));
+        let pick = |r: Req| {
+            if has(r) {
+                r
+            } else {
+                primary(&case.requirements)
+            }
+        };
+        let ledger = self.provider.ledger();
+        for (label, e) in &case.expect.occurrences {
+            let Some(id) = self.occurrences.get(label) else {
+                out.push(Failure {
+                    requirement: primary(&case.requirements),
+                    step: None,
+                    msg: format!("{label}: never created"),
+                });
+                continue;
+            };
+            let st = match self.sut.state(id).await {
+                Ok(s) => s,
+                Err(err) => {
+                    out.push(Failure {
+                        requirement: Req::R004,
+                        step: None,
+                        msg: format!("{label}: state unreadable: {err}"),
+                    });
+                    continue;
+                }
+            };
+            let mut fail = |req: Req, msg: String| {
+                out.push(Failure {
+                    requirement: req,
+                    step: None,
+                    msg: format!("{label}: {msg}"),
+                })
+            };
+            let state = state_label(&st);
+            if let Some(want) = &e.state
+                && want != state
+            {
+                fail(
+                    pick(Req::R009),
+                    format!("state is {state}, expected {want}"),
+                );
+            }
+            if let Some(want) = &e.outcome {
+                let got = outcome_label(&st);
+                if got.as_deref() != Some(want.as_str()) {
+                    fail(
+                        pick(Req::R011),
+                        format!(
+                            "outcome is {}, expected {want}",
+                            got.unwrap_or_else(|| "none".into())
+                        ),
+                    );
+                }
+            }
+            if let Some(want) = e.entry_attempts
+                && st.entry_attempts != want
+            {
+                fail(
+                    pick(Req::R010),
+                    format!(
+                        "{} provider entry attempts, expected {want}",
+                        st.entry_attempts
+                    ),
+                );
+            }
+            if let Some(want) = e.provider_effects {
+                let got = effects_for(&ledger, id.as_str()).len() as u32;
+                if got != want {
+                    fail(
+                        pick(Req::R010),
+                        format!("{got} provider effects (ground truth), expected {want}"),
+                    );
+                }
+            }
+            for flag in &e.missing_knowledge {
+                let present = st.missing.iter().any(|m| {
+                    serde_json::to_value(m)
+                        .ok()
+                        .and_then(|v| v["flag"].as_str().map(str::to_string))
+                        .as_deref()
+                        == Some(flag.as_str())
+                });
+                if !present {
+                    fail(
+                        pick(Req::R009),
+                        format!("missing-knowledge flag {flag} not raised"),
+                    );
+                }
+            }
+            if let Some(want) = &e.authority
+                && st.authority.state_label() != want
+            {
+                fail(
+                    pick(Req::R012),
+                    format!(
+                        "authority is {}, expected {want}",
+                        st.authority.state_label()
+                    ),
+                );
+            }
+            if let Some(want) = e.remedies
+                && st.remedies.len() as u32 != want
+            {
+                fail(
+                    pick(Req::R012),
+                    format!("{} remedies linked, expected {want}", st.remedies.len()),
+                );
+            }
+        }
+        for (sub, want) in &case.expect.admissions {
+            let got = match self.submissions.get(sub) {
+                Some(id) => match self.sut.domain.admission(id).await {
+                    Ok(a) => admission_label(&a.state),
+                    Err(e) => format!("unreadable ({e})"),
+                },
+                None => "never admitted".into(),
+            };
+            if &got != want {
+                out.push(Failure {
+                    requirement: pick(Req::R005),
+                    step: None,
+                    msg: format!("admission {sub} is {got}, expected {want}"),
+                });
+            }
+        }
+        if let Some(want) = &case.expect.composition {
+            let got = match self.sut.domain.composition() {
+                CompositionStatus::Supported => "supported",
+                CompositionStatus::Unsupported { .. } => "unsupported",
+            };
+            if got != want {
+                out.push(Failure {
+                    requirement: pick(Req::R013),
+                    step: None,
+                    msg: format!("composition reported {got}, expected {want}"),
+                });
+            }
+        }
+        for kind in &case.expect.bypass_disclosed {
+            let disclosed = self.sut.domain.bypass_paths().iter().any(|b| {
+                serde_json::to_value(b.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .as_deref()
+                    == Some(kind.as_str())
+            });
+            if !disclosed {
+                out.push(Failure {
+                    requirement: pick(Req::R001),
+                    step: None,
+                    msg: format!("bypass path {kind} is not disclosed"),
+                });
+            }
+        }
+        out
+    }
+
+    async fn occurrence_reports(&self) -> Vec<OccurrenceReport> {
+        let ledger = self.provider.ledger();
+        let mut out = Vec::new();
+        for (label, id) in &self.occurrences {
+            let Ok(st) = self.sut.state(id).await else {
+                continue;
+            };
+            out.push(OccurrenceReport {
+                label: label.clone(),
+                occurrence_id: id.to_string(),
+                executor_generation: st.owner_generation.0,
+                provider_binding_digest: st.binding_digest.as_ref().map(|d| d.to_string()),
+                state: state_label(&st).into(),
+                phase: st.phase.label().into(),
+                outcome: outcome_label(&st),
+                provider_entry_state: if st.entry_attempts > 0 {
+                    "entered".into()
+                } else {
+                    "not_entered".into()
+                },
+                authority_state: st.authority.state_label().into(),
+                entry_attempts: st.entry_attempts,
+                evidence_sources: st.evidence_sources.iter().cloned().collect(),
+                missing_knowledge: st.missing.iter().map(|m| m.to_string()).collect(),
+                provider_effects: effects_for(&ledger, id.as_str()).len() as u32,
+                history_len: st.len,
+            });
+        }
+        out
+    }
+}
+
+pub fn state_label(st: &crate::aoc::OccurrenceState) -> &'static str {
+    if st.is_unresolved() {
+        "unresolved"
+    } else {
+        match st.phase {
+            Phase::Created | Phase::Reserved => "pending",
+            Phase::Released => "released",
+            _ => "resolved",
+        }
+    }
+}
+
+pub fn outcome_label(st: &crate::aoc::OccurrenceState) -> Option<String> {
+    use crate::aoc::history::Outcome;
+    st.outcome.map(|o| match o {
+        Outcome::Success => "success".into(),
+        Outcome::NotAccepted => "not_accepted".into(),
+        Outcome::FinalFailure { no_effect: false } => "final_failure".into(),
+        Outcome::FinalFailure { no_effect: true } => "final_failure_no_effect".into(),
+    })
+}
+
+fn admission_label(s: &crate::aoc::admission::AdmissionState) -> String {
+    use crate::aoc::admission::{AdmissionEnd, AdmissionState};
+    match s {
+        AdmissionState::Queued => "queued".into(),
+        AdmissionState::Started { .. } => "started".into(),
+        AdmissionState::Unknown { .. } => "unknown".into(),
+        AdmissionState::Ended { end } => format!(
+            "ended:{}",
+            match end {
+                AdmissionEnd::Completed => "completed",
+                AdmissionEnd::Failed => "failed",
+                AdmissionEnd::Cancelled => "cancelled",
+                AdmissionEnd::NotExecuted => "not_executed",
+            }
+        ),
+    }
+}
+
+/// Runs every case in order on one store and builds the report.
+pub async fn run_suite(
+    cases: &[LoadedCase],
+    store: Arc<AnyStore>,
+    opts: &RunOptions,
+    emit: &mut (dyn FnMut(RunEvent) + Send),
+) -> crate::report::model::Report {
+    use crate::report::model::{DISCLAIMER, Report, SCHEMA, Summary};
+    use crate::store::Store;
+    emit(RunEvent::RunStarted {
+        run_id: opts.run_id.clone(),
+        seed: opts.seed,
+        cases: cases.iter().map(|c| c.case.id.clone()).collect(),
+    });
+    let mut reports = Vec::new();
+    for lc in cases {
+        reports.push(run_case(store.clone(), lc, opts, emit).await);
+    }
+    let pass = reports
+        .iter()
+        .filter(|c| c.verdict == Verdict::Pass)
+        .count();
+    let fail = reports
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .count();
+    emit(RunEvent::RunFinished {
+        passed: pass,
+        failed: fail,
+        other: reports.len() - pass - fail,
+    });
+    let inputs: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|c| serde_json::json!({"id": c.case.id, "sha256": crate::report::Digest::of_bytes(&c.bytes).hex()}))
+        .collect();
+    let test_input_digest = crate::report::digest_of(&inputs)
+        .map(|d| d.to_string())
+        .unwrap_or_default();
+    let mut implementation = crate::sut::reference::implementation();
+    if opts.variant != Variant::Conforming {
+        implementation["variant"] = serde_json::to_value(opts.variant).unwrap_or_default();
+    }
+    Report {
+        schema: SCHEMA.into(),
+        run_id: opts.run_id.clone(),
+        seed: opts.seed,
+        started_at: crate::clock::SystemClock.now().0.to_string(),
+        aocheck_version: env!("CARGO_PKG_VERSION").into(),
+        implementation,
+        provider_profile: reports.iter().find_map(|c| c.provider_profile.clone()),
+        store: serde_json::to_value(store.info()).unwrap_or_default(),
+        test_input_digest,
+        requirements: Report::aggregate(&reports),
+        summary: Summary {
+            cases: reports.len(),
+            pass,
+            fail,
+            other: reports.len() - pass - fail,
+        },
+        cases: reports,
+        disclaimer: DISCLAIMER.into(),
+    }
+}

@@ -1,0 +1,7 @@
+//! Systems under test. Today: the reference implementation (the AOC domain plus an executor that
+//! talks to fake-payments). The language-neutral process protocol arrives with its own issue.
+
+pub mod payments;
+pub mod reference;
+
+pub use reference::{ReferenceSut, Variant};

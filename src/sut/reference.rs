@@ -1,0 +1,593 @@
+//! The reference system under test: the AOC domain of `crate::aoc` plus an in-process executor per
+//! generation that talks to fake-payments through [`super::payments::PaymentsClient`]. Executors are
+//! named by the case; a crash wipes an executor's memory (tokens, entry permits), a replacement
+//! advances the lane's generation, and every action reaches the provider only through the domain.
+//!
+//! [`Variant`] selects a deliberately broken implementation for the harness's own tests.
+
+use super::payments::PaymentsClient;
+use crate::aoc::admission::{Admission, AdmissionEnd};
+use crate::aoc::binding::ProviderBinding;
+use crate::aoc::domain::{CreateRequest, Defect, EntryPermit, RemedyRequest};
+use crate::aoc::history::{ChainedEntry, EntryBody, ReleaseReason};
+use crate::aoc::ids::{ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken};
+use crate::aoc::occurrence::OccurrenceState;
+use crate::aoc::{Domain, DomainError, Refusal};
+use crate::store::{AnyStore, Store};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Which implementation: the conforming reference, or one deliberately broken variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    #[default]
+    Conforming,
+    /// Sends again, under a fresh key, when an entered occurrence's outcome is unknown.
+    ReplayUnknown,
+    /// Lets a retired generation enter the provider.
+    RetiredEnters,
+    /// Accepts a rebinding of the account (or any bound field).
+    RebindAccount,
+    /// Treats deadline expiry after entry as non-entry and closes the occurrence.
+    ReleaseOnTimeout,
+    /// Reports consumed authority as restored after a remedy.
+    RestoreAuthority,
+    /// Rewrites the last history entry after recording evidence.
+    OverwriteHistory,
+    /// Trusts a response whose authentication tag does not verify.
+    TrustUnauthenticated,
+    /// Puts an `unknown` admission back in the queue on recovery.
+    ResetUnknownToQueued,
+}
+
+impl Variant {
+    pub const BROKEN: [Variant; 8] = [
+        Variant::ReplayUnknown,
+        Variant::RetiredEnters,
+        Variant::RebindAccount,
+        Variant::ReleaseOnTimeout,
+        Variant::RestoreAuthority,
+        Variant::OverwriteHistory,
+        Variant::TrustUnauthenticated,
+        Variant::ResetUnknownToQueued,
+    ];
+}
+
+/// What went wrong with one SUT call.
+#[derive(Debug, thiserror::Error)]
+pub enum SutError {
+    #[error(transparent)]
+    Refused(Refusal),
+    /// The SUT's own state is impossible (a corrupt history): a finding, not a harness error.
+    #[error("corrupt: {0}")]
+    Corrupt(String),
+    /// The harness could not decide (an unknown executor, a store that failed …).
+    #[error("{0}")]
+    Harness(String),
+}
+
+impl From<DomainError> for SutError {
+    fn from(e: DomainError) -> Self {
+        match e {
+            DomainError::Refused(r) => SutError::Refused(r),
+            DomainError::Corrupt { .. } => SutError::Corrupt(e.to_string()),
+            other => SutError::Harness(other.to_string()),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Exec {
+    holder: Holder,
+    alive: bool,
+    tokens: HashMap<OccurrenceId, OwnerToken>,
+    permits: HashMap<OccurrenceId, EntryPermit>,
+}
+
+/// The request an occurrence stands for.
+#[derive(Clone, Debug)]
+struct Intent {
+    body: Value,
+    binding: ProviderBinding,
+}
+
+/// The reference implementation, driven step by step by the runner.
+#[derive(Debug)]
+pub struct ReferenceSut {
+    pub domain: Domain<AnyStore>,
+    pub client: PaymentsClient,
+    lane: LaneId,
+    executors: HashMap<String, Exec>,
+    intents: HashMap<OccurrenceId, Intent>,
+    variant: Variant,
+    background: Vec<tokio::task::JoinHandle<Result<(), SutError>>>,
+}
+
+fn domain_defect(v: Variant) -> Option<Defect> {
+    match v {
+        Variant::RetiredEnters => Some(Defect::SkipEntryFence),
+        Variant::RebindAccount => Some(Defect::AllowRebind),
+        Variant::ReleaseOnTimeout => Some(Defect::ReleaseAfterEntry),
+        Variant::ResetUnknownToQueued => Some(Defect::ResetUnknownToQueued),
+        _ => None,
+    }
+}
+
+impl ReferenceSut {
+    pub fn new(domain: Domain<AnyStore>, mut client: PaymentsClient, variant: Variant) -> Self {
+        client.trust_unauthenticated = variant == Variant::TrustUnauthenticated;
+        let domain = match domain_defect(variant) {
+            Some(d) => domain.with_defect_for_tests(d),
+            None => domain,
+        };
+        ReferenceSut {
+            domain,
+            client,
+            lane: LaneId("lane-1".into()),
+            executors: HashMap::new(),
+            intents: HashMap::new(),
+            variant,
+            background: Vec::new(),
+        }
+    }
+
+    pub fn variant(&self) -> Variant {
+        self.variant
+    }
+    pub fn lane(&self) -> &LaneId {
+        &self.lane
+    }
+
+    fn exec(&self, name: &str) -> Result<&Exec, SutError> {
+        let e = self
+            .executors
+            .get(name)
+            .ok_or_else(|| SutError::Harness(format!("no executor {name:?}")))?;
+        if !e.alive {
+            return Err(SutError::Harness(format!(
+                "executor {name:?} crashed; it cannot act"
+            )));
+        }
+        Ok(e)
+    }
+
+    pub fn holder_of(&self, name: &str) -> Option<Holder> {
+        self.executors.get(name).map(|e| e.holder.clone())
+    }
+
+    /// An executor joins the lane (acquires its lease).
+    pub async fn join(&mut self, name: &str) -> Result<Holder, SutError> {
+        let h = self
+            .domain
+            .join(&self.lane, &ExecutorId(name.into()))
+            .await?;
+        self.insert_exec(name, h.clone());
+        Ok(h)
+    }
+
+    /// A new executor replaces the lane's holder (its predecessor is retired, not necessarily dead).
+    pub async fn replace(&mut self, name: &str) -> Result<Holder, SutError> {
+        let h = self
+            .domain
+            .replace(&self.lane, &ExecutorId(name.into()))
+            .await?;
+        self.insert_exec(name, h.clone());
+        Ok(h)
+    }
+
+    fn insert_exec(&mut self, name: &str, holder: Holder) {
+        self.executors.insert(
+            name.into(),
+            Exec {
+                holder,
+                alive: true,
+                tokens: HashMap::new(),
+                permits: HashMap::new(),
+            },
+        );
+    }
+
+    /// The executor process dies: everything it held in memory is gone.
+    pub fn crash(&mut self, name: &str) -> Result<(), SutError> {
+        let e = self
+            .executors
+            .get_mut(name)
+            .ok_or_else(|| SutError::Harness(format!("no executor {name:?}")))?;
+        e.alive = false;
+        e.tokens.clear();
+        e.permits.clear();
+        Ok(())
+    }
+
+    pub async fn create(
+        &mut self,
+        name: &str,
+        key: &str,
+        amount: i64,
+        simulate: Option<&str>,
+    ) -> Result<OccurrenceId, SutError> {
+        let holder = self.exec(name)?.holder.clone();
+        let metadata = match simulate {
+            Some(s) => json!({"simulate": s}),
+            None => json!({}),
+        };
+        // The native key is the occurrence id, known only after creation; the request body does
+        // not contain it, so the request digest is fixed first.
+        let (body, probe) = self.client.create_request(amount, "eur", "", &metadata);
+        let occ = self
+            .domain
+            .create(
+                &holder,
+                CreateRequest {
+                    creation_key: key.into(),
+                    request_digest: probe.request_digest.clone(),
+                    labels: Default::default(),
+                },
+            )
+            .await?;
+        let (_, binding) = self
+            .client
+            .create_request(amount, "eur", occ.as_str(), &metadata);
+        self.intents
+            .entry(occ.clone())
+            .or_insert(Intent { body, binding });
+        Ok(occ)
+    }
+
+    fn intent(&self, occ: &OccurrenceId) -> Result<Intent, SutError> {
+        self.intents
+            .get(occ)
+            .cloned()
+            .ok_or_else(|| SutError::Harness(format!("no request known for {occ}")))
+    }
+
+    pub async fn reserve(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+        amount: u64,
+    ) -> Result<(), SutError> {
+        let holder = self.exec(name)?.holder.clone();
+        let intent = self.intent(occ)?;
+        let tok = self
+            .domain
+            .reserve(&holder, occ, &intent.binding, amount)
+            .await?;
+        if let Some(e) = self.executors.get_mut(name) {
+            e.tokens.insert(occ.clone(), tok);
+        }
+        Ok(())
+    }
+
+    pub async fn adopt(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+    ) -> Result<OccurrenceState, SutError> {
+        let holder = self.exec(name)?.holder.clone();
+        let (st, tok) = self.domain.adopt(&holder, occ).await?;
+        if let (Some(t), Some(e)) = (tok, self.executors.get_mut(name)) {
+            e.tokens.insert(occ.clone(), t);
+        }
+        Ok(st)
+    }
+
+    /// Serialized provider entry only (the request is not sent yet).
+    pub async fn enter(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
+        let e = self.exec(name)?;
+        let holder = e.holder.clone();
+        let token = e.tokens.get(occ).cloned().unwrap_or_else(OwnerToken::mint);
+        let intent = self.intent(occ)?;
+        let permit = match self
+            .domain
+            .enter(&holder, occ, &token, &intent.binding)
+            .await
+        {
+            Ok(p) => p,
+            Err(err) => {
+                let refusal = SutError::from(err);
+                if self.variant == Variant::ReplayUnknown
+                    && let SutError::Refused(r) = &refusal
+                    && matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. })
+                {
+                    // The defect: the outcome is unknown, so try again under a fresh key.
+                    let st = self.domain.state(occ).await?;
+                    if st.is_unresolved() {
+                        let mut b = intent.binding.clone();
+                        b.native_key = Some(format!("{}-retry", occ));
+                        let _ = self
+                            .client
+                            .send_create(
+                                &b,
+                                &intent.body,
+                                &crate::aoc::ids::AttemptId::mint(),
+                                self.domain.clock().now(),
+                            )
+                            .await;
+                        return Ok(());
+                    }
+                }
+                return Err(refusal);
+            }
+        };
+        if let Some(e) = self.executors.get_mut(name) {
+            e.permits.insert(occ.clone(), permit);
+        }
+        Ok(())
+    }
+
+    /// Whether the executor holds an entry permit for the occurrence (it entered it).
+    pub fn has_permit(&self, name: &str, occ: &OccurrenceId) -> bool {
+        self.executors
+            .get(name)
+            .is_some_and(|e| e.permits.contains_key(occ))
+    }
+
+    /// Sends the entered attempt's request and records what comes back. In the background, the
+    /// send outlives its executor: a late response is recorded as the retired executor's.
+    pub async fn send(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+        background: bool,
+    ) -> Result<(), SutError> {
+        let e = self.exec(name)?;
+        let permit = e.permits.get(occ).cloned().ok_or_else(|| {
+            SutError::Harness(format!("executor {name:?} holds no entry permit for {occ}"))
+        })?;
+        let intent = self.intent(occ)?;
+        let client = self.client.clone();
+        let domain = self.domain.clone();
+        let who = ExecutorId(name.into());
+        let occ = occ.clone();
+        let overwrite = self.variant == Variant::OverwriteHistory;
+        let job = async move {
+            let ev = client
+                .send_create(
+                    &intent.binding,
+                    &intent.body,
+                    &permit.attempt,
+                    domain.clock().now(),
+                )
+                .await;
+            domain.record_evidence(&occ, &ev, Some(&who)).await?;
+            if overwrite {
+                overwrite_last(&domain, &occ).await?;
+            }
+            Ok::<(), SutError>(())
+        };
+        if background {
+            self.background.push(tokio::spawn(job));
+            Ok(())
+        } else {
+            job.await
+        }
+    }
+
+    /// Waits for every background send to finish.
+    pub async fn settle(&mut self) -> Result<(), SutError> {
+        for t in std::mem::take(&mut self.background) {
+            match t.await {
+                Ok(r) => r?,
+                Err(e) => return Err(SutError::Harness(format!("background send failed: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the status source and records the answer.
+    pub async fn reconcile(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
+        self.exec(name)?;
+        let st = self.domain.state(occ).await?;
+        let binding = st
+            .binding
+            .clone()
+            .ok_or_else(|| SutError::Harness(format!("{occ} is not bound yet")))?;
+        let ev = self
+            .client
+            .lookup(
+                &binding,
+                st.provider_ref.as_deref(),
+                self.domain.clock().now(),
+            )
+            .await;
+        self.domain
+            .record_evidence(occ, &ev, Some(&ExecutorId(name.into())))
+            .await?;
+        if self.variant == Variant::OverwriteHistory {
+            overwrite_last(&self.domain, occ).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn release(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+        reason: ReleaseReason,
+    ) -> Result<(), SutError> {
+        let e = self.exec(name)?;
+        let holder = e.holder.clone();
+        let token = e.tokens.get(occ).cloned().unwrap_or_else(OwnerToken::mint);
+        let intent = self.intent(occ)?;
+        self.domain
+            .release(&holder, occ, &token, &intent.binding.request_digest, reason)
+            .await?;
+        Ok(())
+    }
+
+    /// Asks the domain to change one bound field.
+    pub async fn rebind(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+        field: &str,
+        value: &str,
+    ) -> Result<(), SutError> {
+        let holder = self.exec(name)?.holder.clone();
+        let mut b = self.intent(occ)?.binding;
+        match field {
+            "account" => b.account = value.into(),
+            "environment" => b.environment = value.into(),
+            "native_key" => b.native_key = Some(value.into()),
+            "profile_version" => b.profile_version = value.into(),
+            "status_source" => b.status_source = value.into(),
+            "request" => b.request_digest = crate::report::Digest::of_bytes(value.as_bytes()),
+            "provider_ref" => {}
+            other => {
+                return Err(SutError::Harness(format!(
+                    "unknown binding field {other:?}"
+                )));
+            }
+        }
+        let r = if field == "provider_ref" {
+            Some(value)
+        } else {
+            None
+        };
+        self.domain.rebind(&holder, occ, &b, r).await?;
+        if self.variant == Variant::RebindAccount
+            && let Some(i) = self.intents.get_mut(occ)
+        {
+            i.binding = b;
+        }
+        Ok(())
+    }
+
+    pub async fn remedy(
+        &mut self,
+        name: &str,
+        occ: &OccurrenceId,
+        authorization: &str,
+    ) -> Result<OccurrenceId, SutError> {
+        let holder = self.exec(name)?.holder.clone();
+        let digest = crate::report::Digest::of_bytes(format!("refund {occ}").as_bytes());
+        Ok(self
+            .domain
+            .remedy(
+                &holder,
+                occ,
+                RemedyRequest {
+                    authorization: authorization.into(),
+                    request_digest: digest,
+                },
+            )
+            .await?)
+    }
+
+    /// What the implementation reports about an occurrence (the checkers judge this, beside the
+    /// raw history and the provider's ledger).
+    pub async fn state(&self, occ: &OccurrenceId) -> Result<OccurrenceState, SutError> {
+        let mut st = self.domain.state(occ).await?;
+        if self.variant == Variant::RestoreAuthority && !st.remedies.is_empty() {
+            // The defect: a remedy "refunds" the consumed authority.
+            st.authority.released += st.authority.consumed;
+            st.authority.consumed = 0;
+        }
+        Ok(st)
+    }
+
+    pub async fn history(&self, occ: &OccurrenceId) -> Result<Vec<ChainedEntry>, SutError> {
+        // The raw stored history, unverified: the checkers verify it themselves.
+        self.domain
+            .store()
+            .load(&self.domain.config().domain_id, occ)
+            .await
+            .map_err(|e| SutError::Harness(e.to_string()))?
+            .ok_or_else(|| SutError::Harness(format!("no history for {occ}")))
+    }
+
+    // ---- admissions and the lease (seed 003) ----
+
+    pub async fn submit(&mut self, key: &str) -> Result<Admission, SutError> {
+        Ok(self
+            .domain
+            .submit(
+                &self.lane,
+                key,
+                &crate::report::Digest::of_bytes(key.as_bytes()),
+            )
+            .await?)
+    }
+    pub async fn claim(&mut self, name: &str) -> Result<Option<Admission>, SutError> {
+        let h = self.exec(name)?.holder.clone();
+        Ok(self.domain.claim_next(&h).await?)
+    }
+    pub async fn link(
+        &mut self,
+        name: &str,
+        adm: &crate::aoc::ids::AdmissionId,
+        occ: &OccurrenceId,
+    ) -> Result<(), SutError> {
+        let h = self.exec(name)?.holder.clone();
+        self.domain.link_admission(&h, adm, occ).await?;
+        Ok(())
+    }
+    pub async fn recover(&mut self, name: &str) -> Result<usize, SutError> {
+        let h = self.exec(name)?.holder.clone();
+        Ok(self.domain.recover(&h).await?.len())
+    }
+    pub async fn resolve_unknown(
+        &mut self,
+        name: &str,
+        adm: &crate::aoc::ids::AdmissionId,
+    ) -> Result<Admission, SutError> {
+        let h = self.exec(name)?.holder.clone();
+        Ok(self.domain.resolve_unknown(&h, adm).await?)
+    }
+    pub async fn finish(
+        &mut self,
+        name: &str,
+        adm: &crate::aoc::ids::AdmissionId,
+        end: AdmissionEnd,
+    ) -> Result<(), SutError> {
+        let h = self.exec(name)?.holder.clone();
+        self.domain.finish_admission(&h, adm, end).await?;
+        Ok(())
+    }
+    /// A lease refresh or release by a possibly retired executor (it may act even after a
+    /// replacement: that is the point).
+    pub async fn lease_call(&mut self, name: &str, release: bool) -> Result<(), SutError> {
+        let h = self
+            .executors
+            .get(name)
+            .map(|e| e.holder.clone())
+            .ok_or_else(|| SutError::Harness(format!("no executor {name:?}")))?;
+        if release {
+            self.domain.leave(&h).await?;
+        } else {
+            self.domain.refresh(&h).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The OverwriteHistory defect: re-seal the last entry with a changed body in place.
+async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result<(), SutError> {
+    let AnyStore::Memory(m) = &**domain.store() else {
+        return Ok(());
+    };
+    let hist = domain.history(occ).await?;
+    let Some(first_observed) = hist
+        .iter()
+        .find(|e| matches!(e.body, EntryBody::Observed { .. }))
+    else {
+        return Ok(());
+    };
+    let mut forged = first_observed.clone();
+    if let EntryBody::Observed { evidence, .. } = &mut forged.body {
+        evidence.authenticated = !evidence.authenticated;
+    }
+    m.tamper_entry(&domain.config().domain_id, occ, forged.seq as usize, forged);
+    Ok(())
+}
+
+/// The reference implementation's identity, for reports.
+pub fn implementation() -> Value {
+    json!({"name": "aocheck-reference", "version": env!("CARGO_PKG_VERSION"), "same_team": true})
+}
+
+/// Shared handle type used by the runner.
+pub type SharedSut = Arc<tokio::sync::Mutex<ReferenceSut>>;
