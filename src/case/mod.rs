@@ -831,13 +831,55 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
     out
 }
 
-/// Finds the 1-based line of `needle` (a field path's last segment) in `text`, where possible.
+/// Finds the 1-based line a field path points at, where possible: `steps[N]…` → the Nth item of
+/// the `steps:` list; `expect.occurrences.<label>…` → the label's line; otherwise the first line
+/// starting with the path's last key.
 fn line_of(text: &str, field: &str) -> Option<usize> {
-    let key = field.rsplit('.').next()?.split('[').next()?;
-    if key.is_empty() {
+    let lines: Vec<&str> = text.lines().collect();
+    if let Some(rest) = field.strip_prefix("steps[") {
+        let n: usize = rest.split(']').next()?.parse().ok()?;
+        let start = lines.iter().position(|l| l.trim_end() == "steps:")?;
+        let indent = lines
+            .get(start + 1..)?
+            .iter()
+            .find(|l| l.trim_start().starts_with("- "))?
+            .len()
+            - lines[start + 1..]
+                .iter()
+                .find(|l| l.trim_start().starts_with("- "))?
+                .trim_start()
+                .len();
+        let mut k = 0;
+        for (i, l) in lines.iter().enumerate().skip(start + 1) {
+            let lead = l.len() - l.trim_start().len();
+            if !l.trim().is_empty() && lead < indent {
+                break;
+            }
+            if lead == indent && l.trim_start().starts_with("- ") {
+                if k == n {
+                    return Some(i + 1);
+                }
+                k += 1;
+            }
+        }
         return None;
     }
-    text.lines()
+    if let Some(rest) = field
+        .strip_prefix("expect.occurrences.")
+        .or_else(|| field.strip_prefix("expect.admissions."))
+    {
+        let label = rest.split('.').next()?;
+        return lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("{label}:")))
+            .map(|i| i + 1);
+    }
+    let key = field.rsplit('.').next()?.split('[').next()?;
+    if key.is_empty() || key == "-" {
+        return None;
+    }
+    lines
+        .iter()
         .position(|l| {
             l.trim_start()
                 .trim_start_matches("- ")

@@ -79,6 +79,11 @@ pub async fn run_case(
     report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
     // A fresh provider per case.
     let mut pconfig = fake_payments::Config::example();
+    // The provider's signing key follows the seed, so a run's profile digest is reproducible.
+    pconfig.signing_seed_hex = Some(
+        crate::report::Digest::of_bytes(format!("aocheck-fake-payments-{}", opts.seed).as_bytes())
+            .hex(),
+    );
     pconfig.accounts[0].idempotency = match case.config.idempotency.as_deref() {
         Some("ietf-draft") => IdempotencyProfile::IetfDraft,
         Some("none") => IdempotencyProfile::None,
@@ -233,14 +238,15 @@ pub async fn run_case(
         failures.extend(world.final_expectations(case).await);
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
+    let mut unfired: Vec<String> = Vec::new();
     for r in provider.rules() {
         let fired = r.fired > 0;
         report.faults.push(FaultReport {
             what: format!("provider {} {}", r.rule.op.label(), r.rule.fault),
             fired,
         });
-        if !fired && harness.is_none() {
-            harness = Some(format!(
+        if !fired {
+            unfired.push(format!(
                 "declared fault {} on {} never fired: the case did not exercise what it claims",
                 r.rule.fault,
                 r.rule.op.label()
@@ -264,11 +270,17 @@ pub async fn run_case(
     report.occurrences = world.occurrence_reports().await;
     report.checker_runs = world.checker.runs;
     server.abort();
-    report.verdict = if let Some(m) = harness {
-        report.harness = Some(m);
-        Verdict::HarnessError
-    } else if !failures.is_empty() {
+    // A violated requirement decides the case even if the harness could not finish it (the
+    // harness problem is then a consequence, kept in the report); otherwise an undecided case is
+    // a harness error, and a case whose declared faults never fired is never a pass.
+    if harness.is_none() && !unfired.is_empty() {
+        harness = Some(unfired.join("; "));
+    }
+    report.harness = harness.clone();
+    report.verdict = if !failures.is_empty() {
         Verdict::Fail
+    } else if harness.is_some() {
+        Verdict::HarnessError
     } else if report.checker_runs == 0 {
         Verdict::NotRun
     } else {

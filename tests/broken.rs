@@ -1,0 +1,102 @@
+//! The harness must be able to fail: every deliberately broken variant of the reference is caught
+//! by the named case for the right requirement, and the unmodified reference passes everything.
+//! (Variants are described in `tests/broken/README.md`.)
+
+use aocheck::aoc::Req;
+use aocheck::report::model::{Report, Verdict};
+use aocheck::runner::{RunOptions, run_suite};
+use aocheck::store::AnyStore;
+use aocheck::sut::Variant;
+use rstest::rstest;
+use std::path::Path;
+use std::sync::Arc;
+
+async fn suite(variant: Variant) -> Report {
+    let (cases, defects) = aocheck::case::load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cases")
+            .as_path(),
+    );
+    assert!(defects.is_empty(), "{defects:?}");
+    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    let opts = RunOptions {
+        run_id: format!("broken-{}", uuid::Uuid::new_v4().simple()),
+        seed: 7,
+        variant,
+    };
+    run_suite(&cases, store, &opts, &mut |_| {}).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_passes_every_case_and_evaluates_every_requirement() {
+    let r = suite(Variant::Conforming).await;
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness
+        );
+        assert!(c.checker_runs > 0, "{}: no checker ran", c.id);
+        assert!(
+            c.faults.iter().all(|f| f.fired),
+            "{}: a declared fault never fired",
+            c.id
+        );
+    }
+    for q in &r.requirements {
+        assert_eq!(q.verdict, Verdict::Pass, "{} is {:?}", q.id, q.verdict);
+        assert!(!q.cases.is_empty(), "{} is evaluated by no case", q.id);
+    }
+    assert_eq!(r.exit_code(), 0);
+}
+
+#[rstest]
+#[case::replay_unknown(Variant::ReplayUnknown, "AOC-CASE-003", Req::R010)]
+#[case::retired_enters(Variant::RetiredEnters, "AOC-CASE-005", Req::R006)]
+#[case::rebind_account(Variant::RebindAccount, "AOC-CASE-007", Req::R010)]
+#[case::release_on_timeout(Variant::ReleaseOnTimeout, "AOC-CASE-003", Req::R008)]
+#[case::restore_authority(Variant::RestoreAuthority, "AOC-CASE-011", Req::R012)]
+#[case::overwrite_history(Variant::OverwriteHistory, "AOC-CASE-001", Req::R004)]
+#[case::trust_unauthenticated(Variant::TrustUnauthenticated, "AOC-CASE-009", Req::R009)]
+#[case::reset_unknown_to_queued(Variant::ResetUnknownToQueued, "SEED003-B", Req::R005)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_variant_is_caught_for_the_right_requirement(
+    #[case] variant: Variant,
+    #[case] case: &str,
+    #[case] req: Req,
+) {
+    let r = suite(variant).await;
+    let c = r.cases.iter().find(|c| c.id == case).expect("case ran");
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{variant:?} was not caught by {case}: {:?} {:?}",
+        c.failures,
+        c.harness
+    );
+    assert!(
+        c.failures.iter().any(|f| f.requirement == req),
+        "{variant:?} failed {case} but not for {req}: {:?}",
+        c.failures
+    );
+    let q = r
+        .requirements
+        .iter()
+        .find(|q| q.id == req)
+        .expect("requirement");
+    assert_eq!(q.verdict, Verdict::Fail);
+    assert_eq!(r.exit_code(), 1);
+    // No case errs: the harness decided everything it ran.
+    assert!(
+        r.cases.iter().all(|c| c.verdict != Verdict::HarnessError),
+        "{:?}",
+        r.cases
+            .iter()
+            .filter(|c| c.verdict == Verdict::HarnessError)
+            .map(|c| (&c.id, &c.harness))
+            .collect::<Vec<_>>()
+    );
+}

@@ -1,0 +1,152 @@
+//! Reports: the committed sample run under `reports/examples/` stays reproducible (a fresh run
+//! with the same seed matches it once times and ids are redacted), every format is a pure
+//! rendering of the report, and the signed envelope verifies against the committed public key.
+
+use aocheck::report::model::Report;
+use aocheck::runner::{RunOptions, run_suite};
+use aocheck::store::AnyStore;
+use aocheck::sut::Variant;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Replaces what differs between two runs of the same seed: run id, times, store, minted ids.
+fn redact(mut v: Value) -> Value {
+    v["run_id"] = "[run_id]".into();
+    v["started_at"] = "[time]".into();
+    v["store"] = "[store]".into();
+    if let Some(cases) = v["cases"].as_array_mut() {
+        for c in cases {
+            c["millis"] = 0.into();
+            let file = c["file"]
+                .as_str()
+                .and_then(|f| Path::new(f).file_name())
+                .and_then(|f| f.to_str())
+                .unwrap_or("")
+                .to_string();
+            c["file"] = file.into();
+            if let Some(occs) = c["occurrences"].as_array_mut() {
+                for o in occs {
+                    o["occurrence_id"] = "[occurrence_id]".into();
+                    if !o["provider_binding_digest"].is_null() {
+                        o["provider_binding_digest"] = "[binding_digest]".into();
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
+    let (cases, defects) = aocheck::case::load(&root().join("cases"));
+    assert!(defects.is_empty(), "{defects:?}");
+    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    let opts = RunOptions {
+        run_id: "snapshot".into(),
+        seed: 7,
+        variant: Variant::Conforming,
+    };
+    let fresh = run_suite(&cases, store, &opts, &mut |_| {}).await;
+    let fresh_v = redact(serde_json::to_value(&fresh).expect("json"));
+    insta::assert_json_snapshot!("sample_report", fresh_v);
+
+    let dir = root().join("reports").join("examples");
+    let committed_text =
+        std::fs::read_to_string(dir.join("report.json")).expect("committed sample report");
+    let committed: Report =
+        serde_json::from_str(&committed_text).expect("the sample matches the report schema");
+    assert_eq!(
+        redact(serde_json::to_value(&committed).expect("json")),
+        fresh_v,
+        "reports/examples is stale: regenerate it (README)"
+    );
+    // Every committed format is exactly the rendering of the committed report.
+    use aocheck::report::formats;
+    assert_eq!(
+        std::fs::read_to_string(dir.join("junit.xml")).expect("junit"),
+        formats::junit(&committed)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("summary.md")).expect("summary"),
+        formats::markdown(&committed)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("report.html")).expect("html"),
+        formats::html(&committed)
+    );
+    // The envelope verifies with the committed public key and carries exactly this report.
+    let pem = std::fs::read_to_string(dir.join("signing-key.pub.pem")).expect("public key");
+    let key = aocheck::report::attest::verifying_key(&pem).expect("key");
+    let env = std::fs::read(dir.join("report.dsse.json")).expect("envelope");
+    let signed =
+        aocheck::report::attest::verify(&env, &key).expect("the committed envelope verifies");
+    assert_eq!(signed, serde_json::to_value(&committed).expect("json"));
+    // One changed byte anywhere in the signed payload is rejected.
+    let mut tampered = env.clone();
+    let at = String::from_utf8_lossy(&env)
+        .find("\"payload\"")
+        .expect("payload")
+        + 20;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    assert!(aocheck::report::attest::verify(&tampered, &key).is_err());
+}
+
+#[test]
+fn junit_marks_failures_errors_and_skips() {
+    use aocheck::report::model::{CaseReport, Failure, Verdict};
+    let (cases, _) = aocheck::case::load(
+        &root()
+            .join("cases")
+            .join("aoc")
+            .join("AOC-CASE-001-normal-success.yaml"),
+    );
+    let mut fail = CaseReport::new(&cases[0].case, &cases[0].path);
+    fail.verdict = Verdict::Fail;
+    fail.failures.push(Failure {
+        requirement: aocheck::Req::R010,
+        step: Some(3),
+        msg: "2 provider effects <&>".into(),
+    });
+    let mut err = fail.clone();
+    err.id = "X-2".into();
+    err.verdict = Verdict::HarnessError;
+    err.failures.clear();
+    err.harness = Some("provider unreachable".into());
+    let mut skip = err.clone();
+    skip.id = "X-3".into();
+    skip.verdict = Verdict::Unsupported;
+    let report = Report {
+        schema: "aocheck.report/1".into(),
+        run_id: "r".into(),
+        seed: 1,
+        started_at: "0".into(),
+        aocheck_version: "0".into(),
+        implementation: serde_json::json!({}),
+        provider_profile: None,
+        store: serde_json::json!({}),
+        test_input_digest: "d".into(),
+        requirements: Report::aggregate(&[fail.clone(), err.clone(), skip.clone()]),
+        summary: aocheck::report::model::Summary {
+            cases: 3,
+            pass: 0,
+            fail: 1,
+            other: 2,
+        },
+        cases: vec![fail, err, skip],
+        disclaimer: String::new(),
+    };
+    let x = aocheck::report::formats::junit(&report);
+    assert!(x.contains(r#"failures="1" errors="1" skipped="1""#), "{x}");
+    assert!(
+        x.contains("type=\"requirement_violated\"") && x.contains("&lt;&amp;&gt;"),
+        "{x}"
+    );
+    assert!(x.contains("<skipped message=\"unsupported\"/>"));
+    assert_eq!(report.exit_code(), 1);
+}
