@@ -35,7 +35,7 @@ pub enum Command {
         path: PathBuf,
     },
     /// Verify a signed report (DSSE envelope) with a public key.
-    VerifyReport {
+    Verify {
         envelope: PathBuf,
         #[arg(long)]
         key: PathBuf,
@@ -52,7 +52,7 @@ pub enum Command {
     /// Validate a provider profile (JSON) and print its digest, or every defect.
     Profile { file: PathBuf },
     /// Verify the digest chain of one occurrence's history in a store.
-    Verify {
+    VerifyHistory {
         #[arg(long, env = "AOCHECK_STORE")]
         store: StoreSpec,
         #[arg(long, default_value = "default")]
@@ -322,7 +322,7 @@ pub async fn run(cli: Cli) -> u8 {
                 exit::INVALID_INPUT
             }
         },
-        Command::VerifyReport { envelope, key } => {
+        Command::Verify { envelope, key } => {
             let (env, pem) = match (std::fs::read(&envelope), std::fs::read_to_string(&key)) {
                 (Ok(e), Ok(k)) => (e, k),
                 (Err(e), _) => {
@@ -423,7 +423,7 @@ pub async fn run(cli: Cli) -> u8 {
                 }
             }
         }
-        Command::Verify {
+        Command::VerifyHistory {
             store,
             domain,
             occurrence,

@@ -74,7 +74,30 @@ fn an_unknown_occurrence_is_invalid_input_and_an_empty_store_lists_nothing() {
     let (code, out, err) = aocheck(&["store", "--store", &db]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("0 occurrence(s)"), "{out}");
-    let (code, _, err) = aocheck(&["verify", "--store", &db, "occ_missing"]);
+    let (code, _, err) = aocheck(&["verify-history", "--store", &db, "occ_missing"]);
     assert_eq!(code, 3);
     assert!(err.contains("occ_missing"), "{err}");
+}
+
+#[test]
+fn a_report_verifies_with_its_key_and_fails_with_exit_5_under_another() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let env = format!("{root}/reports/examples/report.dsse.json");
+    let (code, out, err) = aocheck(&[
+        "verify",
+        &env,
+        "--key",
+        &format!("{root}/reports/examples/signing-key.pub.pem"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verified"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("k.pem");
+    let (code, _, err) = aocheck(&["keygen", key.to_str().expect("utf8")]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = aocheck(&["keygen", key.to_str().expect("utf8")]);
+    assert_eq!(code, 3, "keygen refuses to overwrite a key: {err}");
+    let (code, _, err) = aocheck(&["verify", &env, "--key", &format!("{}.pub", key.display())]);
+    assert_eq!(code, 5);
+    assert!(err.contains("NOT verified"));
 }

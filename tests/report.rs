@@ -150,3 +150,40 @@ fn junit_marks_failures_errors_and_skips() {
     assert!(x.contains("<skipped message=\"unsupported\"/>"));
     assert_eq!(report.exit_code(), 1);
 }
+
+/// Our envelopes verify with the independent `dsse` crate, and its envelopes verify with ours.
+#[test]
+fn dsse_interoperates_both_directions() {
+    use aocheck::report::attest;
+    let seed = [9u8; 32];
+    let key = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let report =
+        serde_json::json!({"schema": "aocheck.report/1", "run_id": "interop", "cases": []});
+    // ours → theirs
+    let ours = serde_json::to_vec(&attest::sign(&report, &key).expect("sign")).expect("json");
+    let env = dsse::Envelope::from_json(&ours).expect("their parser reads our envelope");
+    let verifier =
+        dsse::Ed25519Verifier::from_bytes(key.verifying_key().as_bytes()).expect("verifier");
+    let verified =
+        dsse::verify(&env, &[&verifier], 1).expect("their verifier accepts our signature");
+    assert_eq!(verified.payload_type, attest::PAYLOAD_TYPE);
+    let statement: serde_json::Value =
+        serde_json::from_slice(&verified.payload).expect("statement");
+    assert_eq!(statement["predicate"], report);
+    // A changed payload fails theirs too.
+    let mut bad = env.clone();
+    bad.payload = bad.payload.replacen('e', "f", 1);
+    assert!(dsse::verify(&bad, &[&verifier], 1).is_err());
+    // theirs → ours
+    let payload = aocheck::report::canonical_bytes(&attest::statement(&report).expect("statement"))
+        .expect("bytes");
+    let signer = dsse::Ed25519Signer::from_bytes(&seed).expect("signer");
+    let theirs = dsse::sign(attest::PAYLOAD_TYPE, &payload, &signer)
+        .expect("sign")
+        .to_json()
+        .expect("json");
+    assert_eq!(
+        attest::verify(&theirs, &key.verifying_key()).expect("we accept their envelope"),
+        report
+    );
+}

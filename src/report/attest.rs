@@ -26,9 +26,10 @@ pub enum AttestError {
     Canonical(#[from] super::CanonicalError),
 }
 
-/// The DSSE envelope.
+/// The DSSE envelope. Unknown members are ignored on the way in, as the DSSE specification asks
+/// of consumers; `keyid` is an unauthenticated hint and never filters keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Envelope {
     pub payload: String,
     pub payload_type: String,
@@ -36,9 +37,9 @@ pub struct Envelope {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct EnvelopeSignature {
-    pub keyid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyid: Option<String>,
     pub sig: String,
 }
 
@@ -109,7 +110,7 @@ pub fn sign(report: &Value, key: &SigningKey) -> Result<Envelope, AttestError> {
         payload: b64.encode(&payload),
         payload_type: PAYLOAD_TYPE.into(),
         signatures: vec![EnvelopeSignature {
-            keyid: key_id(&key.verifying_key()),
+            keyid: Some(key_id(&key.verifying_key())),
             sig: b64.encode(sig.to_bytes()),
         }],
     })
