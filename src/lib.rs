@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod exit;
+pub mod operator;
 pub mod report;
 pub mod runner;
 pub mod store;

@@ -577,3 +577,60 @@ async fn the_memory_store_says_it_is_not_durable() {
     let o = open(Arm::Memory).await.expect("memory");
     assert!(!o.store.info().durable);
 }
+
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn records_compare_and_set_with_exactly_one_racing_winner(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+) {
+    let Some(o) = open(arm).await else { return };
+    let (s, ns) = (&o.store, o.ns.as_str());
+    assert_eq!(s.record_get(ns, "k").await.expect("get"), None);
+    assert_eq!(
+        s.record_cas(ns, "k", None, &serde_json::json!({"v": 1}))
+            .await
+            .expect("create"),
+        1
+    );
+    assert!(matches!(
+        s.record_cas(ns, "k", None, &serde_json::json!({})).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert!(matches!(
+        s.record_cas(ns, "k", Some(7), &serde_json::json!({})).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(
+        s.record_get(ns, "k").await.expect("get"),
+        Some((1, serde_json::json!({"v": 1}))),
+        "refused CAS wrote nothing"
+    );
+    let mut tasks = Vec::new();
+    for (i, st) in handles(&o, 6).await.into_iter().enumerate() {
+        let ns = ns.to_string();
+        tasks.push(tokio::spawn(async move {
+            st.record_cas(&ns, "k", Some(1), &serde_json::json!({"winner": i}))
+                .await
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.expect("join") {
+            Ok(2) => wins += 1,
+            Err(StoreError::Conflict { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    if arm != Arm::Memory {
+        let again = o.reopen().await.expect("reopen");
+        assert_eq!(
+            again
+                .record_get(ns, "k")
+                .await
+                .expect("get")
+                .map(|(v, _)| v),
+            Some(2)
+        );
+    }
+}

@@ -675,6 +675,23 @@ async fn start(State(s): State<Arc<Shared>>, req: Request) -> Response {
         Ok(x) => x,
         Err(r) => return r,
     };
+    // The rest runs in its own task: a held start still starts the run when released, even if
+    // the client that sent it has died meanwhile (the harness kills senders on purpose).
+    match tokio::spawn(start_after_read(s, headers, bytes, drop)).await {
+        Ok(r) => r,
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("start task failed: {e}"),
+        ),
+    }
+}
+
+async fn start_after_read(
+    s: Arc<Shared>,
+    headers: HeaderMap,
+    bytes: Bytes,
+    drop: Option<DropConn>,
+) -> Response {
     let session_key = headers
         .get("x-hermes-session-key")
         .and_then(|v| v.to_str().ok())

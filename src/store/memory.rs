@@ -29,6 +29,8 @@ struct Namespace {
     admissions: BTreeMap<AdmissionId, Admission>,
     admission_keys: HashMap<String, AdmissionId>,
     admission_seq: u64,
+    /// Versioned records (compare-and-set).
+    records: HashMap<String, (u64, serde_json::Value)>,
     /// Occurrences per (lane, class), kept in step with every write, for O(1) limit checks.
     class_counts: HashMap<(LaneId, Class), u32>,
 }
@@ -397,5 +399,36 @@ impl Store for MemoryStore {
             .unwrap_or_default();
         v.sort_by_key(|a| a.seq);
         Ok(v)
+    }
+
+    async fn record_get(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        Ok(self
+            .lock()?
+            .get(ns)
+            .and_then(|n| n.records.get(key).cloned()))
+    }
+
+    async fn record_cas(
+        &self,
+        ns: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        let mut g = self.lock()?;
+        let n = g.entry(ns.to_string()).or_default();
+        let current = n.records.get(key).map(|(v, _)| *v);
+        if current != expected {
+            return Err(StoreError::Conflict {
+                what: format!("record {key} is at version {current:?}, expected {expected:?}"),
+            });
+        }
+        let next = expected.map_or(1, |v| v + 1);
+        n.records.insert(key.to_string(), (next, value.clone()));
+        Ok(next)
     }
 }

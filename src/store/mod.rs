@@ -326,6 +326,24 @@ pub trait Store: Send + Sync + 'static {
         ns: &str,
         lane: &LaneId,
     ) -> impl Future<Output = Result<Vec<Admission>, StoreError>> + Send;
+
+    /// A versioned record (the operator connector's profile state), if present.
+    fn record_get(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<(u64, serde_json::Value)>, StoreError>> + Send;
+
+    /// Compare-and-set: creates the record when `expected` is `None` and none exists, or replaces
+    /// it when its stored version is `expected`; returns the new version. Anything else is a
+    /// [`StoreError::Conflict`] and writes nothing. Durable when this single write commits.
+    fn record_cas(
+        &self,
+        ns: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
 /// Checks a fence against the lane's lease row (shared by every store).
@@ -474,6 +492,22 @@ impl Store for AnyStore {
     }
     async fn admission_list(&self, ns: &str, lane: &LaneId) -> Result<Vec<Admission>, StoreError> {
         delegate!(self, s => s.admission_list(ns, lane).await)
+    }
+    async fn record_get(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        delegate!(self, s => s.record_get(ns, key).await)
+    }
+    async fn record_cas(
+        &self,
+        ns: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        delegate!(self, s => s.record_cas(ns, key, expected, value).await)
     }
 }
 

@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "functions",
         include_str!("migrations/postgres/0002_functions.sql"),
     ),
+    (
+        3,
+        "records",
+        include_str!("migrations/postgres/0003_records.sql"),
+    ),
 ];
 const MIGRATION_LOCK: i64 = 0x6f63_6865_636b;
 
@@ -319,6 +324,61 @@ async fn put_admission(c: &impl GenericClient, ns: &str, a: &Admission) -> Resul
 }
 
 impl Store for PostgresStore {
+    async fn record_get(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let row = c
+            .query_opt(
+                "SELECT version, value FROM records WHERE ns = $1 AND key = $2",
+                &[&ns, &key],
+            )
+            .await
+            .map_err(pe)?;
+        row.map(|r| {
+            let v: i64 = r.get(0);
+            let text: String = r.get(1);
+            Ok((
+                rows::u64_of(v)?,
+                serde_json::from_str(&text).map_err(StoreError::corrupt)?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn record_cas(
+        &self,
+        ns: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let text = value.to_string();
+        let next = expected.map_or(1, |v| v + 1);
+        let n = match expected {
+            None => c
+                .execute("INSERT INTO records (ns, key, version, value) VALUES ($1, $2, 1, $3) ON CONFLICT DO NOTHING", &[&ns, &key, &text])
+                .await
+                .map_err(pe)?,
+            Some(v) => c
+                .execute(
+                    "UPDATE records SET version = $3, value = $4 WHERE ns = $1 AND key = $2 AND version = $5",
+                    &[&ns, &key, &rows::i64_of(next)?, &text, &rows::i64_of(v)?],
+                )
+                .await
+                .map_err(pe)?,
+        };
+        if n != 1 {
+            return Err(StoreError::Conflict {
+                what: format!("record {key} is not at version {expected:?}"),
+            });
+        }
+        Ok(next)
+    }
+
     fn info(&self) -> StoreInfo {
         StoreInfo {
             kind: "postgres",

@@ -21,8 +21,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Ordered migrations; each runs once, in one transaction with its `schema_migrations` row.
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "init", include_str!("migrations/sqlite/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "init", include_str!("migrations/sqlite/0001_init.sql")),
+    (
+        2,
+        "records",
+        include_str!("migrations/sqlite/0002_records.sql"),
+    ),
+];
 
 /// A SQLite-backed store.
 #[derive(Debug, Clone)]
@@ -320,6 +326,61 @@ fn put_admission(c: &Connection, ns: &str, a: &Admission) -> Result<(), StoreErr
 }
 
 impl Store for SqliteStore {
+    async fn record_get(
+        &self,
+        ns: &str,
+        key: &str,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        let (ns, key) = (ns.to_string(), key.to_string());
+        self.read(move |c| {
+            let row: Option<(i64, String)> = query_row(
+                c,
+                "SELECT version, value FROM records WHERE ns = ?1 AND key = ?2",
+                params![ns, key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(be)?;
+            row.map(|(v, text)| {
+                Ok((
+                    rows::u64_of(v)?,
+                    serde_json::from_str(&text).map_err(StoreError::corrupt)?,
+                ))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn record_cas(
+        &self,
+        ns: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        let (ns, key, text) = (ns.to_string(), key.to_string(), value.to_string());
+        self.write(move |tx| {
+            let current: Option<i64> = query_row(tx, "SELECT version FROM records WHERE ns = ?1 AND key = ?2", params![ns, key], |r| r.get(0))
+                .optional()
+                .map_err(be)?;
+            let current = current.map(rows::u64_of).transpose()?;
+            if current != expected {
+                return Err(StoreError::Conflict { what: format!("record {key} is at version {current:?}, expected {expected:?}") });
+            }
+            let next = expected.map_or(1, |v| v + 1);
+            exec(
+                tx,
+                "INSERT INTO records (ns, key, version, value) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (ns, key) DO UPDATE SET version = excluded.version, value = excluded.value",
+                params![ns, key, rows::i64_of(next)?, text],
+            )
+            .map_err(be)?;
+            Ok(next)
+        })
+        .await
+    }
+
     fn info(&self) -> StoreInfo {
         StoreInfo {
             kind: "sqlite",
