@@ -182,6 +182,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         }
     };
     let total = cases.len();
+    let width = cases.iter().map(|c| c.case.id.len()).max().unwrap_or(16);
     let mut done = 0usize;
     let mut progress = |e: crate::runner::RunEvent| {
         if let crate::runner::RunEvent::CaseFinished {
@@ -192,7 +193,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         {
             done += 1;
             println!(
-                "[{done:>2}/{total}] {case:<16} {:<14} {millis} ms",
+                "[{done:>2}/{total}] {case:<width$} {:<14} {millis} ms",
                 verdict.label()
             );
             let _ = std::io::stdout().flush();
@@ -202,6 +203,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         run_id: run_id.clone(),
         seed,
         variant: crate::sut::Variant::Conforming,
+        connector_defect: None,
     };
     let report = crate::runner::run_suite(&cases, store, &opts, &mut progress).await;
     if let Err(e) = write_reports(&report, &out, signing.as_ref()) {

@@ -3,6 +3,7 @@
 //! (Variants are described in `tests/broken/README.md`.)
 
 use aocheck::aoc::Req;
+use aocheck::operator::connector::ConnectorDefect;
 use aocheck::report::model::{Report, Verdict};
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
@@ -12,6 +13,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 async fn suite(variant: Variant) -> Report {
+    suite_with(variant, None).await
+}
+
+async fn suite_with(variant: Variant, connector_defect: Option<ConnectorDefect>) -> Report {
     let (cases, defects) = aocheck::case::load(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("cases")
@@ -23,6 +28,7 @@ async fn suite(variant: Variant) -> Report {
         run_id: format!("broken-{}", uuid::Uuid::new_v4().simple()),
         seed: 7,
         variant,
+        connector_defect,
     };
     run_suite(&cases, store, &opts, &mut |_| {}).await
 }
@@ -99,4 +105,37 @@ async fn each_broken_variant_is_caught_for_the_right_requirement(
             .map(|c| (&c.id, &c.harness))
             .collect::<Vec<_>>()
     );
+}
+
+#[rstest]
+#[case::steal_expired_claim(ConnectorDefect::StealExpiredClaim, "HERMES-VERIFY-04", Req::R010)]
+#[case::five_xx_is_failed(ConnectorDefect::FiveXxIsFailed, "HERMES-VERIFY-04", Req::R009)]
+#[case::stopping_is_cancelled(ConnectorDefect::StoppingIsCancelled, "HERMES-VERIFY-06", Req::R011)]
+#[case::replay_unknown_start(ConnectorDefect::ReplayUnknownStart, "HERMES-VERIFY-04", Req::R010)]
+#[case::approval_replay(ConnectorDefect::ApprovalReplay, "HERMES-VERIFY-05", Req::R010)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_connector_is_caught_for_the_right_requirement(
+    #[case] defect: ConnectorDefect,
+    #[case] case: &str,
+    #[case] req: Req,
+) {
+    let r = suite_with(Variant::Conforming, Some(defect)).await;
+    let c = r.cases.iter().find(|c| c.id == case).expect("case ran");
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{defect:?} was not caught by {case}: {:?} {:?}",
+        c.failures,
+        c.harness
+    );
+    assert!(
+        c.failures.iter().any(|f| f.requirement == req),
+        "{defect:?} failed {case} but not for {req}: {:?}",
+        c.failures
+    );
+    assert_eq!(r.exit_code(), 1);
+    // The AOC cases do not use the connector: a connector defect must not leak into them.
+    for other in r.cases.iter().filter(|c| c.id.starts_with("AOC-")) {
+        assert_eq!(other.verdict, Verdict::Pass, "{} was disturbed", other.id);
+    }
 }

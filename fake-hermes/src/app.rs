@@ -274,6 +274,22 @@ impl Handle {
     pub fn rules(&self) -> Vec<RuleState> {
         lock(&self.0.data).rules.clone()
     }
+    /// Appends one rule; the counters of the rules already set are kept.
+    pub fn add_rule(&self, rule: faults::Rule) -> Result<(), Vec<String>> {
+        let d = Plan {
+            rules: vec![rule.clone()],
+        }
+        .validate();
+        if !d.is_empty() {
+            return Err(d);
+        }
+        lock(&self.0.data).rules.push(RuleState {
+            rule,
+            seen: 0,
+            fired: 0,
+        });
+        Ok(())
+    }
     /// Sets the script rules (first match wins) and optionally the default script.
     pub fn set_scripts(
         &self,

@@ -169,14 +169,19 @@ pub enum Step {
         reject: Option<u16>,
     },
     /// The provider's own status change (settlement, dispute).
-    ProviderStatus { occurrence: String, status: String },
+    ProviderStatus {
+        occurrence: String,
+        status: String,
+    },
     /// Moves an occurrence's payment (or every payment) beyond the provider's retention.
     ProviderExpire {
         #[serde(default)]
         occurrence: Option<String>,
     },
     /// Moves the domain's clock forward.
-    Advance { ms: u64 },
+    Advance {
+        ms: u64,
+    },
     Submit {
         submission: String,
         #[serde(default)]
@@ -233,6 +238,67 @@ pub enum Step {
         #[serde(default)]
         expect: Expect,
     },
+    /// Invokes the Hermes operator capability for an Action: an objective, or a resume of
+    /// another Action's run. `result` / `error` state what it must return.
+    OperatorInvoke {
+        action: String,
+        #[serde(default)]
+        objective: Option<String>,
+        #[serde(default)]
+        resume: Option<String>,
+        #[serde(default)]
+        choice: Option<String>,
+        /// The connector process (instance) that invokes; default `p1`.
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        background: bool,
+        /// `completed`, `failed`, `cancelled` or `requires_human`.
+        #[serde(default)]
+        result: Option<String>,
+        /// A failure code suffix, e.g. `operator_outcome_unknown`.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Cancels an Action's run; `status` is the binding status it must end in.
+    OperatorCancel {
+        action: String,
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        status: Option<String>,
+    },
+    /// Waits until the Action's binding has a run id bound.
+    OperatorWaitBound {
+        action: String,
+    },
+    /// Waits for every background invocation.
+    OperatorSettle {},
+    /// Kills a connector process: its in-flight invocations stop where they are.
+    OperatorKill {
+        instance: String,
+    },
+    HermesFault {
+        route: fake_hermes::faults::Route,
+        fault: fake_hermes::faults::Fault,
+        #[serde(default)]
+        nth: Option<u32>,
+        #[serde(default)]
+        times: Option<u32>,
+    },
+    /// Sets the script every run gets.
+    HermesScript {
+        script: serde_json::Value,
+    },
+    HermesWaitParked {
+        hold: String,
+    },
+    HermesRelease {
+        hold: String,
+        #[serde(default)]
+        reject: Option<u16>,
+    },
+    HermesForget {},
 }
 
 impl Step {
@@ -272,7 +338,17 @@ impl Step {
             | ProviderRelease { .. }
             | ProviderStatus { .. }
             | ProviderExpire { .. }
-            | Advance { .. } => None,
+            | Advance { .. }
+            | OperatorInvoke { .. }
+            | OperatorCancel { .. }
+            | OperatorWaitBound { .. }
+            | OperatorSettle {}
+            | OperatorKill { .. }
+            | HermesFault { .. }
+            | HermesScript { .. }
+            | HermesWaitParked { .. }
+            | HermesRelease { .. }
+            | HermesForget {} => None,
         }
     }
 }
@@ -302,10 +378,29 @@ pub struct OccurrenceExpect {
     pub remedies: Option<u32>,
 }
 
+/// What one operator Action's binding must look like at the end (ground truth from fake-hermes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorExpect {
+    /// The binding status (`running`, `waiting_for_approval`, `completed`, `outcome_unknown` …).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Runs Hermes really started for this Action.
+    #[serde(default)]
+    pub runs: Option<u32>,
+    /// Approval decisions Hermes really applied to its run.
+    #[serde(default)]
+    pub approvals: Option<u32>,
+    #[serde(default)]
+    pub stops: Option<u32>,
+}
+
 /// Final expectations.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct FinalExpect {
+    #[serde(default)]
+    pub operators: BTreeMap<String, OperatorExpect>,
     #[serde(default)]
     pub occurrences: BTreeMap<String, OccurrenceExpect>,
     /// Submission → `queued`, `started`, `unknown` or `ended:<completed|failed|cancelled|not_executed>`.
@@ -504,6 +599,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
     let mut current: Option<String> = None;
     let mut occurrences: BTreeSet<String> = BTreeSet::new();
     let mut submissions: BTreeSet<String> = BTreeSet::new();
+    let mut actions: BTreeSet<String> = BTreeSet::new();
     for (i, s) in c.steps.iter().enumerate() {
         let at = |f: &str| format!("steps[{i}].{f}");
         if let Some(e) = s.expect()
@@ -747,6 +843,93 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 }
             }
             Step::Recover { executor, .. } => need_exec(executor, &mut pending),
+            Step::OperatorInvoke {
+                action,
+                objective,
+                resume,
+                choice,
+                result,
+                ..
+            } => {
+                match (objective, resume) {
+                    (Some(_), None) => {}
+                    (None, Some(src)) => {
+                        if !actions.contains(src) {
+                            pending.push((
+                                at("resume"),
+                                format!("action {src:?} was not invoked earlier"),
+                                "resume an Action invoked by an earlier step",
+                            ));
+                        }
+                        if !choice
+                            .as_deref()
+                            .is_some_and(|c| ["once", "session", "always", "deny"].contains(&c))
+                        {
+                            pending.push((
+                                at("choice"),
+                                "a resume needs a choice".into(),
+                                "use once, session, always or deny",
+                            ));
+                        }
+                    }
+                    _ => pending.push((
+                        at("objective"),
+                        "give exactly one of objective or resume".into(),
+                        "set objective, or resume with a choice",
+                    )),
+                }
+                if let Some(r) = result
+                    && !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str())
+                {
+                    pending.push((
+                        at("result"),
+                        format!("{r:?} is unknown"),
+                        "use completed, failed, cancelled or requires_human",
+                    ));
+                }
+                actions.insert(action.clone());
+            }
+            Step::OperatorCancel { action, .. } | Step::OperatorWaitBound { action }
+                if !actions.contains(action) =>
+            {
+                pending.push((
+                    at("action"),
+                    format!("action {action:?} was not invoked earlier"),
+                    "invoke it first",
+                ));
+            }
+            Step::HermesFault {
+                route,
+                fault,
+                nth,
+                times,
+            } => {
+                let plan = fake_hermes::faults::Plan {
+                    rules: vec![fake_hermes::faults::Rule {
+                        route: *route,
+                        nth: nth.unwrap_or(1),
+                        times: times.unwrap_or(1),
+                        session_id: None,
+                        fault: fault.clone(),
+                    }],
+                };
+                for m in plan.validate() {
+                    pending.push((
+                        at("fault"),
+                        m.replace("rules[0].", ""),
+                        "see fake-hermes's fault vocabulary",
+                    ));
+                }
+            }
+            Step::HermesScript { script } => {
+                for d in fake_hermes::script::validate(script) {
+                    pending.push((
+                        at("script"),
+                        format!("step {:?} field {:?}: {}", d.step, d.field, d.msg),
+                        "fix the script",
+                    ));
+                }
+            }
             _ => {}
         }
         for (f, m, fix) in pending {
@@ -797,6 +980,15 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                     "use a flag name such as transport or unauthenticated",
                 );
             }
+        }
+    }
+    for label in c.expect.operators.keys() {
+        if !actions.contains(label) {
+            d(
+                format!("expect.operators.{label}"),
+                "no step invokes this Action".into(),
+                "name an Action the steps invoke",
+            );
         }
     }
     for (sub, state) in &c.expect.admissions {

@@ -32,6 +32,24 @@ pub struct OperatorResult {
     pub error: Option<ConnectorError>,
 }
 
+/// Deliberately broken connectors for the harness's own tests (`tests/broken.rs`). Never
+/// reachable from the command line or a configuration.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectorDefect {
+    /// Steals an expired unbound claim and starts again.
+    StealExpiredClaim,
+    /// Treats a 5xx on start as a definitive failure.
+    FiveXxIsFailed,
+    /// Calls a `stopping` run cancelled.
+    StoppingIsCancelled,
+    /// Starts again when a replay finds `outcome_unknown`.
+    ReplayUnknownStart,
+    /// Sends the approval again on an exact resume replay.
+    ApprovalReplay,
+}
+
 /// The connector for one Hermes endpoint.
 #[derive(Debug)]
 pub struct Connector<S: Store> {
@@ -41,6 +59,7 @@ pub struct Connector<S: Store> {
     instance_id: String,
     hermes: HermesClient,
     clock: Arc<dyn Clock>,
+    defect: Option<ConnectorDefect>,
 }
 
 const CAS_ATTEMPTS: u32 = 32;
@@ -70,7 +89,19 @@ impl<S: Store> Connector<S> {
             instance_id: instance_id.into(),
             hermes,
             clock,
+            defect: None,
         })
+    }
+
+    /// Test-only: this connector with a deliberate defect.
+    #[doc(hidden)]
+    pub fn with_defect_for_tests(mut self, d: ConnectorDefect) -> Self {
+        self.defect = Some(d);
+        self
+    }
+
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
     }
 
     fn now(&self) -> u64 {
@@ -245,6 +276,19 @@ impl<S: Store> Connector<S> {
                 .binding(key)
                 .await?
                 .ok_or_else(|| state_err("binding vanished"))?;
+            if self.defect == Some(ConnectorDefect::ReplayUnknownStart)
+                && b.status == BindingStatus::OutcomeUnknown
+                && b.run_id.is_none()
+            {
+                // The defect: an unknown start is taken for "never started" and retried.
+                let mut reset = b.clone();
+                reset.status = BindingStatus::Starting;
+                reset.start_claim = None;
+                reset.error = None;
+                let doc = serde_json::to_value(&reset).map_err(state_err)?;
+                let _ = self.store.record_cas(NAMESPACE, key, Some(v), &doc).await;
+                continue;
+            }
             if b.status.is_terminal() || b.status == BindingStatus::WaitingForApproval {
                 return Ok(b);
             }
@@ -288,6 +332,35 @@ impl<S: Store> Connector<S> {
                 Some(c) => {
                     // Someone else's unbound claim: never stolen. Wait until it is bound or
                     // terminal; once it expires unbound, the start's outcome is unknown.
+                    if self.now() >= c.expires_at
+                        && self.defect == Some(ConnectorDefect::StealExpiredClaim)
+                    {
+                        // The defect: take the expired claim over and start again.
+                        let mut stolen = b.clone();
+                        let now = self.now();
+                        let claim = StartClaim {
+                            claim_id: uuid::Uuid::now_v7().to_string(),
+                            instance_id: self.instance_id.clone(),
+                            claimed_at: now,
+                            expires_at: now + self.policy.start_claim_ttl_ms,
+                        };
+                        stolen.start_claim = Some(claim.clone());
+                        if self
+                            .store
+                            .record_cas(
+                                NAMESPACE,
+                                key,
+                                Some(v),
+                                &serde_json::to_value(&stolen).map_err(state_err)?,
+                            )
+                            .await
+                            .is_ok()
+                        {
+                            self.start_as_claimer(key, &claim, body).await?;
+                            fresh_start = true;
+                        }
+                        continue;
+                    }
                     if self.now() >= c.expires_at {
                         let cid = c.claim_id.clone();
                         self.update(key, |b| {
@@ -348,6 +421,16 @@ impl<S: Store> Connector<S> {
                     b.status = BindingStatus::OutcomeUnknown;
                     b.error = Some(
                         json!({"code": ErrorCode::OperatorOutcomeUnknown.as_str(), "reason": "2xx without run_id"}),
+                    );
+                }
+                StartOutcome::Unknown { reason }
+                    if self.defect == Some(ConnectorDefect::FiveXxIsFailed)
+                        && reason.starts_with("HTTP 5") =>
+                {
+                    // The defect: the HTTP class is taken for a definitive failure.
+                    b.status = BindingStatus::Failed;
+                    b.error = Some(
+                        json!({"code": ErrorCode::OperatorStartRejected.as_str(), "reason": reason}),
                     );
                 }
                 StartOutcome::Unknown { reason } => {
@@ -471,6 +554,15 @@ impl<S: Store> Connector<S> {
                             b.pending_approval = Some(doc.get("approval").cloned().unwrap_or(json!({"event": "approval.request"})));
                             Ok(())
                         }).await?),
+                        "stopping" if self.defect == Some(ConnectorDefect::StoppingIsCancelled) => Some(
+                            self.update(key, |b| {
+                                // The defect: `stopping` is taken for terminal.
+                                b.status = BindingStatus::Cancelled;
+                                b.last_event = Some("run.stopping".into());
+                                Ok(())
+                            })
+                            .await?,
+                        ),
                         "stopping" => {
                             self.update(key, |b| {
                                 b.status = BindingStatus::Cancelling;
@@ -541,6 +633,14 @@ impl<S: Store> Connector<S> {
         loop {
             match self.hermes.status(&run_id).await {
                 Ok(doc) => match doc["status"].as_str().unwrap_or("") {
+                    "stopping" if self.defect == Some(ConnectorDefect::StoppingIsCancelled) => {
+                        return self
+                            .update(key, |b| {
+                                b.status = BindingStatus::Cancelled;
+                                Ok(())
+                            })
+                            .await;
+                    }
                     s @ ("cancelled" | "completed" | "failed") => {
                         let ev = json!({"event": format!("run.{s}"), "output": doc["output"], "error": doc["error"]});
                         return self
@@ -605,6 +705,12 @@ impl<S: Store> Connector<S> {
                         action.id
                     ),
                 ));
+            }
+            if self.defect == Some(ConnectorDefect::ApprovalReplay)
+                && let Some(run) = &b.run_id
+            {
+                // The defect: the replay sends the command again.
+                let _ = self.hermes.approval(run, choice, resolve_all).await;
             }
             // Exact replay: stored progress, no second provider command.
             return Ok(self.result(&action.id, &b));

@@ -13,6 +13,8 @@ use crate::aoc::requirement::Req;
 use crate::case::{Expected, LoadedCase, Step};
 use crate::check::{Checker, Observed, Snapshot, Violation, effects_for};
 use crate::clock::{Clock, ManualClock};
+use crate::operator::connector::ConnectorDefect;
+use crate::operator::{Action, Connector, ConnectorError, OperatorResult};
 use crate::report::model::{CaseReport, Failure, FaultReport, OccurrenceReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::reference::{ReferenceSut, SutError, Variant};
@@ -57,6 +59,8 @@ pub struct RunOptions {
     pub run_id: String,
     pub seed: u64,
     pub variant: Variant,
+    /// Test-only: a deliberately broken operator connector.
+    pub connector_defect: Option<ConnectorDefect>,
 }
 
 fn sut_err(e: &SutError) -> String {
@@ -134,6 +138,7 @@ pub async fn run_case(
     dconfig.aadp = case.config.aadp.unwrap_or_default();
     dconfig.action_fence = case.config.action_fence;
     let clock = ManualClock::at(crate::clock::SystemClock.now().0);
+    let store_for_operator = store.clone();
     let domain = match Domain::new(store, dconfig, Arc::new(clock.clone())) {
         Ok(d) => d,
         Err(d) => {
@@ -153,6 +158,15 @@ pub async fn run_case(
         current: None,
         checker: Checker::default(),
         limits,
+        operator: OperatorWorld {
+            store: store_for_operator,
+            hermes: None,
+            connectors: BTreeMap::new(),
+            actions: BTreeMap::new(),
+            background: Vec::new(),
+            defect: opts.connector_defect,
+            case_key: format!("{}-{}", opts.run_id, case.id),
+        },
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
@@ -175,6 +189,11 @@ pub async fn run_case(
         });
         report.steps.push(format!("{}: {label}", step.verb()));
         match (&result, expected) {
+            (Err(SutError::Mismatch(req, m)), _) => failures.push(Failure {
+                requirement: *req,
+                step: Some(i),
+                msg: format!("{}: {m}", step.verb()),
+            }),
             (Err(SutError::Harness(m)), _) => {
                 harness = Some(format!("steps[{i}] ({}): {m}", step.verb()));
                 break;
@@ -327,6 +346,173 @@ struct World {
     current: Option<String>,
     checker: Checker,
     limits: Limits,
+    operator: OperatorWorld,
+}
+
+/// The Hermes side of a case: fake-hermes (started on first use), connector processes and the
+/// Actions invoked.
+struct OperatorWorld {
+    store: Arc<AnyStore>,
+    hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
+    connectors: BTreeMap<String, Arc<Connector<AnyStore>>>,
+    actions: BTreeMap<String, String>,
+    background: Vec<(
+        String,
+        tokio::task::JoinHandle<Result<OperatorResult, ConnectorError>>,
+    )>,
+    defect: Option<ConnectorDefect>,
+    case_key: String,
+}
+
+impl Drop for OperatorWorld {
+    fn drop(&mut self) {
+        if let Some((_, _, t)) = &self.hermes {
+            t.abort();
+        }
+        for (_, t) in &self.background {
+            t.abort();
+        }
+    }
+}
+
+impl OperatorWorld {
+    async fn hermes(&mut self) -> Result<(String, fake_hermes::Handle), SutError> {
+        if self.hermes.is_none() {
+            let config = fake_hermes::Config {
+                stream_wait_ms: 200,
+                ..fake_hermes::Config::default()
+            };
+            let (app, handle) =
+                fake_hermes::router(config).map_err(|d| SutError::Harness(d.join("; ")))?;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| SutError::Harness(format!("bind fake-hermes: {e}")))?;
+            let base = format!(
+                "http://{}",
+                listener
+                    .local_addr()
+                    .map_err(|e| SutError::Harness(e.to_string()))?
+            );
+            let task = tokio::spawn(async move {
+                let _ = fake_hermes::serve(listener, app).await;
+            });
+            self.hermes = Some((base, handle, task));
+        }
+        let (b, h, _) = self
+            .hermes
+            .as_ref()
+            .ok_or_else(|| SutError::Harness("fake-hermes did not start".into()))?;
+        Ok((b.clone(), h.clone()))
+    }
+
+    async fn connector(&mut self, instance: &str) -> Result<Arc<Connector<AnyStore>>, SutError> {
+        if let Some(c) = self.connectors.get(instance) {
+            return Ok(c.clone());
+        }
+        let (base, _) = self.hermes().await?;
+        let policy = crate::operator::Policy {
+            poll_interval_ms: 20,
+            start_claim_ttl_ms: 1_000,
+            cancel_grace_ms: 1_000,
+            ..Default::default()
+        };
+        let mut c = Connector::new(
+            self.store.clone(),
+            "primary",
+            &base,
+            "hermes-test-key",
+            policy,
+            instance,
+            Arc::new(crate::clock::SystemClock),
+        )
+        .map_err(|e| SutError::Harness(e.to_string()))?;
+        if let Some(d) = self.defect {
+            c = c.with_defect_for_tests(d);
+        }
+        let c = Arc::new(c);
+        self.connectors.insert(instance.into(), c.clone());
+        Ok(c)
+    }
+
+    fn action_id(&mut self, label: &str) -> String {
+        let key = format!("{}-{label}", self.case_key);
+        self.actions
+            .entry(label.to_string())
+            .or_insert_with(|| {
+                format!(
+                    "act_{}",
+                    &crate::report::Digest::of_bytes(key.as_bytes()).hex()[..32]
+                )
+            })
+            .clone()
+    }
+
+    fn action(&mut self, label: &str, input: serde_json::Value) -> Action {
+        Action {
+            id: self.action_id(label),
+            idempotency_key: format!("idem-{label}"),
+            capability: "cap:hermes_agent:primary:operator".into(),
+            input,
+            deadline_ms: Some(20_000),
+            identity: None,
+            approval: None,
+            delegation: None,
+        }
+    }
+}
+
+fn check_operator_result(
+    r: &Result<OperatorResult, ConnectorError>,
+    result: &Option<String>,
+    error: &Option<String>,
+) -> Result<(), SutError> {
+    let got_status = match r {
+        Ok(o) => serde_json::to_value(o.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        Err(_) => "error".into(),
+    };
+    let got_error = match r {
+        Ok(o) => o.error.as_ref().map(|e| e.code.as_str().to_string()),
+        Err(e) => Some(e.code.as_str().to_string()),
+    };
+    if let Some(want) = error
+        && !got_error
+            .as_deref()
+            .is_some_and(|g| g.ends_with(want.as_str()))
+    {
+        let req = if want.contains("outcome_unknown") {
+            Req::R009
+        } else {
+            Req::R010
+        };
+        return Err(SutError::Mismatch(
+            req,
+            format!(
+                "expected failure {want}, got {} ({got_status})",
+                got_error.unwrap_or_else(|| "none".into())
+            ),
+        ));
+    }
+    if let Some(want) = result
+        && &got_status != want
+    {
+        return Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "expected result {want}, got {got_status} {}",
+                got_error.unwrap_or_default()
+            ),
+        ));
+    }
+    if error.is_none() && result.is_none() && r.is_err() {
+        return Err(SutError::Mismatch(
+            Req::R010,
+            format!("invocation failed: {}", got_error.unwrap_or_default()),
+        ));
+    }
+    Ok(())
 }
 
 impl World {
@@ -607,6 +793,146 @@ impl World {
                     .import_from_other_domain(&[])
                     .map_err(SutError::from)?;
             }
+            Step::OperatorInvoke {
+                action,
+                objective,
+                resume,
+                choice,
+                instance,
+                background,
+                result,
+                error,
+            } => {
+                let instance = instance.clone().unwrap_or_else(|| "p1".into());
+                let input = match (objective, resume) {
+                    (Some(o), _) => {
+                        serde_json::json!({"objective": o, "context": {"case": action}})
+                    }
+                    (None, Some(src)) => {
+                        let sid = self.operator.action_id(src);
+                        serde_json::json!({"resume": {"source_action_id": sid, "choice": choice.clone().unwrap_or_default()}})
+                    }
+                    _ => return Err(SutError::Harness("objective or resume".into())),
+                };
+                let a = self.operator.action(action, input);
+                let c = self.operator.connector(&instance).await?;
+                if *background {
+                    self.operator
+                        .background
+                        .push((instance, tokio::spawn(async move { c.invoke(&a).await })));
+                } else {
+                    let r = c.invoke(&a).await;
+                    check_operator_result(&r, result, error)?;
+                }
+            }
+            Step::OperatorCancel {
+                action,
+                instance,
+                status,
+            } => {
+                let id = self.operator.action_id(action);
+                let c = self
+                    .operator
+                    .connector(instance.as_deref().unwrap_or("p1"))
+                    .await?;
+                let b = c
+                    .cancel(&id)
+                    .await
+                    .map_err(|e| SutError::Mismatch(Req::R011, format!("cancel failed: {e}")))?;
+                if let Some(want) = status {
+                    let got = serde_json::to_value(b.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    if &got != want {
+                        return Err(SutError::Mismatch(
+                            Req::R011,
+                            format!("binding is {got} after the cancel, expected {want}"),
+                        ));
+                    }
+                }
+            }
+            Step::OperatorWaitBound { action } => {
+                let id = self.operator.action_id(action);
+                let c = self.operator.connector("p1").await?;
+                let mut bound = false;
+                for _ in 0..500 {
+                    if let Ok(Some((_, b))) = c.binding(&id).await
+                        && (b.run_id.is_some() || b.status.is_terminal())
+                    {
+                        bound = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if !bound {
+                    return Err(SutError::Harness(format!(
+                        "{action}: no run was bound within 5 s"
+                    )));
+                }
+            }
+            Step::OperatorSettle {} => {
+                for (_, t) in std::mem::take(&mut self.operator.background) {
+                    let _ = t.await;
+                }
+            }
+            Step::OperatorKill { instance } => {
+                let (kill, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operator.background)
+                    .into_iter()
+                    .partition(|(i, _)| i == instance);
+                for (_, t) in kill {
+                    t.abort();
+                    let _ = t.await;
+                }
+                self.operator.background = keep;
+                self.operator.connectors.remove(instance);
+            }
+            Step::HermesFault {
+                route,
+                fault,
+                nth,
+                times,
+            } => {
+                let (_, h) = self.operator.hermes().await?;
+                let rule = fake_hermes::faults::Rule {
+                    route: *route,
+                    nth: nth.unwrap_or(1),
+                    times: times.unwrap_or(1),
+                    session_id: None,
+                    fault: fault.clone(),
+                };
+                h.add_rule(rule)
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::HermesScript { script } => {
+                let (_, h) = self.operator.hermes().await?;
+                h.set_scripts(Vec::new(), Some(script.clone()))
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::HermesWaitParked { hold } => {
+                let (_, h) = self.operator.hermes().await?;
+                if !h.wait_parked(hold, 1, Duration::from_secs(10)).await {
+                    return Err(SutError::Harness(format!(
+                        "nothing parked at hold {hold:?}"
+                    )));
+                }
+            }
+            Step::HermesRelease { hold, reject } => {
+                let (_, h) = self.operator.hermes().await?;
+                let action = match reject {
+                    Some(status) => fake_hermes::app::ReleaseAction::Reject { status: *status },
+                    None => fake_hermes::app::ReleaseAction::Proceed,
+                };
+                if h.release(hold, action) == 0 {
+                    return Err(SutError::Harness(format!(
+                        "nothing parked at hold {hold:?}"
+                    )));
+                }
+            }
+            Step::HermesForget {} => {
+                let (_, h) = self.operator.hermes().await?;
+                h.forget();
+            }
         }
         Ok(())
     }
@@ -633,7 +959,90 @@ impl World {
             generation,
             limits: self.limits,
         };
-        self.checker.check(&snap)
+        let mut out = self.checker.check(&snap);
+        out.extend(self.operator_checks().await);
+        out
+    }
+
+    /// Checks over every operator binding against fake-hermes's ledger (ground truth).
+    async fn operator_checks(&mut self) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let Some((_, h, _)) = &self.operator.hermes else {
+            return out;
+        };
+        let h = h.clone();
+        let Some(c) = self.operator.connectors.values().next().cloned() else {
+            return out;
+        };
+        let actions: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (label, id) in actions {
+            let Ok(Some((_, b))) = c.binding(&id).await else {
+                continue;
+            };
+            let mut ledger = h.ledger();
+            let session = format!("aip-operator-{id}");
+            let runs = ledger
+                .runs
+                .iter()
+                .filter(|r| r.session_id == session)
+                .count();
+            if runs > 1 {
+                out.push(Violation {
+                    checker: "one_run_per_action",
+                    requirement: Req::R010,
+                    occurrence: Some(label.clone()),
+                    msg: format!("{runs} Hermes runs started for one source Action (ground truth)"),
+                });
+            }
+            if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed && runs > 0
+            {
+                out.push(Violation { checker: "no_failure_without_evidence", requirement: Req::R009, occurrence: Some(label.clone()), msg: format!("binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)") });
+            }
+            if let Some(run) = &b.run_id {
+                let applied = ledger.approvals.iter().filter(|a| &a.run_id == run).count();
+                if applied > b.approval_commands.len() {
+                    out.push(Violation {
+                        checker: "one_command_per_resume",
+                        requirement: Req::R010,
+                        occurrence: Some(label.clone()),
+                        msg: format!(
+                            "{applied} approval decisions applied for {} resume command(s)",
+                            b.approval_commands.len()
+                        ),
+                    });
+                }
+                let want = match b.status {
+                    crate::operator::BindingStatus::Cancelled => Some("cancelled"),
+                    crate::operator::BindingStatus::Completed => Some("completed"),
+                    _ => None,
+                };
+                if let Some(want) = want {
+                    if !ledger.terminal.contains_key(run) {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        ledger = h.ledger();
+                    }
+                    let got = ledger
+                        .terminal
+                        .get(run)
+                        .cloned()
+                        .unwrap_or_else(|| "not terminal".into());
+                    if got != want {
+                        out.push(Violation {
+                            checker: "terminal_only_from_provider",
+                            requirement: Req::R011,
+                            occurrence: Some(label.clone()),
+                            msg: format!("binding says {want}, but Hermes's run is {got}"),
+                        });
+                    }
+                }
+            }
+        }
+        out
     }
 
     async fn final_expectations(&mut self, case: &crate::case::Case) -> Vec<Failure> {
@@ -748,6 +1157,79 @@ impl World {
                     pick(Req::R012),
                     format!("{} remedies linked, expected {want}", st.remedies.len()),
                 );
+            }
+        }
+        if !case.expect.operators.is_empty() {
+            let h = self.operator.hermes().await.ok().map(|(_, h)| h);
+            let c = self.operator.connector("p1").await.ok();
+            for (label, e) in &case.expect.operators {
+                let id = self.operator.action_id(label);
+                let (Some(h), Some(c)) = (&h, &c) else { break };
+                let ledger = h.ledger();
+                let b = c.binding(&id).await.ok().flatten().map(|(_, b)| b);
+                let mut fail = |req: Req, msg: String| {
+                    out.push(Failure {
+                        requirement: req,
+                        step: None,
+                        msg: format!("{label}: {msg}"),
+                    })
+                };
+                if let Some(want) = &e.status {
+                    let got = b
+                        .as_ref()
+                        .and_then(|b| serde_json::to_value(b.status).ok())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| "no binding".into());
+                    if &got != want {
+                        fail(
+                            pick(Req::R011),
+                            format!("binding is {got}, expected {want}"),
+                        );
+                    }
+                }
+                let session = format!("aip-operator-{id}");
+                let run = b.as_ref().and_then(|b| b.run_id.clone());
+                if let Some(want) = e.runs {
+                    let got = ledger
+                        .runs
+                        .iter()
+                        .filter(|r| r.session_id == session)
+                        .count() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R010),
+                            format!("{got} Hermes runs started (ground truth), expected {want}"),
+                        );
+                    }
+                }
+                if let Some(want) = e.approvals {
+                    let got = ledger
+                        .approvals
+                        .iter()
+                        .filter(|a| Some(&a.run_id) == run.as_ref())
+                        .count() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R010),
+                            format!(
+                                "{got} approval decisions applied (ground truth), expected {want}"
+                            ),
+                        );
+                    }
+                }
+                if let Some(want) = e.stops {
+                    let got = ledger
+                        .stops
+                        .iter()
+                        .filter(|a| Some(&a.run_id) == run.as_ref() && a.effective)
+                        .count() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R011),
+                            format!("{got} stops applied (ground truth), expected {want}"),
+                        );
+                    }
+                }
             }
         }
         for (sub, want) in &case.expect.admissions {

@@ -66,6 +66,9 @@ pub enum SutError {
     /// The harness could not decide (an unknown executor, a store that failed …).
     #[error("{0}")]
     Harness(String),
+    /// The implementation answered, but not as the step requires.
+    #[error("{1}")]
+    Mismatch(crate::aoc::Req, String),
 }
 
 impl From<DomainError> for SutError {
