@@ -433,3 +433,223 @@ async fn a_status_lost_to_a_provider_restart_is_missing_knowledge_not_terminal()
     );
     let _ = ManualClock::at(0);
 }
+
+// ---------- delegation (seed 000 items 7, 8, 9) ----------
+
+mod delegation {
+    use super::*;
+    use aocheck::operator::connector::ConnectorDefect;
+    use aocheck::operator::delegation::{
+        APPROVALS, ApprovalRecord, AuthenticatedPrincipal, DelegationRequest, LIFECYCLE,
+        LifecycleEntry, QUEUE, QueueEntry, Resolver,
+    };
+    use aocheck::store::Store;
+
+    const PRINCIPAL: &str = "agent:hermes_operator:primary";
+
+    fn child() -> Value {
+        json!({
+            "id": "act_child", "capability": "cap:crm:update", "input": {"account": "a1"},
+            "mode": "async", "timeout": 20000, "identity": {"sub": "hermes@primary"},
+            "approval": {"id": "apr1", "decision": "approved"},
+        })
+    }
+
+    fn request() -> DelegationRequest {
+        DelegationRequest {
+            delegation_id: "del_1".into(),
+            parent_action_id: "act_parent".into(),
+            requested_by: "agent:planner".into(),
+            delegate: PRINCIPAL.into(),
+            scope: vec!["crm:write".into()],
+            delegation_chain: vec!["agent:planner".into()],
+            child: child(),
+        }
+    }
+
+    fn enabled() -> Policy {
+        Policy {
+            delegation_enabled: true,
+            delegation_capability_prefixes: vec!["cap:crm:".into()],
+            delegation_scope_prefixes: vec!["crm:".into()],
+            ..policy()
+        }
+    }
+
+    async fn approved_store() -> Arc<AnyStore> {
+        let s = store();
+        let rec = ApprovalRecord {
+            approval_id: "apr1".into(),
+            decision: "approved".into(),
+            action_id: "act_child".into(),
+            capability_id: "cap:crm:update".into(),
+            expires_at: u64::MAX,
+        };
+        s.record_cas(APPROVALS, "apr1", None, &json!(rec))
+            .await
+            .expect("approval");
+        s
+    }
+
+    fn delegating(h: &Hermes, s: &Arc<AnyStore>, p: Policy) -> Connector<AnyStore> {
+        Connector::new(
+            s.clone(),
+            "primary",
+            &h.base,
+            "hermes-test-key",
+            p,
+            "i1",
+            Arc::new(SystemClock),
+        )
+        .expect("connector")
+    }
+
+    /// What AIP's queue and lifecycle hold once Hermes's single `aip_call` ran the child.
+    async fn child_ran(s: &Arc<AnyStore>, result: Value) {
+        let q = QueueEntry {
+            action: child(),
+            owner: PRINCIPAL.into(),
+            status: "completed".into(),
+            result: Some(result.clone()),
+            authenticated: AuthenticatedPrincipal {
+                principal: PRINCIPAL.into(),
+                scopes: vec!["action:write".into()],
+                expires_at: u64::MAX,
+                identity: json!({"sub": "hermes@primary"}),
+            },
+            actor: PRINCIPAL.into(),
+            tenant: "t1".into(),
+            tenant_expires_at: None,
+        };
+        s.record_cas(QUEUE, "act_child", None, &json!(q))
+            .await
+            .expect("queue");
+        let l = LifecycleEntry {
+            action_id: "act_child".into(),
+            status: "completed".into(),
+            result: Some(result),
+        };
+        s.record_cas(LIFECYCLE, "act_child", None, &json!(l))
+            .await
+            .expect("lifecycle");
+    }
+
+    #[rstest::rstest]
+    #[case::off_by_default(policy())]
+    #[case::one_allowlist(Policy { delegation_enabled: true, delegation_capability_prefixes: vec!["cap:crm:".into()], ..policy() })]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delegation_is_refused_without_both_allowlists_and_nothing_reaches_hermes(
+        #[case] p: Policy,
+    ) {
+        let h = hermes().await;
+        let s = approved_store().await;
+        // A policy with one allowlist is refused when the connector is built; a disabled one
+        // refuses the delegation at admission.
+        match Connector::new(
+            s.clone(),
+            "primary",
+            &h.base,
+            "k",
+            p,
+            "i1",
+            Arc::new(SystemClock),
+        ) {
+            Err(e) => assert!(e.message.contains("needs both"), "{e}"),
+            Ok(c) => {
+                let e = c.delegate(&request()).await.expect_err("refused");
+                assert_eq!(e.code, ErrorCode::OperatorPolicy, "{e}");
+            }
+        }
+        assert!(h.handle.ledger().runs.is_empty(), "a run reached Hermes");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_payload_is_the_exact_aip_call_arguments_without_identity() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        let c = delegating(&h, &s, enabled());
+        // No resolver: Hermes's reply is not accepted as the result.
+        let e = c.delegate(&request()).await.expect_err("no resolver");
+        assert_eq!(e.code, ErrorCode::DelegatedResultResolverMissing, "{e}");
+        let ledger = h.handle.ledger();
+        assert_eq!(ledger.runs.len(), 1);
+        assert_eq!(ledger.runs[0].session_id, "aip-operator-act_child");
+        let sent: Value = serde_json::from_str(&ledger.runs[0].prompt).expect("payload is JSON");
+        let mut want = child();
+        let m = want.as_object_mut().expect("object");
+        let id = m.remove("id").expect("id");
+        m.remove("identity");
+        m.insert("action_id".into(), id);
+        assert_eq!(sent["kind"], "aip_delegation");
+        assert_eq!(sent["aip_call_arguments"], want);
+        assert_eq!(sent["execution_contract"]["arguments"], want);
+        assert_eq!(sent["execution_contract"]["invocations"], 1);
+        assert!(!ledger.runs[0].prompt.contains("hermes@primary"));
+        // A replay observes the one binding: no second run.
+        let _ = c.delegate(&request()).await;
+        assert_eq!(h.handle.ledger().runs.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connector_that_leaks_identity_is_visible_in_the_ground_truth() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        let c =
+            delegating(&h, &s, enabled()).with_defect_for_tests(ConnectorDefect::IdentityInArgs);
+        let _ = c.delegate(&request()).await;
+        let ledger = h.handle.ledger();
+        assert!(ledger.runs[0].prompt.contains("hermes@primary"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_delegated_result_comes_from_the_lifecycle_never_from_hermes() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        child_ran(&s, json!({"updated": "a1"})).await;
+        let c = delegating(&h, &s, enabled()).with_resolver(Resolver {
+            tenant: "t1".into(),
+        });
+        let r = c.delegate(&request()).await.expect("delegated");
+        assert_eq!(r.status, ResultStatus::Completed);
+        let d = &r.output["provider"]["delegated"];
+        assert_eq!(d["result"], json!({"updated": "a1"}), "{r:?}");
+        assert_eq!(d["authority"], "aip_native_lifecycle");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_child_never_queued_is_not_observed_and_prose_is_not_a_result() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        let c = delegating(&h, &s, enabled()).with_resolver(Resolver {
+            tenant: "t1".into(),
+        });
+        let e = c.delegate(&request()).await.expect_err("not observed");
+        assert_eq!(e.code, ErrorCode::DelegatedExecutionNotObserved, "{e}");
+        assert!(!e.retryable);
+        // The broken connector takes Hermes's final message instead.
+        let h2 = hermes().await;
+        let s2 = approved_store().await;
+        let c = delegating(&h2, &s2, enabled())
+            .with_resolver(Resolver {
+                tenant: "t1".into(),
+            })
+            .with_defect_for_tests(ConnectorDefect::AcceptProse);
+        let r = c.delegate(&request()).await.expect("prose accepted");
+        assert_eq!(
+            r.output["provider"]["delegated"]["authority"],
+            "hermes_prose"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tenant_drift_fails_closed() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        child_ran(&s, json!({"updated": "a1"})).await;
+        let c = delegating(&h, &s, enabled()).with_resolver(Resolver {
+            tenant: "t2".into(),
+        });
+        let e = c.delegate(&request()).await.expect_err("tenant drift");
+        assert_eq!(e.code, ErrorCode::DelegatedTenantMismatch, "{e}");
+    }
+}

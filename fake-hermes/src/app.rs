@@ -41,6 +41,8 @@ pub struct RunStarted {
     pub session_id: String,
     /// SHA-256 of the request body as received.
     pub body_digest: String,
+    /// The model-facing prompt (the `input` as Hermes read it).
+    pub prompt: String,
     pub idempotency_key: Option<String>,
     pub session_key: Option<String>,
     pub fault: Option<String>,
@@ -864,6 +866,7 @@ async fn start_after_read(
             run_id: run_id.clone(),
             session_id: session_id.clone(),
             body_digest,
+            prompt: prompt.clone(),
             idempotency_key: idem_key,
             session_key: session_key.clone(),
             fault: fault.as_ref().map(|f| f.to_string()),

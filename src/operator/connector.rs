@@ -2,6 +2,7 @@
 
 use super::NAMESPACE;
 use super::binding::{ApprovalCommand, Binding, BindingStatus, StartClaim, fingerprint};
+use super::delegation::{self, DelegationRequest, Resolution, Resolver};
 use super::error::{ConnectorError, ErrorCode};
 use super::hermes::{ApprovalOutcome, HermesClient, PollError, SseParser, StartOutcome};
 use super::input::{Action, OperatorInput};
@@ -48,6 +49,10 @@ pub enum ConnectorDefect {
     ReplayUnknownStart,
     /// Sends the approval again on an exact resume replay.
     ApprovalReplay,
+    /// Accepts Hermes's prose as the delegated result.
+    AcceptProse,
+    /// Leaves the child's identity inside the `aip_call` arguments.
+    IdentityInArgs,
 }
 
 /// The connector for one Hermes endpoint.
@@ -60,6 +65,7 @@ pub struct Connector<S: Store> {
     hermes: HermesClient,
     clock: Arc<dyn Clock>,
     defect: Option<ConnectorDefect>,
+    resolver: Option<Resolver>,
 }
 
 const CAS_ATTEMPTS: u32 = 32;
@@ -90,6 +96,7 @@ impl<S: Store> Connector<S> {
             hermes,
             clock,
             defect: None,
+            resolver: None,
         })
     }
 
@@ -97,6 +104,12 @@ impl<S: Store> Connector<S> {
     #[doc(hidden)]
     pub fn with_defect_for_tests(mut self, d: ConnectorDefect) -> Self {
         self.defect = Some(d);
+        self
+    }
+
+    /// The delegated-result resolver (queue + lifecycle on this connector's store).
+    pub fn with_resolver(mut self, r: Resolver) -> Self {
+        self.resolver = Some(r);
         self
     }
 
@@ -193,6 +206,125 @@ impl<S: Store> Connector<S> {
             } => {
                 self.resume(action, &source_action_id, &choice, resolve_all)
                     .await
+            }
+        }
+    }
+
+    /// Runs a native `DelegationRequest` addressed to this endpoint's Hermes principal. The
+    /// delegated result comes only from the resolver (queue + lifecycle), never from Hermes.
+    pub async fn delegate(
+        &self,
+        req: &DelegationRequest,
+    ) -> Result<OperatorResult, ConnectorError> {
+        delegation::admit(
+            &self.policy,
+            &self.endpoint_id,
+            &*self.store,
+            req,
+            self.now(),
+        )
+        .await?;
+        let child_id = req.child_id()?.to_string();
+        let args = if self.defect == Some(ConnectorDefect::IdentityInArgs) {
+            // The defect: the child Action goes out as it is, identity included.
+            let mut a = req.child.clone();
+            if let Some(m) = a.as_object_mut()
+                && let Some(id) = m.remove("id")
+            {
+                m.insert("action_id".into(), id);
+            }
+            a
+        } else {
+            delegation::aip_call_arguments(&req.child)?
+        };
+        let payload = delegation::payload(req, args)?;
+        let input = serde_json::to_string_pretty(&payload).map_err(state_err)?;
+        if input.len() as u64 > self.policy.max_input_bytes {
+            return Err(ConnectorError::new(
+                ErrorCode::ConfigurationOrInput,
+                format!(
+                    "serialized provider input is {} bytes, over max_input_bytes {}",
+                    input.len(),
+                    self.policy.max_input_bytes
+                ),
+            ));
+        }
+        let session_id = format!("aip-operator-{child_id}");
+        let mut body = json!({"input": input, "instructions": self.policy.system_instructions, "session_id": session_id});
+        if let Some(m) = &self.policy.model {
+            body["model"] = json!(m);
+        }
+        let fp = crate::report::digest_of(
+            &json!({"endpoint_id": self.endpoint_id, "action": req.child, "delegation": req}),
+        )
+        .map_err(state_err)?
+        .hex();
+        self.create_or_match(&child_id, &fp, &session_id).await?;
+        let (did, pid) = (req.delegation_id.clone(), req.parent_action_id.clone());
+        self.update(&child_id, |b| {
+            if b.delegation_id.is_none() {
+                b.delegation_id = Some(did.clone());
+                b.parent_action_id = Some(pid.clone());
+            }
+            Ok(())
+        })
+        .await?;
+        let deadline = self.now()
+            + req.child["timeout"]
+                .as_u64()
+                .map_or(self.policy.timeout_ms, |t| t.min(self.policy.timeout_ms));
+        let b = self.drive(&child_id, &body, deadline).await?;
+        let mut out = self.result(&child_id, &b);
+        if b.status != BindingStatus::Completed {
+            return Ok(out);
+        }
+        if self.defect == Some(ConnectorDefect::AcceptProse) {
+            // The defect: Hermes's final message is taken for the business result.
+            out.output["provider"]["delegated"] =
+                json!({"status": "completed", "result": b.output, "authority": "hermes_prose"});
+            return Ok(out);
+        }
+        let Some(resolver) = &self.resolver else {
+            return Err(ConnectorError::new(
+                ErrorCode::DelegatedResultResolverMissing,
+                "no delegated-result resolver is configured; Hermes's reply is not a result",
+            ));
+        };
+        let principal = format!("agent:hermes_operator:{}", self.endpoint_id);
+        let observe_by = self.now() + (4 * self.policy.poll_interval_ms).clamp(1_000, 5_000);
+        loop {
+            match resolver
+                .resolve(&*self.store, &req.child, &principal, self.now())
+                .await?
+            {
+                Resolution::Terminal { status, result } => {
+                    out.status = match status.as_str() {
+                        "completed" => ResultStatus::Completed,
+                        "requires_human" => ResultStatus::RequiresHuman,
+                        "cancelled" => ResultStatus::Cancelled,
+                        _ => ResultStatus::Failed,
+                    };
+                    out.output["provider"]["delegated"] = json!({"status": status, "result": result, "authority": "aip_native_lifecycle"});
+                    return Ok(out);
+                }
+                Resolution::NotObserved if self.now() >= observe_by => {
+                    return Err(ConnectorError::new(
+                        ErrorCode::DelegatedExecutionNotObserved,
+                        format!(
+                            "Hermes finished but child Action {child_id} never reached the AIP queue"
+                        ),
+                    ));
+                }
+                Resolution::Pending { status } if self.now() >= deadline => {
+                    return Err(ConnectorError::new(
+                        ErrorCode::DelegatedResultNotReady,
+                        format!("child Action {child_id} is {status} at the operator deadline"),
+                    ));
+                }
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(self.policy.poll_interval_ms.min(100)))
+                        .await
+                }
             }
         }
     }

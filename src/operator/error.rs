@@ -23,6 +23,25 @@ pub enum ErrorCode {
     OperatorFailed,
     /// Invalid configuration or input.
     ConfigurationOrInput,
+    /// The queued child Action differs from the delegated contract.
+    DelegatedActionContractMismatch,
+    /// No unexpired transport-authenticated principal with `action:write`.
+    DelegatedIdentityUnverified,
+    /// Queue owner, authenticated owner and actor are not the expected Hermes principal.
+    DelegatedIdentityMismatch,
+    /// The Action's identity is not the resolved trusted identity.
+    DelegatedIdentityIntegrity,
+    DelegatedTenantMismatch,
+    DelegatedTenantExpired,
+    /// Queue and lifecycle disagree, a terminal status has no durable result, or the result is
+    /// bound to another Action.
+    DelegatedResultIntegrity,
+    /// The child Action was never observed in the queue.
+    DelegatedExecutionNotObserved,
+    /// Observed, but not terminal by the operator deadline (retryable).
+    DelegatedResultNotReady,
+    /// No resolver is configured: a delegated result cannot be established.
+    DelegatedResultResolverMissing,
 }
 
 impl ErrorCode {
@@ -38,6 +57,34 @@ impl ErrorCode {
             ErrorCode::OperatorStartRejected => "connector.hermes_agent.operator_start_rejected",
             ErrorCode::OperatorFailed => "connector.hermes_agent.operator_failed",
             ErrorCode::ConfigurationOrInput => "connector.hermes_agent.configuration_or_input",
+            ErrorCode::DelegatedActionContractMismatch => {
+                "connector.hermes_agent.delegated_action_contract_mismatch"
+            }
+            ErrorCode::DelegatedIdentityUnverified => {
+                "connector.hermes_agent.delegated_identity_unverified"
+            }
+            ErrorCode::DelegatedIdentityMismatch => {
+                "connector.hermes_agent.delegated_identity_mismatch"
+            }
+            ErrorCode::DelegatedIdentityIntegrity => {
+                "connector.hermes_agent.delegated_identity_integrity"
+            }
+            ErrorCode::DelegatedTenantMismatch => {
+                "connector.hermes_agent.delegated_tenant_mismatch"
+            }
+            ErrorCode::DelegatedTenantExpired => "connector.hermes_agent.delegated_tenant_expired",
+            ErrorCode::DelegatedResultIntegrity => {
+                "connector.hermes_agent.delegated_result_integrity"
+            }
+            ErrorCode::DelegatedExecutionNotObserved => {
+                "connector.hermes_agent.delegated_execution_not_observed"
+            }
+            ErrorCode::DelegatedResultNotReady => {
+                "connector.hermes_agent.delegated_result_not_ready"
+            }
+            ErrorCode::DelegatedResultResolverMissing => {
+                "connector.hermes_agent.delegated_result_resolver_missing"
+            }
         }
     }
     /// Whether the failure leaves an external mutation possible.
@@ -64,7 +111,7 @@ pub struct ConnectorError {
     pub code: ErrorCode,
     pub message: String,
     pub details: serde_json::Value,
-    /// Never true: an operator error is not retried automatically.
+    /// False except for `delegated_result_not_ready`: an operator error is not retried.
     pub retryable: bool,
     pub uncertain_outcome: bool,
 }
@@ -75,7 +122,8 @@ impl ConnectorError {
             code,
             message: message.into(),
             details: serde_json::Value::Null,
-            retryable: false,
+            // Only "not ready yet" may be asked again; everything else is final.
+            retryable: code == ErrorCode::DelegatedResultNotReady,
             uncertain_outcome: code.uncertain_outcome(),
         }
     }

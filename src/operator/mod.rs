@@ -9,6 +9,7 @@
 
 pub mod binding;
 pub mod connector;
+pub mod delegation;
 pub mod error;
 pub mod hermes;
 pub mod input;

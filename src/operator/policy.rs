@@ -23,6 +23,8 @@ pub struct Policy {
     pub cancel_grace_ms: u64,
     pub delegation_capability_prefixes: Vec<String>,
     pub delegation_scope_prefixes: Vec<String>,
+    /// Capabilities whose delegation needs no Approved decision (ideally one full id each).
+    pub delegation_approval_exempt_capability_prefixes: Vec<String>,
 }
 
 impl Default for Policy {
@@ -41,6 +43,7 @@ impl Default for Policy {
             cancel_grace_ms: 15_000,
             delegation_capability_prefixes: Vec::new(),
             delegation_scope_prefixes: Vec::new(),
+            delegation_approval_exempt_capability_prefixes: Vec::new(),
         }
     }
 }
@@ -73,6 +76,7 @@ impl Policy {
             .delegation_capability_prefixes
             .iter()
             .chain(&self.delegation_scope_prefixes)
+            .chain(&self.delegation_approval_exempt_capability_prefixes)
         {
             if p.is_empty() || p.len() > 512 {
                 bad.push(format!("delegation prefix {p:?} must be 1–512 bytes"));
