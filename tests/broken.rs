@@ -113,6 +113,8 @@ async fn each_broken_variant_is_caught_for_the_right_requirement(
 #[case::stopping_is_cancelled(ConnectorDefect::StoppingIsCancelled, "HERMES-VERIFY-06", Req::R011)]
 #[case::replay_unknown_start(ConnectorDefect::ReplayUnknownStart, "HERMES-VERIFY-04", Req::R010)]
 #[case::approval_replay(ConnectorDefect::ApprovalReplay, "HERMES-VERIFY-05", Req::R010)]
+#[case::accept_prose(ConnectorDefect::AcceptProse, "HERMES-VERIFY-09", Req::R011)]
+#[case::identity_in_args(ConnectorDefect::IdentityInArgs, "HERMES-VERIFY-08", Req::R003)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_connector_is_caught_for_the_right_requirement(
     #[case] defect: ConnectorDefect,

@@ -268,6 +268,44 @@ pub enum Step {
         #[serde(default)]
         status: Option<String>,
     },
+    /// Replaces the operator policy (overlaid on the harness's fast defaults) and the resolver's
+    /// tenant; every connector is rebuilt. `error` expects the policy to be refused.
+    OperatorConfigure {
+        #[serde(default)]
+        policy: serde_json::Map<String, serde_json::Value>,
+        #[serde(default)]
+        tenant: Option<String>,
+        /// `false` runs without a delegated-result resolver.
+        #[serde(default = "yes")]
+        resolver: bool,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Sends a native DelegationRequest for a child Action (`action`) to the operator. `approval`
+    /// and `child` say what the durable approval store and the AIP queue/lifecycle hold.
+    OperatorDelegate {
+        action: String,
+        #[serde(default)]
+        capability: Option<String>,
+        #[serde(default)]
+        scope: Option<Vec<String>>,
+        /// Length of the delegation chain so far; default 1.
+        #[serde(default)]
+        chain: Option<u32>,
+        /// `approved` (default), `none`, `unstored`, `expired` or `other_action`.
+        #[serde(default)]
+        approval: Option<String>,
+        /// What AIP's queue and lifecycle show: `ran` (default), `never`, `altered_contract`,
+        /// `forged_owner`, `identity_drift`, `tenant_drift` or `stores_disagree`.
+        #[serde(default)]
+        child: Option<String>,
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        result: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    },
     /// Waits until the Action's binding has a run id bound.
     OperatorWaitBound {
         action: String,
@@ -340,6 +378,8 @@ impl Step {
             | ProviderExpire { .. }
             | Advance { .. }
             | OperatorInvoke { .. }
+            | OperatorConfigure { .. }
+            | OperatorDelegate { .. }
             | OperatorCancel { .. }
             | OperatorWaitBound { .. }
             | OperatorSettle {}
@@ -376,6 +416,21 @@ pub struct OccurrenceExpect {
     pub authority: Option<String>,
     #[serde(default)]
     pub remedies: Option<u32>,
+}
+
+/// What AIP's queue and lifecycle may show for a delegated child.
+pub const DELEGATED_CHILD: [&str; 7] = [
+    "ran",
+    "never",
+    "altered_contract",
+    "forged_owner",
+    "identity_drift",
+    "tenant_drift",
+    "stores_disagree",
+];
+
+fn yes() -> bool {
+    true
 }
 
 /// What one operator Action's binding must look like at the end (ground truth from fake-hermes).
@@ -877,6 +932,57 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                         "give exactly one of objective or resume".into(),
                         "set objective, or resume with a choice",
                     )),
+                }
+                if let Some(r) = result
+                    && !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str())
+                {
+                    pending.push((
+                        at("result"),
+                        format!("{r:?} is unknown"),
+                        "use completed, failed, cancelled or requires_human",
+                    ));
+                }
+                actions.insert(action.clone());
+            }
+            Step::OperatorConfigure { policy, .. } => {
+                let mut base =
+                    serde_json::to_value(crate::operator::Policy::default()).unwrap_or_default();
+                if let Some(m) = base.as_object_mut() {
+                    m.extend(policy.clone());
+                }
+                if let Err(e) = serde_json::from_value::<crate::operator::Policy>(base) {
+                    pending.push((
+                        at("policy"),
+                        format!("not an operator policy: {e}"),
+                        "use the policy fields of seed 000 (delegation_enabled, delegation_capability_prefixes, …)",
+                    ));
+                }
+            }
+            Step::OperatorDelegate {
+                action,
+                approval,
+                child,
+                result,
+                ..
+            } => {
+                if !approval.as_deref().is_none_or(|a| {
+                    ["approved", "none", "unstored", "expired", "other_action"].contains(&a)
+                }) {
+                    pending.push((
+                        at("approval"),
+                        format!("{approval:?} is unknown"),
+                        "use approved, none, unstored, expired or other_action",
+                    ));
+                }
+                if !child
+                    .as_deref()
+                    .is_none_or(|c| DELEGATED_CHILD.contains(&c))
+                {
+                    pending.push((
+                        at("child"),
+                        format!("{child:?} is unknown"),
+                        "use ran, never, altered_contract, forged_owner, identity_drift, tenant_drift or stores_disagree",
+                    ));
                 }
                 if let Some(r) = result
                     && !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str())

@@ -166,6 +166,10 @@ pub async fn run_case(
             background: Vec::new(),
             defect: opts.connector_defect,
             case_key: format!("{}-{}", opts.run_id, case.id),
+            policy_overlay: serde_json::Map::new(),
+            tenant: "t1".into(),
+            resolver: true,
+            delegations: Vec::new(),
         },
     };
     let mut failures: Vec<Failure> = Vec::new();
@@ -362,6 +366,12 @@ struct OperatorWorld {
     )>,
     defect: Option<ConnectorDefect>,
     case_key: String,
+    /// Case-set policy fields, overlaid on the harness's fast defaults.
+    policy_overlay: serde_json::Map<String, serde_json::Value>,
+    tenant: String,
+    resolver: bool,
+    /// Delegated children (label, the child Action as AIP holds it).
+    delegations: Vec<(String, serde_json::Value)>,
 }
 
 impl Drop for OperatorWorld {
@@ -410,12 +420,9 @@ impl OperatorWorld {
             return Ok(c.clone());
         }
         let (base, _) = self.hermes().await?;
-        let policy = crate::operator::Policy {
-            poll_interval_ms: 20,
-            start_claim_ttl_ms: 1_000,
-            cancel_grace_ms: 1_000,
-            ..Default::default()
-        };
+        let policy = self
+            .policy()
+            .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
         let mut c = Connector::new(
             self.store.clone(),
             "primary",
@@ -429,9 +436,143 @@ impl OperatorWorld {
         if let Some(d) = self.defect {
             c = c.with_defect_for_tests(d);
         }
+        if self.resolver {
+            c = c.with_resolver(crate::operator::delegation::Resolver {
+                tenant: self.tenant.clone(),
+            });
+        }
         let c = Arc::new(c);
         self.connectors.insert(instance.into(), c.clone());
         Ok(c)
+    }
+
+    /// The harness's fast defaults with the case's overlay.
+    fn policy(&self) -> Result<crate::operator::Policy, serde_json::Error> {
+        let base = crate::operator::Policy {
+            poll_interval_ms: 20,
+            start_claim_ttl_ms: 1_000,
+            cancel_grace_ms: 1_000,
+            ..Default::default()
+        };
+        let mut v = serde_json::to_value(base)?;
+        if let Some(m) = v.as_object_mut() {
+            m.extend(self.policy_overlay.clone());
+        }
+        serde_json::from_value(v)
+    }
+
+    /// Writes what the durable approval store and AIP's queue and lifecycle hold for a delegated
+    /// child, and returns the child Action and the request.
+    async fn stage_delegation(
+        &mut self,
+        label: &str,
+        capability: &str,
+        scope: Vec<String>,
+        chain: u32,
+        approval: &str,
+        child: &str,
+    ) -> Result<crate::operator::delegation::DelegationRequest, SutError> {
+        use crate::operator::delegation::*;
+        use crate::store::Store;
+        use serde_json::json;
+        let id = self.action_id(label);
+        let principal = "agent:hermes_operator:primary";
+        let identity = json!({"sub": "hermes@primary", "tenant": self.tenant});
+        let approval_id = format!("apr_{id}");
+        let mut action = json!({
+            "id": id, "capability": capability, "input": {"case": label},
+            "mode": "async", "idempotency": {"key": format!("idem-{label}")},
+            "identity": identity,
+            "memory": {"notes": label, "_aip": {"trace": "harness"}},
+        });
+        if approval != "none" {
+            action["approval"] = json!({"id": approval_id, "decision": "approved"});
+        }
+        // Staging is idempotent: a replayed delegation finds the records already written.
+        let store_err = |e: crate::store::StoreError| match e {
+            crate::store::StoreError::Conflict { .. } => Ok(0),
+            e => Err(SutError::Harness(format!("staging: {e}"))),
+        };
+        if approval != "none" && approval != "unstored" {
+            let rec = ApprovalRecord {
+                approval_id: approval_id.clone(),
+                decision: "approved".into(),
+                action_id: if approval == "other_action" {
+                    "act_other".into()
+                } else {
+                    id.clone()
+                },
+                capability_id: capability.into(),
+                expires_at: if approval == "expired" { 1 } else { u64::MAX },
+            };
+            self.store
+                .record_cas(APPROVALS, &approval_id, None, &json!(rec))
+                .await
+                .or_else(store_err)?;
+        }
+        if child != "never" {
+            let result = json!({"updated": label});
+            let mut queued = action.clone();
+            if child == "altered_contract" {
+                queued["input"] = json!({"case": label, "amount": 1_000_000});
+            }
+            let q = QueueEntry {
+                action: queued,
+                owner: if child == "forged_owner" {
+                    "agent:mallory".into()
+                } else {
+                    principal.into()
+                },
+                status: "completed".into(),
+                result: Some(result.clone()),
+                authenticated: AuthenticatedPrincipal {
+                    principal: principal.into(),
+                    scopes: vec!["action:write".into()],
+                    expires_at: u64::MAX,
+                    identity: if child == "identity_drift" {
+                        json!({"sub": "someone-else"})
+                    } else {
+                        identity.clone()
+                    },
+                },
+                actor: principal.into(),
+                tenant: if child == "tenant_drift" {
+                    "t-other".into()
+                } else {
+                    self.tenant.clone()
+                },
+                tenant_expires_at: None,
+            };
+            let l = LifecycleEntry {
+                action_id: id.clone(),
+                status: "completed".into(),
+                result: Some(if child == "stores_disagree" {
+                    json!({"updated": "forged"})
+                } else {
+                    result
+                }),
+            };
+            self.store
+                .record_cas(QUEUE, &id, None, &json!(q))
+                .await
+                .or_else(store_err)?;
+            self.store
+                .record_cas(LIFECYCLE, &id, None, &json!(l))
+                .await
+                .or_else(store_err)?;
+        }
+        if !self.delegations.iter().any(|(l, _)| l == label) {
+            self.delegations.push((label.to_string(), action.clone()));
+        }
+        Ok(DelegationRequest {
+            delegation_id: format!("del_{label}"),
+            parent_action_id: self.action_id("parent"),
+            requested_by: "agent:planner".into(),
+            delegate: principal.into(),
+            scope,
+            delegation_chain: (0..chain).map(|i| format!("agent:hop{i}")).collect(),
+            child: action,
+        })
     }
 
     fn action_id(&mut self, label: &str) -> String {
@@ -461,6 +602,48 @@ impl OperatorWorld {
     }
 }
 
+/// The harness's own truth about a delegated child against what the connector returned: a
+/// result is accepted only from a consistent queue and lifecycle, and only as the lifecycle says.
+fn judge_delegated_result(
+    r: &Result<OperatorResult, ConnectorError>,
+    child: &str,
+    label: &str,
+) -> Result<(), SutError> {
+    let Ok(o) = r else { return Ok(()) };
+    let d = &o.output["provider"]["delegated"];
+    if d.is_null() {
+        // No delegated result claimed (e.g. waiting for approval, unknown start).
+        return Ok(());
+    }
+    if d["authority"] != "aip_native_lifecycle" {
+        return Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "{label}: the delegated result came from {} instead of the AIP lifecycle",
+                d["authority"]
+            ),
+        ));
+    }
+    match child {
+        "ran" if d["result"] == serde_json::json!({"updated": label}) => Ok(()),
+        "ran" => Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "{label}: delegated result {} is not the lifecycle's",
+                d["result"]
+            ),
+        )),
+        "never" => Err(SutError::Mismatch(
+            Req::R011,
+            format!("{label}: a result was reported for a child that never ran"),
+        )),
+        other => Err(SutError::Mismatch(
+            Req::R007,
+            format!("{label}: a result was accepted from a child with {other}"),
+        )),
+    }
+}
+
 fn check_operator_result(
     r: &Result<OperatorResult, ConnectorError>,
     result: &Option<String>,
@@ -477,6 +660,11 @@ fn check_operator_result(
         Ok(o) => o.error.as_ref().map(|e| e.code.as_str().to_string()),
         Err(e) => Some(e.code.as_str().to_string()),
     };
+    let detail = match r {
+        Ok(o) => o.error.as_ref().map(|e| e.message.clone()),
+        Err(e) => Some(e.message.clone()),
+    }
+    .map_or(String::new(), |m| format!(": {m}"));
     if let Some(want) = error
         && !got_error
             .as_deref()
@@ -490,7 +678,7 @@ fn check_operator_result(
         return Err(SutError::Mismatch(
             req,
             format!(
-                "expected failure {want}, got {} ({got_status})",
+                "expected failure {want}, got {} ({got_status}){detail}",
                 got_error.unwrap_or_else(|| "none".into())
             ),
         ));
@@ -501,7 +689,7 @@ fn check_operator_result(
         return Err(SutError::Mismatch(
             Req::R011,
             format!(
-                "expected result {want}, got {got_status} {}",
+                "expected result {want}, got {got_status} {}{detail}",
                 got_error.unwrap_or_default()
             ),
         ));
@@ -825,6 +1013,68 @@ impl World {
                     check_operator_result(&r, result, error)?;
                 }
             }
+            Step::OperatorConfigure {
+                policy,
+                tenant,
+                resolver,
+                error,
+            } => {
+                self.operator.policy_overlay = policy.clone();
+                self.operator.resolver = *resolver;
+                if let Some(t) = tenant {
+                    self.operator.tenant = t.clone();
+                }
+                self.operator.connectors.clear();
+                let got = match self.operator.policy() {
+                    Ok(p) => p.validate().err(),
+                    Err(e) => return Err(SutError::Harness(format!("operator policy: {e}"))),
+                };
+                match (error, got) {
+                    (None, None) => {}
+                    (Some(want), Some(e)) if e.code.as_str().ends_with(want.as_str()) => {}
+                    (want, got) => {
+                        return Err(SutError::Mismatch(
+                            Req::R001,
+                            format!(
+                                "policy validation: expected {}, got {}",
+                                want.as_deref().unwrap_or("acceptance"),
+                                got.map_or("acceptance".into(), |e| e.to_string())
+                            ),
+                        ));
+                    }
+                }
+            }
+            Step::OperatorDelegate {
+                action,
+                capability,
+                scope,
+                chain,
+                approval,
+                child,
+                instance,
+                result,
+                error,
+            } => {
+                let child = child.as_deref().unwrap_or("ran");
+                let req = self
+                    .operator
+                    .stage_delegation(
+                        action,
+                        capability.as_deref().unwrap_or("cap:crm:update"),
+                        scope.clone().unwrap_or_else(|| vec!["crm:write".into()]),
+                        chain.unwrap_or(1),
+                        approval.as_deref().unwrap_or("approved"),
+                        child,
+                    )
+                    .await?;
+                let c = self
+                    .operator
+                    .connector(instance.as_deref().unwrap_or("p1"))
+                    .await?;
+                let r = c.delegate(&req).await;
+                judge_delegated_result(&r, child, action)?;
+                check_operator_result(&r, result, error)?;
+            }
             Step::OperatorCancel {
                 action,
                 instance,
@@ -971,6 +1221,35 @@ impl World {
             return out;
         };
         let h = h.clone();
+        // What Hermes really received for each delegation is the exact `aip_call` arguments.
+        let ledger = h.ledger();
+        for (label, child) in &self.operator.delegations {
+            let id = child["id"].as_str().unwrap_or_default();
+            let session = format!("aip-operator-{id}");
+            let Ok(want) = crate::operator::delegation::aip_call_arguments(child) else {
+                continue;
+            };
+            for run in ledger.runs.iter().filter(|r| r.session_id == session) {
+                let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
+                let exact = sent.as_ref().is_some_and(|p| {
+                    p["aip_call_arguments"] == want
+                        && p["execution_contract"]["arguments"] == want
+                        && p["execution_contract"]["tool"] == "aip_call"
+                        && p["execution_contract"]["invocations"] == 1
+                });
+                if !exact {
+                    out.push(Violation {
+                        checker: "delegation_payload_exact",
+                        requirement: Req::R003,
+                        occurrence: Some(label.clone()),
+                        msg: format!(
+                            "run {} did not carry the exact aip_call arguments (child id as action_id, identity removed, one invocation)",
+                            run.run_id
+                        ),
+                    });
+                }
+            }
+        }
         let Some(c) = self.operator.connectors.values().next().cloned() else {
             return out;
         };
