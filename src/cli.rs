@@ -223,6 +223,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
                 .iter()
                 .map(|f| format!("{} {}", f.requirement, f.msg))
                 .chain(c.harness.clone())
+                .chain(c.unsupported.clone())
                 .collect::<Vec<_>>()
                 .join("; ")
         );

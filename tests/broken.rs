@@ -17,13 +17,21 @@ async fn suite(variant: Variant) -> Report {
 }
 
 async fn suite_with(variant: Variant, connector_defect: Option<ConnectorDefect>) -> Report {
+    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    suite_on(store, variant, connector_defect).await
+}
+
+async fn suite_on(
+    store: Arc<AnyStore>,
+    variant: Variant,
+    connector_defect: Option<ConnectorDefect>,
+) -> Report {
     let (cases, defects) = aocheck::case::load(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("cases")
             .as_path(),
     );
     assert!(defects.is_empty(), "{defects:?}");
-    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
     let opts = RunOptions {
         run_id: format!("broken-{}", uuid::Uuid::new_v4().simple()),
         seed: 7,
@@ -35,7 +43,12 @@ async fn suite_with(variant: Variant, connector_defect: Option<ConnectorDefect>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_passes_every_case_and_evaluates_every_requirement() {
-    let r = suite(Variant::Conforming).await;
+    // On a durable store, so that seed 000 item 10 (durability) is exercised too.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
+    ));
+    let r = suite_on(store, Variant::Conforming, None).await;
     for c in &r.cases {
         assert_eq!(
             c.verdict,
@@ -140,4 +153,15 @@ async fn each_broken_connector_is_caught_for_the_right_requirement(
     for other in r.cases.iter().filter(|c| c.id.starts_with("AOC-")) {
         assert_eq!(other.verdict, Verdict::Pass, "{} was disturbed", other.id);
     }
+    // The memory store claims no durability: item 10 is unsupported there, never a pass.
+    let d = r
+        .cases
+        .iter()
+        .find(|c| c.id == "HERMES-VERIFY-10")
+        .expect("durability case");
+    assert!(
+        d.verdict == Verdict::Unsupported || d.verdict == Verdict::Fail,
+        "{:?}",
+        d.verdict
+    );
 }

@@ -306,6 +306,10 @@ pub enum Step {
         #[serde(default)]
         error: Option<String>,
     },
+    /// Kills every connector process and reopens the store on a fresh handle: every binding must
+    /// be there, unchanged, and later steps run on the reopened store. On the memory store, which
+    /// claims no durability, the case is `unsupported`.
+    OperatorDurability {},
     /// Waits until the Action's binding has a run id bound.
     OperatorWaitBound {
         action: String,
@@ -383,6 +387,7 @@ impl Step {
             | OperatorCancel { .. }
             | OperatorWaitBound { .. }
             | OperatorSettle {}
+            | OperatorDurability {}
             | OperatorKill { .. }
             | HermesFault { .. }
             | HermesScript { .. }

@@ -106,7 +106,15 @@ pub fn junit(r: &Report) -> String {
             }
             other => {
                 s.push_str(">\n");
-                let _ = writeln!(s, r#"      <skipped message="{}"/>"#, other.label());
+                let why = c
+                    .unsupported
+                    .as_deref()
+                    .map_or(String::new(), |u| format!(": {u}"));
+                let _ = writeln!(
+                    s,
+                    r#"      <skipped message="{}"/>"#,
+                    xml(&format!("{}{why}", other.label()))
+                );
                 s.push_str("    </testcase>\n");
             }
         }
@@ -167,6 +175,9 @@ pub fn markdown(r: &Report) -> String {
             }
             if let Some(h) = &c.harness {
                 let _ = writeln!(s, "  - harness: {h}");
+            }
+            if let Some(u) = &c.unsupported {
+                let _ = writeln!(s, "  - unsupported: {u}");
             }
             let _ = writeln!(s, "  - reproduce: `{}`", c.repro);
         }
@@ -267,6 +278,9 @@ pub fn html(r: &Report) -> String {
         }
         if let Some(m) = &c.harness {
             let _ = write!(s, "<p class=\"harness_error\">harness: {}</p>", h(m));
+        }
+        if let Some(m) = &c.unsupported {
+            let _ = write!(s, "<p class=\"unsupported\">unsupported: {}</p>", h(m));
         }
         if !c.faults.is_empty() {
             s.push_str("<p>faults: ");

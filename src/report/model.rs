@@ -80,6 +80,9 @@ pub struct CaseReport {
     pub verdict: Verdict,
     pub failures: Vec<Failure>,
     pub harness: Option<String>,
+    /// Why the case could not be exercised on this configuration (verdict `unsupported`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
     pub faults: Vec<FaultReport>,
     pub steps: Vec<String>,
     pub checker_runs: u32,
@@ -102,6 +105,7 @@ impl CaseReport {
             verdict: Verdict::NotRun,
             failures: Vec::new(),
             harness: None,
+            unsupported: None,
             faults: Vec::new(),
             steps: Vec::new(),
             checker_runs: 0,

@@ -170,6 +170,7 @@ pub async fn run_case(
             tenant: "t1".into(),
             resolver: true,
             delegations: Vec::new(),
+            unsupported: None,
         },
     };
     let mut failures: Vec<Failure> = Vec::new();
@@ -300,10 +301,13 @@ pub async fn run_case(
         harness = Some(unfired.join("; "));
     }
     report.harness = harness.clone();
+    report.unsupported = world.operator.unsupported.clone();
     report.verdict = if !failures.is_empty() {
         Verdict::Fail
     } else if harness.is_some() {
         Verdict::HarnessError
+    } else if report.unsupported.is_some() {
+        Verdict::Unsupported
     } else if report.checker_runs == 0 {
         Verdict::NotRun
     } else {
@@ -372,6 +376,8 @@ struct OperatorWorld {
     resolver: bool,
     /// Delegated children (label, the child Action as AIP holds it).
     delegations: Vec<(String, serde_json::Value)>,
+    /// Set when a step cannot be exercised on this configuration.
+    unsupported: Option<String>,
 }
 
 impl Drop for OperatorWorld {
@@ -1012,6 +1018,49 @@ impl World {
                     let r = c.invoke(&a).await;
                     check_operator_result(&r, result, error)?;
                 }
+            }
+            Step::OperatorDurability {} => {
+                for (_, t) in self.operator.background.drain(..) {
+                    t.abort();
+                }
+                self.operator.connectors.clear();
+                let Some(reopened) = self.operator.store.reopen().await else {
+                    self.operator.unsupported = Some(
+                        "the memory store claims no durability: run with --store sqlite:PATH or postgres:URL to exercise seed 000 item 10".into(),
+                    );
+                    return Ok(());
+                };
+                let reopened = Arc::new(
+                    reopened.map_err(|e| SutError::Harness(format!("reopen the store: {e}")))?,
+                );
+                use crate::store::Store;
+                let ids: Vec<(String, String)> = self
+                    .operator
+                    .actions
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                for (label, id) in ids {
+                    let before = self
+                        .operator
+                        .store
+                        .record_get(crate::operator::NAMESPACE, &id)
+                        .await
+                        .map_err(|e| SutError::Harness(e.to_string()))?;
+                    let after = reopened
+                        .record_get(crate::operator::NAMESPACE, &id)
+                        .await
+                        .map_err(|e| SutError::Harness(e.to_string()))?;
+                    if before != after {
+                        return Err(SutError::Mismatch(
+                            Req::R005,
+                            format!(
+                                "{label}: the binding read through a fresh store handle differs from the one the connector wrote"
+                            ),
+                        ));
+                    }
+                }
+                self.operator.store = reopened;
             }
             Step::OperatorConfigure {
                 policy,

@@ -670,6 +670,18 @@ impl std::str::FromStr for StoreSpec {
     }
 }
 
+impl AnyStore {
+    /// A fresh handle on the same durable backing (a new SQLite connection to the same file, a
+    /// new PostgreSQL pool), or `None` for the memory store, which claims no durability.
+    pub async fn reopen(&self) -> Option<Result<AnyStore, StoreError>> {
+        match self {
+            AnyStore::Memory(_) => None,
+            AnyStore::Sqlite(s) => Some(s.reopen().map(AnyStore::Sqlite)),
+            AnyStore::Postgres(p) => Some(p.reopen().await.map(AnyStore::Postgres)),
+        }
+    }
+}
+
 impl StoreSpec {
     /// Opens the store (applying migrations for the SQL stores).
     pub async fn open(&self) -> Result<AnyStore, StoreError> {

@@ -38,6 +38,8 @@ const MIGRATION_LOCK: i64 = 0x6f63_6865_636b;
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    url: String,
+    max_connections: usize,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -79,9 +81,18 @@ impl PostgresStore {
         let pool = cfg
             .create_pool(Some(Runtime::Tokio1), NoTls)
             .map_err(|e| StoreError::backend(format!("postgres config {url:?}: {e}")))?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore {
+            pool,
+            url: url.to_string(),
+            max_connections,
+        };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// A fresh pool on the same database (new connections, no shared client state).
+    pub async fn reopen(&self) -> Result<Self, StoreError> {
+        Self::connect(&self.url, self.max_connections).await
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {

@@ -43,6 +43,11 @@ fn be(e: rusqlite::Error) -> StoreError {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    /// A new connection to the same file.
+    pub fn reopen(&self) -> Result<Self, StoreError> {
+        Self::open(&self.path)
+    }
+
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = Connection::open(&path)
