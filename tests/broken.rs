@@ -128,6 +128,11 @@ async fn each_broken_variant_is_caught_for_the_right_requirement(
 #[case::approval_replay(ConnectorDefect::ApprovalReplay, "HERMES-VERIFY-05", Req::R010)]
 #[case::accept_prose(ConnectorDefect::AcceptProse, "HERMES-VERIFY-09", Req::R011)]
 #[case::identity_in_args(ConnectorDefect::IdentityInArgs, "HERMES-VERIFY-08", Req::R003)]
+#[case::manifest_without_approval(
+    ConnectorDefect::ManifestWithoutApproval,
+    "HERMES-VERIFY-01",
+    Req::R009
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_connector_is_caught_for_the_right_requirement(
     #[case] defect: ConnectorDefect,

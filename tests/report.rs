@@ -46,7 +46,11 @@ fn redact(mut v: Value) -> Value {
 async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
     let (cases, defects) = aocheck::case::load(&root().join("cases"));
     assert!(defects.is_empty(), "{defects:?}");
-    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    // SQLite, like the committed sample: item 10 (durability) is unsupported on memory.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(tmp.path().join("store.db")).expect("sqlite"),
+    ));
     let opts = RunOptions {
         run_id: "snapshot".into(),
         seed: 7,

@@ -310,6 +310,8 @@ pub enum Step {
     /// be there, unchanged, and later steps run on the reopened store. On the memory store, which
     /// claims no durability, the case is `unsupported`.
     OperatorDurability {},
+    /// Compares the connector's published manifest with the contract seed 000 pins.
+    OperatorManifest {},
     /// Waits until the Action's binding has a run id bound.
     OperatorWaitBound {
         action: String,
@@ -388,6 +390,7 @@ impl Step {
             | OperatorWaitBound { .. }
             | OperatorSettle {}
             | OperatorDurability {}
+            | OperatorManifest {}
             | OperatorKill { .. }
             | HermesFault { .. }
             | HermesScript { .. }

@@ -23,7 +23,7 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 8] = [
+pub const CHECKERS: [(&str, &[Req]); 13] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -32,6 +32,12 @@ pub const CHECKERS: [(&str, &[Req]); 8] = [
     ("no_invented_outcome", &[Req::R009, Req::R011]),
     ("release_only_before_entry", &[Req::R008]),
     ("limits_respected", &[Req::R006]),
+    // Hermes operator checkers (src/runner: against fake-hermes's ledger).
+    ("one_run_per_action", &[Req::R010]),
+    ("one_command_per_resume", &[Req::R010]),
+    ("terminal_only_from_provider", &[Req::R011]),
+    ("no_failure_without_evidence", &[Req::R009]),
+    ("delegation_payload_exact", &[Req::R003]),
 ];
 
 /// What the runner observed about one occurrence after a step.

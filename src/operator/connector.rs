@@ -53,6 +53,8 @@ pub enum ConnectorDefect {
     AcceptProse,
     /// Leaves the child's identity inside the `aip_call` arguments.
     IdentityInArgs,
+    /// Publishes a manifest that does not require AIP approval.
+    ManifestWithoutApproval,
 }
 
 /// The connector for one Hermes endpoint.
@@ -111,6 +113,15 @@ impl<S: Store> Connector<S> {
     pub fn with_resolver(mut self, r: Resolver) -> Self {
         self.resolver = Some(r);
         self
+    }
+
+    /// The published capability manifest.
+    pub fn manifest(&self) -> Value {
+        let mut m = super::manifest::manifest(&self.endpoint_id);
+        if self.defect == Some(ConnectorDefect::ManifestWithoutApproval) {
+            m["approval"]["required"] = json!(false);
+        }
+        m
     }
 
     pub fn instance_id(&self) -> &str {

@@ -13,6 +13,7 @@ pub mod delegation;
 pub mod error;
 pub mod hermes;
 pub mod input;
+pub mod manifest;
 pub mod policy;
 
 pub use binding::{Binding, BindingStatus};

@@ -64,6 +64,35 @@ pub fn junit(r: &Report) -> String {
         xml(&r.test_input_digest)
     );
     for c in &r.cases {
+        // Hermes bindings against the ground truth, one line each.
+        let sysout = if c.operators.is_empty() {
+            String::new()
+        } else {
+            let lines: Vec<String> = c
+                .operators
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}: binding {} ({}), runs {}, approvals {}, stops {}{}",
+                        o.label,
+                        o.status,
+                        o.aoc_state,
+                        o.runs,
+                        o.approvals,
+                        o.stops,
+                        if o.missing_knowledge.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", missing knowledge: {}", o.missing_knowledge.join(" "))
+                        }
+                    )
+                })
+                .collect();
+            format!(
+                "      <system-out>{}</system-out>\n",
+                xml(&lines.join("\n"))
+            )
+        };
         let _ = write!(
             s,
             r#"    <testcase classname="{}" name="{} {}" time="{:.3}""#,
@@ -73,7 +102,12 @@ pub fn junit(r: &Report) -> String {
             c.millis as f64 / 1000.0
         );
         match c.verdict {
-            Verdict::Pass => s.push_str("/>\n"),
+            Verdict::Pass if sysout.is_empty() => s.push_str("/>\n"),
+            Verdict::Pass => {
+                s.push_str(">\n");
+                s.push_str(&sysout);
+                s.push_str("    </testcase>\n");
+            }
             Verdict::Fail => {
                 s.push_str(">\n");
                 let reqs: Vec<String> = c
@@ -93,6 +127,7 @@ pub fn junit(r: &Report) -> String {
                     xml(&body.join("\n")),
                     xml(&c.repro)
                 );
+                s.push_str(&sysout);
                 s.push_str("    </testcase>\n");
             }
             Verdict::HarnessError => {
@@ -102,6 +137,7 @@ pub fn junit(r: &Report) -> String {
                     r#"      <error message="harness could not decide" type="harness_error">{}</error>"#,
                     xml(c.harness.as_deref().unwrap_or(""))
                 );
+                s.push_str(&sysout);
                 s.push_str("    </testcase>\n");
             }
             other => {
@@ -115,6 +151,7 @@ pub fn junit(r: &Report) -> String {
                     r#"      <skipped message="{}"/>"#,
                     xml(&format!("{}{why}", other.label()))
                 );
+                s.push_str(&sysout);
                 s.push_str("    </testcase>\n");
             }
         }
@@ -180,6 +217,41 @@ pub fn markdown(r: &Report) -> String {
                 let _ = writeln!(s, "  - unsupported: {u}");
             }
             let _ = writeln!(s, "  - reproduce: `{}`", c.repro);
+        }
+    }
+    let hermes: Vec<_> = r.cases.iter().filter(|c| !c.operators.is_empty()).collect();
+    if !hermes.is_empty() {
+        let _ = writeln!(s, "\n## Hermes operator connector\n");
+        let _ = writeln!(
+            s,
+            "Bindings against fake-hermes's ground truth (runs, decisions and stops Hermes really applied).\n"
+        );
+        let _ = writeln!(
+            s,
+            "| case | verdict | Action | binding | AOC state | runs | approvals | stops | missing knowledge |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+        for c in hermes {
+            for o in &c.operators {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {}{} | {} | {} | {} | {} | {} | {} |",
+                    c.id,
+                    c.verdict.label(),
+                    o.label,
+                    if o.delegated { " (delegated)" } else { "" },
+                    o.status,
+                    o.aoc_state,
+                    o.runs,
+                    o.approvals,
+                    o.stops,
+                    if o.missing_knowledge.is_empty() {
+                        "—".to_string()
+                    } else {
+                        o.missing_knowledge.join(", ")
+                    }
+                );
+            }
         }
     }
     let mk: usize = r
@@ -297,6 +369,41 @@ pub fn html(r: &Report) -> String {
                 );
             }
             s.push_str("</p>");
+        }
+        if !c.operators.is_empty() {
+            s.push_str("<table><tr><th>Hermes operator Action</th><th>binding</th><th>AOC state</th><th>runs</th><th>approvals</th><th>stops</th><th>missing knowledge</th></tr>");
+            for o in &c.operators {
+                let mk: String = if o.missing_knowledge.is_empty() {
+                    "—".into()
+                } else {
+                    o.missing_knowledge
+                        .iter()
+                        .map(|m| format!("<span class=\"mk\">{}</span>", h(m)))
+                        .collect()
+                };
+                let _ = write!(
+                    s,
+                    "<tr><td>{}{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    h(&o.label),
+                    if o.delegated {
+                        " <span class=\"small\">delegated</span>"
+                    } else {
+                        ""
+                    },
+                    h(&o.status),
+                    if o.aoc_state == "unresolved" {
+                        "missing_knowledge"
+                    } else {
+                        ""
+                    },
+                    h(&o.aoc_state),
+                    o.runs,
+                    o.approvals,
+                    o.stops,
+                    mk
+                );
+            }
+            s.push_str("</table>");
         }
         if !c.occurrences.is_empty() {
             s.push_str("<table><tr><th>occurrence</th><th>state</th><th>outcome</th><th>entry</th><th>authority</th><th>generation</th><th>provider effects</th><th>missing knowledge</th><th>evidence sources</th><th>binding digest</th></tr>");

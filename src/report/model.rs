@@ -51,6 +51,24 @@ pub struct FaultReport {
     pub fired: bool,
 }
 
+/// One Hermes operator binding at the end of a case, in AOC terms: the source Action is the
+/// occurrence, the start claim the provider entry, `outcome_unknown` the unresolved state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorReport {
+    pub label: String,
+    /// The binding status (`no_binding` when the connector refused before writing one).
+    pub status: String,
+    /// `pending`, `unresolved` or `resolved` (AOC vocabulary).
+    pub aoc_state: String,
+    /// Hermes runs, approval decisions and stops really applied (fake-hermes ground truth).
+    pub runs: u32,
+    pub approvals: u32,
+    pub stops: u32,
+    pub delegated: bool,
+    /// What the pinned Hermes cannot tell; never turned into a verdict.
+    pub missing_knowledge: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OccurrenceReport {
     pub label: String,
@@ -87,6 +105,9 @@ pub struct CaseReport {
     pub steps: Vec<String>,
     pub checker_runs: u32,
     pub occurrences: Vec<OccurrenceReport>,
+    /// Hermes operator bindings (Hermes cases only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<OperatorReport>,
     pub provider_profile: Option<serde_json::Value>,
     pub bypass_paths: Vec<BypassPath>,
     pub composition: CompositionStatus,
@@ -110,6 +131,7 @@ impl CaseReport {
             steps: Vec::new(),
             checker_runs: 0,
             occurrences: Vec::new(),
+            operators: Vec::new(),
             provider_profile: None,
             bypass_paths: Vec::new(),
             composition: CompositionStatus::Supported,

@@ -171,6 +171,8 @@ pub async fn run_case(
             resolver: true,
             delegations: Vec::new(),
             unsupported: None,
+            resumes: Default::default(),
+            delegation_errors: BTreeMap::new(),
         },
     };
     let mut failures: Vec<Failure> = Vec::new();
@@ -292,6 +294,7 @@ pub async fn run_case(
         }
     }
     report.occurrences = world.occurrence_reports().await;
+    report.operators = world.operator_reports().await;
     report.checker_runs = world.checker.runs;
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
@@ -378,6 +381,10 @@ struct OperatorWorld {
     delegations: Vec<(String, serde_json::Value)>,
     /// Set when a step cannot be exercised on this configuration.
     unsupported: Option<String>,
+    /// Resume Actions (their effect is counted on the source binding).
+    resumes: std::collections::BTreeSet<String>,
+    /// The last failure code of each delegation (absent when its result was established).
+    delegation_errors: BTreeMap<String, String>,
 }
 
 impl Drop for OperatorWorld {
@@ -606,6 +613,51 @@ impl OperatorWorld {
             delegation: None,
         }
     }
+}
+
+/// Seed 000's contract for `cap:hermes_agent:<endpoint>:operator`, as JSON pointers into the
+/// manifest: the harness's oracle for item 1 (the connector's manifest is judged against it).
+fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    vec![
+        (
+            "/id",
+            json!(format!("cap:hermes_agent:{endpoint}:operator")),
+        ),
+        ("/kind", json!("agent")),
+        ("/stability", json!("stable")),
+        ("/risk", json!("high")),
+        ("/approval/required", json!(true)),
+        ("/approval/policy", json!("tenant")),
+        ("/approval/validity_seconds", json!(900)),
+        ("/idempotency/required", json!(true)),
+        ("/idempotency/scope", json!("capability")),
+        ("/idempotency/ttl_seconds", json!(86400)),
+        ("/idempotency/on_replay", json!("return_original_result")),
+        (
+            "/effects",
+            json!([
+                "read",
+                "write",
+                "send_message",
+                "external_network",
+                "code_execution"
+            ]),
+        ),
+        ("/modes", json!(["sync", "async", "streaming", "cancel"])),
+        ("/async_expected", json!(true)),
+        ("/timeout_ms", json!(900000)),
+        ("/transaction/supported", json!(false)),
+        ("/input_schema/additionalProperties", json!(false)),
+        (
+            "/input_schema/properties/resume/properties/choice/enum",
+            json!(["once", "session", "always", "deny"]),
+        ),
+        (
+            "/output_schema/required",
+            json!(["endpoint_id", "session_id", "source_action_id", "status"]),
+        ),
+    ]
 }
 
 /// The harness's own truth about a delegated child against what the connector returned: a
@@ -1003,6 +1055,7 @@ impl World {
                         serde_json::json!({"objective": o, "context": {"case": action}})
                     }
                     (None, Some(src)) => {
+                        self.operator.resumes.insert(action.clone());
                         let sid = self.operator.action_id(src);
                         serde_json::json!({"resume": {"source_action_id": sid, "choice": choice.clone().unwrap_or_default()}})
                     }
@@ -1017,6 +1070,26 @@ impl World {
                 } else {
                     let r = c.invoke(&a).await;
                     check_operator_result(&r, result, error)?;
+                }
+            }
+            Step::OperatorManifest {} => {
+                let c = self.operator.connector("p1").await?;
+                let m = c.manifest();
+                let wrong: Vec<String> = pinned_manifest("primary")
+                    .into_iter()
+                    .filter_map(|(ptr, want)| {
+                        let got = m.pointer(ptr).cloned().unwrap_or(serde_json::Value::Null);
+                        (got != want).then(|| format!("{ptr} is {got}, the contract pins {want}"))
+                    })
+                    .collect();
+                if !wrong.is_empty() {
+                    return Err(SutError::Mismatch(
+                        Req::R009,
+                        format!(
+                            "the manifest departs from seed 000's contract: {}",
+                            wrong.join("; ")
+                        ),
+                    ));
                 }
             }
             Step::OperatorDurability {} => {
@@ -1121,6 +1194,16 @@ impl World {
                     .connector(instance.as_deref().unwrap_or("p1"))
                     .await?;
                 let r = c.delegate(&req).await;
+                match &r {
+                    Err(e) => {
+                        self.operator
+                            .delegation_errors
+                            .insert(action.clone(), e.code.as_str().to_string());
+                    }
+                    Ok(_) => {
+                        self.operator.delegation_errors.remove(action);
+                    }
+                }
                 judge_delegated_result(&r, child, action)?;
                 check_operator_result(&r, result, error)?;
             }
@@ -1604,6 +1687,113 @@ impl World {
                     msg: format!("bypass path {kind} is not disclosed"),
                 });
             }
+        }
+        out
+    }
+
+    /// Every operator binding of the case against fake-hermes's ledger, with what the pinned
+    /// Hermes cannot tell flagged as missing knowledge.
+    async fn operator_reports(&mut self) -> Vec<crate::report::model::OperatorReport> {
+        use crate::operator::BindingStatus as B;
+        let mut out = Vec::new();
+        let Some((_, h, _)) = &self.operator.hermes else {
+            return out;
+        };
+        let ledger = h.ledger();
+        let Ok(c) = self.operator.connector("p1").await else {
+            return out;
+        };
+        let delegated: Vec<String> = self
+            .operator
+            .delegations
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect();
+        let actions: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .filter(|(l, _)| l.as_str() != "parent" && !self.operator.resumes.contains(*l))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (label, id) in actions {
+            let b = c.binding(&id).await.ok().flatten().map(|(_, b)| b);
+            let session = format!("aip-operator-{id}");
+            let runs: Vec<&fake_hermes::app::RunStarted> = ledger
+                .runs
+                .iter()
+                .filter(|r| r.session_id == session)
+                .collect();
+            let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
+            let approvals = ledger
+                .approvals
+                .iter()
+                .filter(|a| in_runs(&a.run_id))
+                .count() as u32;
+            let stops = ledger.stops.iter().filter(|a| in_runs(&a.run_id)).count() as u32;
+            let status = b.as_ref().map_or("no_binding".to_string(), |b| {
+                serde_json::to_value(b.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            });
+            let delegation_error = self.operator.delegation_errors.get(&label);
+            let aoc_state = match b.as_ref().map(|b| b.status) {
+                None => "not_entered",
+                Some(B::Completed) if delegation_error.is_some() => "unresolved",
+                Some(B::OutcomeUnknown) => "unresolved",
+                Some(s) if s.is_terminal() => "resolved",
+                Some(B::Starting) if b.as_ref().is_some_and(|b| b.run_id.is_none()) => "pending",
+                Some(_) => "unresolved",
+            };
+            let mut mk = Vec::new();
+            if b.as_ref()
+                .is_some_and(|b| b.status == B::OutcomeUnknown && b.run_id.is_none())
+            {
+                // No provider idempotency key or lookup by session: whether the start happened
+                // cannot be asked of the pinned Hermes.
+                mk.push("start_unverifiable_no_provider_idempotency".to_string());
+            }
+            if b.as_ref()
+                .is_some_and(|b| b.status == B::OutcomeUnknown && b.run_id.is_some())
+            {
+                mk.push("provider_effect_unresolved".to_string());
+            }
+            if approvals > 0
+                && ledger
+                    .approvals
+                    .iter()
+                    .any(|a| in_runs(&a.run_id) && a.request_id.is_none())
+            {
+                // The pinned Hermes resolves the oldest pending prompt: which prompt a decision
+                // answered is not in its reply.
+                mk.push("approval_target_fifo".to_string());
+            }
+            if let Some(code) = delegation_error
+                && b.is_some()
+            {
+                // Hermes finished, but the child's result was not established.
+                mk.push(format!(
+                    "delegated_result_unverified:{}",
+                    code.trim_start_matches("connector.hermes_agent.")
+                ));
+            }
+            if b.as_ref()
+                .is_some_and(|b| b.run_id.is_some() && !b.status.is_terminal())
+            {
+                // Still running at the end: a status 404 after a restart would prove nothing.
+                mk.push("run_status_not_terminal".to_string());
+            }
+            out.push(crate::report::model::OperatorReport {
+                label: label.clone(),
+                status,
+                aoc_state: aoc_state.into(),
+                runs: runs.len() as u32,
+                approvals,
+                stops,
+                delegated: delegated.contains(&label),
+                missing_knowledge: mk,
+            });
         }
         out
     }
