@@ -23,7 +23,7 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 13] = [
+pub const CHECKERS: [(&str, &[Req]); 14] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -38,6 +38,7 @@ pub const CHECKERS: [(&str, &[Req]); 13] = [
     ("terminal_only_from_provider", &[Req::R011]),
     ("no_failure_without_evidence", &[Req::R009]),
     ("delegation_payload_exact", &[Req::R003]),
+    ("unresolved_kept", &[Req::R005]),
 ];
 
 /// What the runner observed about one occurrence after a step.

@@ -173,6 +173,7 @@ pub async fn run_case(
             unsupported: None,
             resumes: Default::default(),
             delegation_errors: BTreeMap::new(),
+            seen: BTreeMap::new(),
         },
     };
     let mut failures: Vec<Failure> = Vec::new();
@@ -385,6 +386,8 @@ struct OperatorWorld {
     resumes: std::collections::BTreeSet<String>,
     /// The last failure code of each delegation (absent when its result was established).
     delegation_errors: BTreeMap<String, String>,
+    /// Each binding as last seen, for the monotonic checks.
+    seen: BTreeMap<String, crate::operator::Binding>,
 }
 
 impl Drop for OperatorWorld {
@@ -613,6 +616,94 @@ impl OperatorWorld {
             delegation: None,
         }
     }
+}
+
+/// The AOC invariants re-expressed for an operator binding between two looks: the binding is
+/// constant (AOC-REQ-003), its approval command ledger and event sequence only grow
+/// (AOC-REQ-004), and a terminal or unresolved status is never cleared (AOC-REQ-005).
+fn binding_monotonic(
+    label: &str,
+    prev: &crate::operator::Binding,
+    now: &crate::operator::Binding,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |checker: &'static str, requirement: Req, msg: String| {
+        out.push(Violation {
+            checker,
+            requirement,
+            occurrence: Some(label.to_string()),
+            msg,
+        })
+    };
+    if prev.request_fingerprint != now.request_fingerprint
+        || prev.endpoint_id != now.endpoint_id
+        || prev.session_id != now.session_id
+        || prev.action_id != now.action_id
+    {
+        v(
+            "binding_constant",
+            Req::R003,
+            "the binding's fingerprint, endpoint, session or Action id changed".into(),
+        );
+    }
+    if prev.run_id.is_some() && prev.run_id != now.run_id {
+        v(
+            "binding_constant",
+            Req::R003,
+            format!(
+                "the bound run changed from {:?} to {:?}",
+                prev.run_id, now.run_id
+            ),
+        );
+    }
+    let kept = prev.approval_commands.len() <= now.approval_commands.len()
+        && prev
+            .approval_commands
+            .iter()
+            .zip(&now.approval_commands)
+            .all(|(a, b)| {
+                a.action_id == b.action_id
+                    && a.request_fingerprint == b.request_fingerprint
+                    && a.claim_id == b.claim_id
+                    && a.choice == b.choice
+            });
+    if !kept {
+        v(
+            "history_append_only",
+            Req::R004,
+            "an approval command was removed or rewritten".into(),
+        );
+    }
+    if now.next_sequence < prev.next_sequence {
+        v(
+            "history_append_only",
+            Req::R004,
+            format!(
+                "the event sequence went back from {} to {}",
+                prev.next_sequence, now.next_sequence
+            ),
+        );
+    }
+    // Unknown may still be resolved by provider evidence (judged by terminal_only_from_provider);
+    // it may never go back to an attemptable state, and a resolved binding never changes.
+    let resolved_by_evidence = prev.status == crate::operator::BindingStatus::OutcomeUnknown
+        && now.status.is_terminal()
+        && !(prev.run_id.is_none() && now.run_id.is_some());
+    if prev.status.is_terminal() && now.status != prev.status && !resolved_by_evidence {
+        v(
+            "unresolved_kept",
+            Req::R005,
+            if prev.run_id.is_none() && now.run_id.is_some() {
+                format!(
+                    "an unknown unbound start was followed by run {:?}: the start was attempted again",
+                    now.run_id
+                )
+            } else {
+                format!("the binding left {:?} for {:?}", prev.status, now.status)
+            },
+        );
+    }
+    out
 }
 
 /// Seed 000's contract for `cap:hermes_agent:<endpoint>:operator`, as JSON pointers into the
@@ -1395,6 +1486,10 @@ impl World {
             let Ok(Some((_, b))) = c.binding(&id).await else {
                 continue;
             };
+            if let Some(prev) = self.operator.seen.get(&label) {
+                out.extend(binding_monotonic(&label, prev, &b));
+            }
+            self.operator.seen.insert(label.clone(), b.clone());
             let mut ledger = h.ledger();
             let session = format!("aip-operator-{id}");
             let runs = ledger
@@ -1931,5 +2026,76 @@ pub async fn run_suite(
         },
         cases: reports,
         disclaimer: DISCLAIMER.into(),
+    }
+}
+
+#[cfg(test)]
+mod binding_tests {
+    use super::binding_monotonic;
+    use crate::operator::{Binding, BindingStatus as B};
+
+    fn b(status: B, run: Option<&str>) -> Binding {
+        Binding {
+            action_id: "act_1".into(),
+            request_fingerprint: "fp".into(),
+            endpoint_id: "primary".into(),
+            run_id: run.map(str::to_string),
+            session_id: "aip-operator-act_1".into(),
+            start_claim: None,
+            delegation_id: None,
+            parent_action_id: None,
+            status,
+            cancel_requested: false,
+            last_event: None,
+            next_sequence: 3,
+            approval_generation: 0,
+            approval_commands: Vec::new(),
+            pending_approval: None,
+            output: None,
+            error: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[rstest::rstest]
+    #[case::running_to_completed(b(B::Running, Some("r1")), b(B::Completed, Some("r1")), None)]
+    #[case::unknown_resolved_same_run(
+        b(B::OutcomeUnknown, Some("r1")),
+        b(B::Completed, Some("r1")),
+        None
+    )]
+    #[case::completed_reopened(
+        b(B::Completed, Some("r1")),
+        b(B::Running, Some("r1")),
+        Some("unresolved_kept")
+    )]
+    #[case::unknown_reset(
+        b(B::OutcomeUnknown, None),
+        b(B::Starting, None),
+        Some("unresolved_kept")
+    )]
+    #[case::unknown_started_again(
+        b(B::OutcomeUnknown, None),
+        b(B::Completed, Some("r2")),
+        Some("unresolved_kept")
+    )]
+    #[case::run_swapped(
+        b(B::Running, Some("r1")),
+        b(B::Running, Some("r2")),
+        Some("binding_constant")
+    )]
+    #[case::fingerprint_changed(b(B::Running, Some("r1")), Binding { request_fingerprint: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::sequence_back(b(B::Running, Some("r1")), Binding { next_sequence: 1, ..b(B::Running, Some("r1")) }, Some("history_append_only"))]
+    fn binding_transitions_are_judged(
+        #[case] prev: Binding,
+        #[case] now: Binding,
+        #[case] want: Option<&str>,
+    ) {
+        let v = binding_monotonic("a1", &prev, &now);
+        match want {
+            None => assert!(v.is_empty(), "{v:?}"),
+            Some(c) => assert!(v.iter().any(|x| x.checker == c), "{v:?}"),
+        }
     }
 }
