@@ -204,6 +204,11 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         seed,
         variant: crate::sut::Variant::Conforming,
         connector_defect: None,
+        repro_store: match &spec {
+            StoreSpec::Memory => Some("memory".into()),
+            StoreSpec::Postgres(u) => Some(format!("postgres:{u}")),
+            StoreSpec::Sqlite(_) => None,
+        },
     };
     let report = crate::runner::run_suite(&cases, store, &opts, &mut progress).await;
     if let Err(e) = write_reports(&report, &out, signing.as_ref()) {

@@ -37,6 +37,7 @@ async fn suite_on(
         seed: 7,
         variant,
         connector_defect,
+        repro_store: None,
     };
     run_suite(&cases, store, &opts, &mut |_| {}).await
 }
@@ -125,7 +126,11 @@ async fn each_broken_variant_is_caught_for_the_right_requirement(
 #[case::five_xx_is_failed(ConnectorDefect::FiveXxIsFailed, "HERMES-VERIFY-04", Req::R009)]
 #[case::stopping_is_cancelled(ConnectorDefect::StoppingIsCancelled, "HERMES-VERIFY-06", Req::R011)]
 #[case::replay_unknown_start(ConnectorDefect::ReplayUnknownStart, "HERMES-VERIFY-04", Req::R010)]
-#[case::replay_unknown_start_keeps_nothing(ConnectorDefect::ReplayUnknownStart, "HERMES-VERIFY-04", Req::R005)]
+#[case::replay_unknown_start_keeps_nothing(
+    ConnectorDefect::ReplayUnknownStart,
+    "HERMES-VERIFY-04",
+    Req::R005
+)]
 #[case::approval_replay(ConnectorDefect::ApprovalReplay, "HERMES-VERIFY-05", Req::R010)]
 #[case::accept_prose(ConnectorDefect::AcceptProse, "HERMES-VERIFY-09", Req::R011)]
 #[case::identity_in_args(ConnectorDefect::IdentityInArgs, "HERMES-VERIFY-08", Req::R003)]

@@ -61,6 +61,8 @@ pub struct RunOptions {
     pub variant: Variant,
     /// Test-only: a deliberately broken operator connector.
     pub connector_defect: Option<ConnectorDefect>,
+    /// The `--store` argument a reproduction needs (`None`: the default SQLite store).
+    pub repro_store: Option<String>,
 }
 
 fn sut_err(e: &SutError) -> String {
@@ -81,6 +83,9 @@ pub async fn run_case(
     });
     let mut report = CaseReport::new(case, &lc.path);
     report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
+    if let Some(st) = &opts.repro_store {
+        report.repro.push_str(&format!(" --store {st}"));
+    }
     // A fresh provider per case.
     let mut pconfig = fake_payments::Config::example();
     // The provider's signing key follows the seed, so a run's profile digest is reproducible.
