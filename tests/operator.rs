@@ -642,6 +642,34 @@ mod delegation {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_child_still_running_at_the_deadline_is_not_ready_and_retryable() {
+        let h = hermes().await;
+        let s = approved_store().await;
+        child_ran(&s, json!({"updated": "a1"})).await;
+        // The child is queued but still running: overwrite the queue status.
+        let (v, mut q) = s
+            .record_get(QUEUE, "act_child")
+            .await
+            .expect("read")
+            .expect("queued");
+        q["status"] = json!("running");
+        q["result"] = Value::Null;
+        q["action"]["timeout"] = json!(1500);
+        s.record_cas(QUEUE, "act_child", Some(v), &q)
+            .await
+            .expect("update");
+        let mut req = request();
+        req.child["timeout"] = json!(1500);
+        let c = delegating(&h, &s, enabled()).with_resolver(Resolver {
+            tenant: "t1".into(),
+        });
+        let e = c.delegate(&req).await.expect_err("not ready");
+        assert_eq!(e.code, ErrorCode::DelegatedResultNotReady, "{e}");
+        assert!(e.retryable && !e.uncertain_outcome);
+        assert_eq!(h.handle.ledger().runs.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tenant_drift_fails_closed() {
         let h = hermes().await;
         let s = approved_store().await;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The governed default instructions: downstream Action ids are server-assigned, the operator's
 /// own id is never reused, nothing is fabricated.
-pub const DEFAULT_INSTRUCTIONS: &str = "You are the governed AIP operator. Call admitted AIP tools only through aip_call, omit action_id in every downstream aip_call so the server assigns it, never reuse the operator Action id, never fabricate results or approvals, and stop when the objective is met.";
+pub const DEFAULT_INSTRUCTIONS: &str = "You are the governed AIP operator. Call admitted AIP tools only through aip_call, omit action_id in every downstream aip_call so the server assigns it, never reuse the operator Action id, never fabricate results or approvals, make exactly one aip_call with the given arguments when delegated a child Action, and stop when the objective is met.";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
