@@ -2,6 +2,7 @@
 //! talks to fake-payments). The language-neutral process protocol arrives with its own issue.
 
 pub mod payments;
+pub mod protocol;
 pub mod reference;
 
 pub use reference::{ReferenceSut, Variant};
