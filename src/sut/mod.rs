@@ -2,6 +2,7 @@
 //! talks to fake-payments). The language-neutral process protocol arrives with its own issue.
 
 pub mod payments;
+pub mod process;
 pub mod protocol;
 pub mod reference;
 
