@@ -89,12 +89,16 @@ struct Exec {
     permits: HashMap<OccurrenceId, EntryPermit>,
 }
 
-/// The request an occurrence stands for.
-#[derive(Clone, Debug)]
+/// The request an occurrence stands for. Kept durable (`INTENTS`) beside the domain's records, so
+/// a successor process on the same store can act on an occurrence its predecessor created.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Intent {
     body: Value,
     binding: ProviderBinding,
 }
+
+/// The record namespace of the reference's request intents.
+pub const INTENTS: &str = "aocheck.reference.intents.v1";
 
 /// The reference implementation, driven step by step by the runner.
 #[derive(Debug)]
@@ -233,17 +237,33 @@ impl ReferenceSut {
         let (_, binding) = self
             .client
             .create_request(amount, "eur", occ.as_str(), &metadata);
-        self.intents
-            .entry(occ.clone())
-            .or_insert(Intent { body, binding });
+        let intent = Intent { body, binding };
+        let doc = serde_json::to_value(&intent)
+            .map_err(|e| SutError::Harness(format!("intent of {occ}: {e}")))?;
+        // Written once, before any entry: a conflict means an earlier create stored it already.
+        match self
+            .domain
+            .store()
+            .record_cas(INTENTS, occ.as_str(), None, &doc)
+            .await
+        {
+            Ok(_) | Err(crate::store::StoreError::Conflict { .. }) => {}
+            Err(e) => return Err(SutError::Harness(format!("store the intent of {occ}: {e}"))),
+        }
+        self.intents.entry(occ.clone()).or_insert(intent);
         Ok(occ)
     }
 
-    fn intent(&self, occ: &OccurrenceId) -> Result<Intent, SutError> {
-        self.intents
-            .get(occ)
-            .cloned()
-            .ok_or_else(|| SutError::Harness(format!("no request known for {occ}")))
+    async fn intent(&self, occ: &OccurrenceId) -> Result<Intent, SutError> {
+        if let Some(i) = self.intents.get(occ) {
+            return Ok(i.clone());
+        }
+        match self.domain.store().record_get(INTENTS, occ.as_str()).await {
+            Ok(Some((_, v))) => serde_json::from_value(v)
+                .map_err(|e| SutError::Corrupt(format!("stored intent of {occ}: {e}"))),
+            Ok(None) => Err(SutError::Harness(format!("no request known for {occ}"))),
+            Err(e) => Err(SutError::Harness(format!("read the intent of {occ}: {e}"))),
+        }
     }
 
     pub async fn reserve(
@@ -253,7 +273,7 @@ impl ReferenceSut {
         amount: u64,
     ) -> Result<(), SutError> {
         let holder = self.exec(name)?.holder.clone();
-        let intent = self.intent(occ)?;
+        let intent = self.intent(occ).await?;
         let tok = self
             .domain
             .reserve(&holder, occ, &intent.binding, amount)
@@ -282,7 +302,7 @@ impl ReferenceSut {
         let e = self.exec(name)?;
         let holder = e.holder.clone();
         let token = e.tokens.get(occ).cloned().unwrap_or_else(OwnerToken::mint);
-        let intent = self.intent(occ)?;
+        let intent = self.intent(occ).await?;
         let permit = match self
             .domain
             .enter(&holder, occ, &token, &intent.binding)
@@ -340,7 +360,7 @@ impl ReferenceSut {
         let permit = e.permits.get(occ).cloned().ok_or_else(|| {
             SutError::Harness(format!("executor {name:?} holds no entry permit for {occ}"))
         })?;
-        let intent = self.intent(occ)?;
+        let intent = self.intent(occ).await?;
         let client = self.client.clone();
         let domain = self.domain.clone();
         let who = ExecutorId(name.into());
@@ -414,7 +434,7 @@ impl ReferenceSut {
         let e = self.exec(name)?;
         let holder = e.holder.clone();
         let token = e.tokens.get(occ).cloned().unwrap_or_else(OwnerToken::mint);
-        let intent = self.intent(occ)?;
+        let intent = self.intent(occ).await?;
         self.domain
             .release(&holder, occ, &token, &intent.binding.request_digest, reason)
             .await?;
@@ -430,7 +450,7 @@ impl ReferenceSut {
         value: &str,
     ) -> Result<(), SutError> {
         let holder = self.exec(name)?.holder.clone();
-        let mut b = self.intent(occ)?.binding;
+        let mut b = self.intent(occ).await?.binding;
         match field {
             "account" => b.account = value.into(),
             "environment" => b.environment = value.into(),
