@@ -49,12 +49,21 @@ fn policy() -> Policy {
 }
 
 fn connector(h: &Hermes, store: &Arc<AnyStore>, instance: &str) -> Connector<AnyStore> {
+    connector_with(h, store, instance, policy())
+}
+
+fn connector_with(
+    h: &Hermes,
+    store: &Arc<AnyStore>,
+    instance: &str,
+    policy: Policy,
+) -> Connector<AnyStore> {
     Connector::new(
         store.clone(),
         "primary",
         &h.base,
         "hermes-test-key",
-        policy(),
+        policy,
         instance,
         Arc::new(SystemClock),
     )
@@ -492,16 +501,7 @@ mod delegation {
     }
 
     fn delegating(h: &Hermes, s: &Arc<AnyStore>, p: Policy) -> Connector<AnyStore> {
-        Connector::new(
-            s.clone(),
-            "primary",
-            &h.base,
-            "hermes-test-key",
-            p,
-            "i1",
-            Arc::new(SystemClock),
-        )
-        .expect("connector")
+        connector_with(h, s, "i1", p)
     }
 
     /// What AIP's queue and lifecycle hold once Hermes's single `aip_call` ran the child.

@@ -426,6 +426,14 @@ pub struct OccurrenceExpect {
     pub remedies: Option<u32>,
 }
 
+/// A defect if `result` names no operator result status.
+fn unknown_result(result: &Option<String>) -> Option<String> {
+    result
+        .as_ref()
+        .filter(|r| !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str()))
+        .map(|r| format!("{r:?} is unknown"))
+}
+
 /// What AIP's queue and lifecycle may show for a delegated child.
 pub const DELEGATED_CHILD: [&str; 7] = [
     "ran",
@@ -941,12 +949,10 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                         "set objective, or resume with a choice",
                     )),
                 }
-                if let Some(r) = result
-                    && !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str())
-                {
+                if let Some(d) = unknown_result(result) {
                     pending.push((
                         at("result"),
-                        format!("{r:?} is unknown"),
+                        d,
                         "use completed, failed, cancelled or requires_human",
                     ));
                 }
@@ -992,12 +998,10 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                         "use ran, never, altered_contract, forged_owner, identity_drift, tenant_drift or stores_disagree",
                     ));
                 }
-                if let Some(r) = result
-                    && !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str())
-                {
+                if let Some(d) = unknown_result(result) {
                     pending.push((
                         at("result"),
-                        format!("{r:?} is unknown"),
+                        d,
                         "use completed, failed, cancelled or requires_human",
                     ));
                 }

@@ -199,7 +199,7 @@ impl<S: Store> Connector<S> {
                         ),
                     ));
                 }
-                let session_id = format!("aip-operator-{}", action.id);
+                let session_id = super::session_id(&action.id);
                 let mut body = json!({"input": input, "instructions": self.policy.system_instructions, "session_id": session_id});
                 if let Some(m) = &self.policy.model {
                     body["model"] = json!(m);
@@ -260,7 +260,7 @@ impl<S: Store> Connector<S> {
                 ),
             ));
         }
-        let session_id = format!("aip-operator-{child_id}");
+        let session_id = super::session_id(&child_id);
         let mut body = json!({"input": input, "instructions": self.policy.system_instructions, "session_id": session_id});
         if let Some(m) = &self.policy.model {
             body["model"] = json!(m);

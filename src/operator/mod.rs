@@ -23,4 +23,9 @@ pub use input::{Action, OperatorInput};
 pub use policy::Policy;
 
 /// The profile-state namespace of operator bindings.
+/// The Hermes session of a source Action (`aip-operator-<action_id>`).
+pub fn session_id(action_id: &str) -> String {
+    format!("aip-operator-{action_id}")
+}
+
 pub const NAMESPACE: &str = "aip.connector.hermes_agent.operator_runs.v1";

@@ -285,7 +285,30 @@ pub async fn run_case(
             ));
         }
     }
+    // The same for fake-hermes's rules: a Hermes case whose fault never fired is not a pass.
+    if let Some((_, h, _)) = &world.operator.hermes {
+        for r in h.rules() {
+            let fired = r.fired > 0;
+            report.faults.push(FaultReport {
+                what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
+                fired,
+            });
+            if !fired {
+                unfired.push(format!(
+                    "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
+                    r.rule.fault,
+                    r.rule.route.label()
+                ));
+            }
+        }
+    }
     for s in &case.steps {
+        if let Step::OperatorKill { instance } = s {
+            report.faults.push(FaultReport {
+                what: format!("kill connector {instance}"),
+                fired: true,
+            });
+        }
         if let Step::Crash { executor, .. } = s {
             report.faults.push(FaultReport {
                 what: format!("crash {executor}"),
@@ -621,6 +644,19 @@ impl OperatorWorld {
             delegation: None,
         }
     }
+}
+
+/// The Hermes runs fake-hermes really started for a source Action (ground truth).
+fn runs_of<'a>(
+    ledger: &'a fake_hermes::app::Ledger,
+    action_id: &str,
+) -> Vec<&'a fake_hermes::app::RunStarted> {
+    let session = crate::operator::session_id(action_id);
+    ledger
+        .runs
+        .iter()
+        .filter(|r| r.session_id == session)
+        .collect()
 }
 
 /// The AOC invariants re-expressed for an operator binding between two looks: the binding is
@@ -1209,6 +1245,7 @@ impl World {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
+                let mut compared = 0usize;
                 for (label, id) in ids {
                     let before = self
                         .operator
@@ -1228,6 +1265,14 @@ impl World {
                             ),
                         ));
                     }
+                    compared += usize::from(before.is_some());
+                }
+                if compared == 0 {
+                    // Nothing written means nothing proven: never a vacuous pass.
+                    return Err(SutError::Harness(
+                        "operator_durability found no binding to compare; invoke an Action first"
+                            .into(),
+                    ));
                 }
                 self.operator.store = reopened;
             }
@@ -1450,14 +1495,14 @@ impl World {
         };
         let h = h.clone();
         // What Hermes really received for each delegation is the exact `aip_call` arguments.
-        let ledger = h.ledger();
+        // One copy of the ledger per look; refreshed only while waiting for a terminal status.
+        let mut ledger = h.ledger();
         for (label, child) in &self.operator.delegations {
             let id = child["id"].as_str().unwrap_or_default();
-            let session = format!("aip-operator-{id}");
             let Ok(want) = crate::operator::delegation::aip_call_arguments(child) else {
                 continue;
             };
-            for run in ledger.runs.iter().filter(|r| r.session_id == session) {
+            for run in runs_of(&ledger, id) {
                 let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
                 let exact = sent.as_ref().is_some_and(|p| {
                     p["aip_call_arguments"] == want
@@ -1495,13 +1540,7 @@ impl World {
                 out.extend(binding_monotonic(&label, prev, &b));
             }
             self.operator.seen.insert(label.clone(), b.clone());
-            let mut ledger = h.ledger();
-            let session = format!("aip-operator-{id}");
-            let runs = ledger
-                .runs
-                .iter()
-                .filter(|r| r.session_id == session)
-                .count();
+            let runs = runs_of(&ledger, &id).len();
             if runs > 1 {
                 out.push(Violation {
                     checker: "one_run_per_action",
@@ -1698,14 +1737,9 @@ impl World {
                         );
                     }
                 }
-                let session = format!("aip-operator-{id}");
                 let run = b.as_ref().and_then(|b| b.run_id.clone());
                 if let Some(want) = e.runs {
-                    let got = ledger
-                        .runs
-                        .iter()
-                        .filter(|r| r.session_id == session)
-                        .count() as u32;
+                    let got = runs_of(&ledger, &id).len() as u32;
                     if got != want {
                         fail(
                             pick(Req::R010),
@@ -1818,12 +1852,7 @@ impl World {
             .collect();
         for (label, id) in actions {
             let b = c.binding(&id).await.ok().flatten().map(|(_, b)| b);
-            let session = format!("aip-operator-{id}");
-            let runs: Vec<&fake_hermes::app::RunStarted> = ledger
-                .runs
-                .iter()
-                .filter(|r| r.session_id == session)
-                .collect();
+            let runs = runs_of(&ledger, &id);
             let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
             let approvals = ledger
                 .approvals

@@ -1,0 +1,54 @@
+//! A case that did not exercise what it claims is never a pass: a Hermes fault that never fired,
+//! or a durability check with nothing written, makes the case a harness error.
+
+use aocheck::report::model::Verdict;
+use aocheck::runner::{RunOptions, run_case};
+use aocheck::store::AnyStore;
+use aocheck::sut::Variant;
+use rstest::rstest;
+use std::sync::Arc;
+
+#[rstest]
+#[case::hermes_fault_never_fired(
+    // The stop fault is armed, but nothing is ever cancelled.
+    "steps:\n  - {do: hermes_fault, route: stop, fault: {type: stop_stuck}}\n  - {do: operator_invoke, action: a1, objective: x, result: completed}\n",
+    "never fired"
+)]
+#[case::durability_with_nothing_written(
+    "steps:\n  - {do: operator_durability}\n",
+    "no binding to compare"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unexercised_case_is_a_harness_error(#[case] steps: &str, #[case] needle: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("X-1-vacuous.yaml"),
+        format!("id: X-1\ntitle: t\nrequirements: [AOC-REQ-009]\n{steps}"),
+    )
+    .expect("write");
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(defects.is_empty(), "{defects:?}");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
+    ));
+    let opts = RunOptions {
+        run_id: "vacuous".into(),
+        seed: 7,
+        variant: Variant::Conforming,
+        connector_defect: None,
+        repro_store: None,
+    };
+    let r = run_case(store, &cases[0], &opts, &mut |_| {}).await;
+    assert_eq!(
+        r.verdict,
+        Verdict::HarnessError,
+        "{:?} {:?}",
+        r.failures,
+        r.harness
+    );
+    assert!(
+        r.harness.as_deref().is_some_and(|h| h.contains(needle)),
+        "{:?}",
+        r.harness
+    );
+}
