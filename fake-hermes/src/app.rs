@@ -1190,7 +1190,9 @@ async fn run_engine(s: Arc<Shared>, cell: Arc<RunCell>, plan: Arc<Vec<Step>>, pr
                 }
                 st.pending = None;
                 let secs = started.elapsed().as_secs_f64();
-                match outcome {
+                // Every ending emits one tool.completed and records the choice; only a granted
+                // decision is responded to, and only a stop ends the run.
+                let (choice, error) = match outcome {
                     Some(Ok(decision)) => {
                         let mut f = vec![
                             ("choice", Py::str(&decision.choice)),
@@ -1201,50 +1203,25 @@ async fn run_engine(s: Arc<Shared>, cell: Arc<RunCell>, plan: Arc<Vec<Step>>, pr
                         }
                         em.emit("approval.responded", f).await;
                         let denied = decision.choice == "deny";
-                        em.emit(
-                            "tool.completed",
-                            vec![
-                                ("tool", Py::str(tool)),
-                                ("duration", Py::Float(secs)),
-                                ("error", Py::Bool(denied)),
-                            ],
-                        )
-                        .await;
-                        st.outputs.insert(
-                            step.id.clone(),
-                            json!({"choice": decision.choice, "error": denied}),
-                        );
+                        (decision.choice, denied)
                     }
-                    Some(Err(_)) => {
-                        em.emit(
-                            "tool.completed",
-                            vec![
-                                ("tool", Py::str(tool)),
-                                ("duration", Py::Float(secs)),
-                                ("error", Py::Bool(true)),
-                            ],
-                        )
-                        .await;
-                        st.outputs
-                            .insert(step.id.clone(), json!({"choice": "timeout", "error": true}));
-                    }
+                    Some(Err(_)) => ("timeout".to_string(), true),
                     None => {
-                        em.emit(
-                            "tool.completed",
-                            vec![
-                                ("tool", Py::str(tool)),
-                                ("duration", Py::Float(secs)),
-                                ("error", Py::Bool(true)),
-                            ],
-                        )
-                        .await;
-                        st.outputs.insert(
-                            step.id.clone(),
-                            json!({"choice": "cancelled", "error": true}),
-                        );
                         stopped = true;
+                        ("cancelled".to_string(), true)
                     }
-                }
+                };
+                em.emit(
+                    "tool.completed",
+                    vec![
+                        ("tool", Py::str(tool)),
+                        ("duration", Py::Float(secs)),
+                        ("error", Py::Bool(error)),
+                    ],
+                )
+                .await;
+                st.outputs
+                    .insert(step.id.clone(), json!({"choice": choice, "error": error}));
                 after_tool = true;
             }
             StepKind::Condition(c) => {
