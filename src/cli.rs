@@ -28,6 +28,11 @@ pub enum Command {
         #[command(subcommand)]
         what: CasesCmd,
     },
+    /// Be a system under test: speak `aocheck-sut/1` on stdin/stdout.
+    Sut {
+        #[command(subcommand)]
+        what: SutCmd,
+    },
     /// Make an Ed25519 key pair for signing reports (PEM files KEY and KEY.pub).
     Keygen {
         /// Where to write the private key (the public key goes to PATH.pub).
@@ -67,6 +72,16 @@ pub enum CasesCmd {
     Check { path: Option<PathBuf> },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum SutCmd {
+    /// The reference implementation, one executor generation per process.
+    Reference {
+        /// A deliberately broken variant (for checking the harness), e.g. `replay_unknown`.
+        #[arg(long, default_value = "conforming")]
+        variant: String,
+    },
+}
+
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// Case files or folder.
@@ -90,6 +105,13 @@ pub struct RunArgs {
     /// Sign the report with this Ed25519 private key (PEM).
     #[arg(long)]
     pub sign: Option<PathBuf>,
+    /// Judge this implementation through `aocheck-sut/1` (one process per executor generation,
+    /// crashes are SIGKILL), e.g. `--sut 'python3 examples/python-sut/sut.py'`.
+    #[arg(long, value_name = "COMMAND")]
+    pub sut: Option<String>,
+    /// Seconds each `aocheck-sut/1` request may take before the process is killed.
+    #[arg(long, default_value_t = 10)]
+    pub sut_timeout: u64,
 }
 
 async fn run_suite_cmd(a: RunArgs) -> u8 {
@@ -209,7 +231,32 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             StoreSpec::Postgres(u) => Some(format!("postgres:{u}")),
             StoreSpec::Sqlite(_) => None,
         },
+        sut: None,
     };
+    let mut opts = opts;
+    if let Some(command) = &a.sut {
+        if command.trim().is_empty() {
+            eprintln!(
+                "error: --sut: the command is empty; name the program that speaks aocheck-sut/1"
+            );
+            return exit::INVALID_INPUT;
+        }
+        if matches!(spec, StoreSpec::Memory) {
+            eprintln!(
+                "error: --sut with --store memory: processes cannot share a memory store; use sqlite (the default) or postgres:URL"
+            );
+            return exit::INVALID_INPUT;
+        }
+        opts.sut = Some(crate::sut::remote::ProcessSpec {
+            command: command.clone(),
+            timeout: std::time::Duration::from_secs(a.sut_timeout.max(1)),
+            dir: out.clone(),
+            postgres: match &spec {
+                StoreSpec::Postgres(u) => Some(u.clone()),
+                _ => None,
+            },
+        });
+    }
     let report = crate::runner::run_suite(&cases, store, &opts, &mut progress).await;
     if let Err(e) = write_reports(&report, &out, signing.as_ref()) {
         eprintln!("error: writing reports to {}: {e}", out.display());
@@ -284,6 +331,19 @@ pub fn write_reports(
 pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
+        Command::Sut {
+            what: SutCmd::Reference { variant },
+        } => match serde_json::from_value::<crate::sut::Variant>(serde_json::Value::String(
+            variant.clone(),
+        )) {
+            Ok(v) => crate::sut::serve::serve(v).await,
+            Err(_) => {
+                eprintln!(
+                    "error: --variant {variant:?}: use conforming, replay_unknown, retired_enters, rebind_account, release_on_timeout, restore_authority, overwrite_history, trust_unauthenticated or reset_unknown_to_queued"
+                );
+                exit::INVALID_INPUT
+            }
+        },
         Command::Cases {
             what: CasesCmd::Check { path },
         } => {

@@ -38,6 +38,7 @@ async fn suite_on(
         variant,
         connector_defect,
         repro_store: None,
+        sut: None,
     };
     run_suite(&cases, store, &opts, &mut |_| {}).await
 }

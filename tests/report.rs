@@ -57,6 +57,7 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
         variant: Variant::Conforming,
         connector_defect: None,
         repro_store: None,
+        sut: None,
     };
     let fresh = run_suite(&cases, store, &opts, &mut |_| {}).await;
     let fresh_v = redact(serde_json::to_value(&fresh).expect("json"));

@@ -37,6 +37,7 @@ async fn an_unexercised_case_is_a_harness_error(#[case] steps: &str, #[case] nee
         variant: Variant::Conforming,
         connector_defect: None,
         repro_store: None,
+        sut: None,
     };
     let r = run_case(store, &cases[0], &opts, &mut |_| {}).await;
     assert_eq!(

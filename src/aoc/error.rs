@@ -79,6 +79,8 @@ pub enum RefusalKind {
     InvalidInput { field: String, msg: String },
     /// Admission rules (seed 003).
     Admission { msg: String },
+    /// A refusal an implementation reported through `aocheck-sut/1` (its own words).
+    Reported { msg: String },
 }
 
 impl fmt::Display for RefusalKind {
@@ -142,6 +144,7 @@ impl fmt::Display for RefusalKind {
             RefusalKind::Unsupported { what } => write!(f, "unsupported: {what}"),
             RefusalKind::InvalidInput { field, msg } => write!(f, "invalid {field}: {msg}"),
             RefusalKind::Admission { msg } => write!(f, "admission: {msg}"),
+            RefusalKind::Reported { msg } => write!(f, "{msg}"),
         }
     }
 }

@@ -62,6 +62,9 @@ pub enum Step {
     },
     Crash {
         executor: String,
+        /// Kill only once a request is parked at this provider hold (crash during the request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_hold: Option<String>,
         #[serde(default)]
         expect: Expect,
     },
@@ -670,6 +673,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
     let mut current: Option<String> = None;
     let mut occurrences: BTreeSet<String> = BTreeSet::new();
     let mut submissions: BTreeSet<String> = BTreeSet::new();
+    let mut holds: BTreeSet<String> = BTreeSet::new();
     let mut actions: BTreeSet<String> = BTreeSet::new();
     for (i, s) in c.steps.iter().enumerate() {
         let at = |f: &str| format!("steps[{i}].{f}");
@@ -709,6 +713,20 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             Step::Join { executor, .. } | Step::Replace { executor, .. } => {
                 executors.insert(executor.clone());
                 current = Some(executor.clone());
+            }
+            Step::Crash {
+                executor,
+                at_hold: Some(h),
+                ..
+            } => {
+                need_exec(&Some(executor.clone()), &mut pending);
+                if !holds.contains(h) {
+                    pending.push((
+                        at("at_hold"),
+                        format!("no earlier provider_fault declares the hold {h:?}"),
+                        "declare it with {do: provider_fault, op: create, fault: {type: hold, name: …}}",
+                    ));
+                }
             }
             Step::Crash { executor, .. }
             | Step::LeaseRefresh { executor, .. }
@@ -822,6 +840,9 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 nth,
                 times,
             } => {
+                if let fake_payments::faults::Fault::Hold { name } = fault {
+                    holds.insert(name.clone());
+                }
                 let plan = fake_payments::faults::Plan {
                     rules: vec![fake_payments::faults::Rule {
                         op: *op,

@@ -112,6 +112,12 @@ pub struct CaseReport {
     pub bypass_paths: Vec<BypassPath>,
     pub composition: CompositionStatus,
     pub limits: Option<Limits>,
+    /// The implementation that answered (process runs only: `aocheck-sut/1` self-description).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<serde_json::Value>,
+    /// Every implementation process the case started, and how each ended (process runs only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sut_processes: Vec<String>,
     pub millis: u64,
     pub repro: String,
 }
@@ -136,6 +142,8 @@ impl CaseReport {
             bypass_paths: Vec::new(),
             composition: CompositionStatus::Supported,
             limits: None,
+            implementation: None,
+            sut_processes: Vec::new(),
             millis: 0,
             repro: String::new(),
         }

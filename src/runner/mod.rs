@@ -17,7 +17,9 @@ use crate::operator::connector::ConnectorDefect;
 use crate::operator::{Action, Connector, ConnectorError, OperatorResult};
 use crate::report::model::{CaseReport, Failure, FaultReport, OccurrenceReport, Verdict};
 use crate::store::AnyStore;
+use crate::sut::Sut;
 use crate::sut::reference::{ReferenceSut, SutError, Variant};
+use crate::sut::remote::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,6 +65,8 @@ pub struct RunOptions {
     pub connector_defect: Option<ConnectorDefect>,
     /// The `--store` argument a reproduction needs (`None`: the default SQLite store).
     pub repro_store: Option<String>,
+    /// Judge an implementation through `aocheck-sut/1` processes instead of in process.
+    pub sut: Option<ProcessSpec>,
 }
 
 fn sut_err(e: &SutError) -> String {
@@ -85,6 +89,11 @@ pub async fn run_case(
     report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
     if let Some(st) = &opts.repro_store {
         report.repro.push_str(&format!(" --store {st}"));
+    }
+    if let Some(spec) = &opts.sut {
+        report
+            .repro
+            .push_str(&format!(" --sut '{}'", spec.command.replace('\'', "'\\''")));
     }
     // A fresh provider per case.
     let mut pconfig = fake_payments::Config::example();
@@ -154,8 +163,39 @@ pub async fn run_case(
     report.bypass_paths = domain.bypass_paths().to_vec();
     report.composition = composition_status(domain.config().aadp);
     report.limits = Some(limits);
+    let sut = match &opts.sut {
+        None => Sut::Local(Box::new(ReferenceSut::new(domain, client, opts.variant))),
+        Some(spec) => {
+            let mut init = serde_json::Map::new();
+            init.insert(
+                "providers".into(),
+                serde_json::json!({"payments": {"base_url": base, "account": "acct_a", "api_key": "sk_test_a"}}),
+            );
+            init.insert("limits".into(), serde_json::json!(limits));
+            init.insert(
+                "domain".into(),
+                serde_json::json!({
+                    "id": domain.config().domain_id,
+                    "bypass_paths": domain.config().bypass_paths,
+                    "aadp": domain.config().aadp,
+                    "action_fence": domain.config().action_fence,
+                }),
+            );
+            init.insert("seed".into(), opts.seed.into());
+            match ProcessSut::start(spec.clone(), &case.id, init, clock.clone()).await {
+                Ok(p) => {
+                    report.implementation = Some(p.implementation(&spec.command));
+                    Sut::Process(Box::new(p))
+                }
+                Err(e) => {
+                    server.abort();
+                    return report.harness_error(e.to_string(), started);
+                }
+            }
+        }
+    };
     let mut world = World {
-        sut: ReferenceSut::new(domain, client, opts.variant),
+        sut,
         provider: provider.clone(),
         clock,
         occurrences: BTreeMap::new(),
@@ -163,6 +203,7 @@ pub async fn run_case(
         current: None,
         checker: Checker::default(),
         limits,
+        observe_error: None,
         operator: OperatorWorld {
             store: store_for_operator,
             hermes: None,
@@ -183,7 +224,30 @@ pub async fn run_case(
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
-    for (i, step) in case.steps.iter().enumerate() {
+    // A case that needs an operation the implementation does not list is never run partly.
+    if let Sut::Process(p) = &mut world.sut {
+        let missing: Vec<&str> = required_ops(case)
+            .into_iter()
+            .filter(|op| !p.supports(op))
+            .collect();
+        if !missing.is_empty() {
+            world.operator.unsupported = Some(format!(
+                "the implementation does not support {}: the case was not run",
+                missing.join(", ")
+            ));
+        } else if world.operator.unsupported.is_none() {
+            match p.describe_if_supported().await {
+                Ok(Some((c, b))) => {
+                    report.composition = c;
+                    report.bypass_paths = b;
+                }
+                Ok(None) => {}
+                Err(e) => harness = Some(format!("describe: {e}")),
+            }
+        }
+    }
+    let skip = world.operator.unsupported.is_some() || harness.is_some();
+    for (i, step) in case.steps.iter().enumerate().take_while(|_| !skip) {
         let result = world.perform(step).await;
         let expected = step
             .expect()
@@ -192,6 +256,7 @@ pub async fn run_case(
         let label = match &result {
             Ok(()) => "ok".to_string(),
             Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
+            Err(SutError::RefusedUnnamed(_)) => "refused (no requirement named)".to_string(),
             Err(e) => format!("error: {}", sut_err(e)),
         };
         emit(RunEvent::StepFinished {
@@ -217,6 +282,19 @@ pub async fn run_case(
                 msg: format!("{}: {m}", step.verb()),
             }),
             (_, Expected::Any) | (Ok(()), Expected::Ok) => {}
+            (Err(SutError::RefusedUnnamed(_)), Expected::Refused(None)) => {}
+            (Err(SutError::RefusedUnnamed(m)), Expected::Refused(Some(w))) => {
+                failures.push(Failure {
+                    requirement: w,
+                    step: Some(i),
+                    msg: format!("{}: expected a refusal under {w}; {m}", step.verb()),
+                })
+            }
+            (Err(SutError::RefusedUnnamed(m)), Expected::Ok) => failures.push(Failure {
+                requirement: primary(&case.requirements),
+                step: Some(i),
+                msg: format!("{}: {m}", step.verb()),
+            }),
             (Err(SutError::Refused(r)), Expected::Refused(want)) => {
                 if let Some(w) = want
                     && w != r.requirement
@@ -250,8 +328,13 @@ pub async fn run_case(
         for v in world.check().await {
             push_violation(&mut failures, v, i);
         }
+        if let Some(h) = world.observe_error.take() {
+            harness = Some(format!("steps[{i}] ({}): {h}", step.verb()));
+            break;
+        }
     }
     if harness.is_none()
+        && !skip
         && let Err(e) = world.sut.settle().await
     {
         match e {
@@ -263,9 +346,12 @@ pub async fn run_case(
             }),
         }
     }
-    if harness.is_none() {
+    if harness.is_none() && !skip {
         for v in world.check().await {
             push_violation(&mut failures, v, case.steps.len());
+        }
+        if let Some(h) = world.observe_error.take() {
+            harness = Some(h);
         }
         failures.extend(world.final_expectations(case).await);
     }
@@ -302,18 +388,41 @@ pub async fn run_case(
             }
         }
     }
-    for s in &case.steps {
+    for s in case.steps.iter().take_while(|_| !skip) {
         if let Step::OperatorKill { instance } = s {
             report.faults.push(FaultReport {
                 what: format!("kill connector {instance}"),
                 fired: true,
             });
         }
-        if let Step::Crash { executor, .. } = s {
-            report.faults.push(FaultReport {
-                what: format!("crash {executor}"),
-                fired: true,
-            });
+        if let Step::Crash {
+            executor, at_hold, ..
+        } = s
+        {
+            match at_hold {
+                None => report.faults.push(FaultReport {
+                    what: format!("crash {executor}"),
+                    fired: true,
+                }),
+                Some(hold) => {
+                    // The kill landed during the request only if the provider committed with
+                    // nobody left to answer.
+                    let landed = provider
+                        .ledger()
+                        .effects
+                        .iter()
+                        .any(|e| e.reply == fake_payments::ledger::Reply::ClientGone);
+                    report.faults.push(FaultReport {
+                        what: format!("crash {executor} while hold {hold} parks its request"),
+                        fired: landed,
+                    });
+                    if !landed {
+                        unfired.push(format!(
+                            "crash of {executor} at hold {hold}: no effect was committed after its sender died (no client_gone reply in the provider's ledger)"
+                        ));
+                    }
+                }
+            }
         }
         if let Step::Replace { executor, .. } = s {
             report.faults.push(FaultReport {
@@ -325,6 +434,10 @@ pub async fn run_case(
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
     report.checker_runs = world.checker.runs;
+    if let Sut::Process(p) = &mut world.sut {
+        p.shutdown().await;
+        report.sut_processes = p.processes.clone();
+    }
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
     // harness problem is then a consequence, kept in the report); otherwise an undecided case is
@@ -355,6 +468,55 @@ pub async fn run_case(
     report
 }
 
+/// The `aocheck-sut/1` operations a case needs (beyond `init`, `state` and `lane`, which every
+/// case needs).
+pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<&'static str> {
+    let mut out: std::collections::BTreeSet<&'static str> = ["state", "lane"].into();
+    for s in &case.steps {
+        let op = match s.verb().as_str() {
+            "join" => "join",
+            "replace" => "takeover",
+            "create" => "create",
+            "reserve" => "reserve",
+            "enter" => "enter",
+            "send" => "send",
+            "execute" => "execute",
+            "settle" => "settle",
+            "adopt" => "adopt",
+            "reconcile" => "reconcile",
+            "release" => "release",
+            "rebind" => "rebind",
+            "remedy" => "remedy",
+            "submit" => "submit",
+            "claim" => "claim",
+            "link" => "link",
+            "recover" => "recover",
+            "resolve_unknown" => "resolve_unknown",
+            "finish" => "finish",
+            "lease_refresh" => "lease_refresh",
+            "lease_release" => "lease_release",
+            "import" => "import",
+            "operator_invoke" => "invoke",
+            "operator_cancel" => "cancel",
+            "operator_delegate" => "delegate",
+            "operator_manifest" => "manifest",
+            // The connector's own durable binding is read for every operator step.
+            v if v.starts_with("operator_") || v.starts_with("hermes_") => "binding",
+            _ => continue,
+        };
+        out.insert(op);
+    }
+    if !case.expect.admissions.is_empty() {
+        out.insert("admission");
+    }
+    if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
+        out.insert("describe");
+    }
+    // Any delayed background work is finished by `settle` at the end of every case.
+    out.insert("settle");
+    out
+}
+
 fn primary(reqs: &[String]) -> Req {
     reqs.first()
         .and_then(|r| Req::parse(r))
@@ -378,7 +540,9 @@ fn push_violation(failures: &mut Vec<Failure>, v: Violation, step: usize) {
 }
 
 struct World {
-    sut: ReferenceSut,
+    sut: Sut,
+    /// Set when the implementation could not be observed after a step (a harness error).
+    observe_error: Option<String>,
     provider: fake_payments::Handle,
     clock: ManualClock,
     occurrences: BTreeMap<String, OccurrenceId>,
@@ -923,7 +1087,22 @@ impl World {
                 self.sut.replace(executor).await?;
                 self.current = Some(executor.clone());
             }
-            Step::Crash { executor, .. } => self.sut.crash(executor)?,
+            Step::Crash {
+                executor, at_hold, ..
+            } => {
+                // Synchronised with the provider: the request is parked, then the sender dies.
+                if let Some(hold) = at_hold
+                    && !self
+                        .provider
+                        .wait_parked(hold, 1, Duration::from_secs(10))
+                        .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "no request was parked at hold {hold:?} to crash during"
+                    )));
+                }
+                self.sut.crash(executor).await?
+            }
             Step::Create {
                 occurrence,
                 executor,
@@ -971,10 +1150,7 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.enter(&who, &o).await?;
-                if self.sut.has_permit(&who, &o) {
-                    self.sut.send(&who, &o, false).await?;
-                }
+                self.sut.execute(&who, &o).await?
             }
             Step::Settle { .. } => self.sut.settle().await?,
             Step::Adopt {
@@ -1096,7 +1272,7 @@ impl World {
             Step::Advance { ms } => self.clock.advance(*ms),
             Step::Submit { submission, .. } => {
                 let a = self.sut.submit(submission).await?;
-                self.submissions.insert(submission.clone(), a.id);
+                self.submissions.insert(submission.clone(), a);
             }
             Step::Claim {
                 submission,
@@ -1113,11 +1289,16 @@ impl World {
                     ))
                 };
                 match self.sut.claim(&who).await? {
-                    Some(a) if a.id == want => {}
+                    Some(a) if a == want => {}
                     Some(a) => {
+                        let label = self
+                            .submissions
+                            .iter()
+                            .find(|(_, id)| **id == a)
+                            .map(|(l, _)| l.clone())
+                            .unwrap_or_else(|| a.to_string());
                         return Err(wrong(format!(
-                            "claimed {:?} instead of {submission:?}",
-                            a.submission_key
+                            "claimed {label:?} instead of {submission:?}"
                         )));
                     }
                     None => return Err(wrong("nothing to claim".into())),
@@ -1165,12 +1346,7 @@ impl World {
             }
             Step::LeaseRefresh { executor, .. } => self.sut.lease_call(executor, false).await?,
             Step::LeaseRelease { executor, .. } => self.sut.lease_call(executor, true).await?,
-            Step::Import { .. } => {
-                self.sut
-                    .domain
-                    .import_from_other_domain(&[])
-                    .map_err(SutError::from)?;
-            }
+            Step::Import { .. } => self.sut.import().await?,
             Step::OperatorInvoke {
                 action,
                 objective,
@@ -1463,8 +1639,15 @@ impl World {
     async fn check(&mut self) -> Vec<Violation> {
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
-            let state = self.sut.state(id).await.map_err(|e| e.to_string());
-            let history = self.sut.history(id).await.unwrap_or_default();
+            let (state, history) = match self.sut.observe(id).await {
+                Ok(x) => x,
+                Err(SutError::Corrupt(m)) => (Err(m.clone()), Vec::new()),
+                Err(e) => {
+                    // Without the implementation's view nothing can be judged honestly.
+                    self.observe_error = Some(format!("cannot observe {label}: {e}"));
+                    return Vec::new();
+                }
+            };
             occs.push(Observed {
                 label: label.clone(),
                 id: id.to_string(),
@@ -1472,9 +1655,12 @@ impl World {
                 history,
             });
         }
-        let generation = match self.sut.domain.lease(self.sut.lane()).await {
-            Ok(Some(l)) => l.holder.generation,
-            _ => Default::default(),
+        let generation = match self.sut.lane_generation().await {
+            Ok(g) => crate::aoc::ids::Generation(g),
+            Err(e) => {
+                self.observe_error = Some(format!("cannot read the lane: {e}"));
+                return Vec::new();
+            }
         };
         let snap = Snapshot {
             occurrences: occs,
@@ -1607,7 +1793,7 @@ impl World {
         };
         let ledger = self.provider.ledger();
         for (label, e) in &case.expect.occurrences {
-            let Some(id) = self.occurrences.get(label) else {
+            let Some(id) = self.occurrences.get(label).cloned() else {
                 out.push(Failure {
                     requirement: primary(&case.requirements),
                     step: None,
@@ -1615,7 +1801,7 @@ impl World {
                 });
                 continue;
             };
-            let st = match self.sut.state(id).await {
+            let st = match self.sut.state(&id).await {
                 Ok(s) => s,
                 Err(err) => {
                     out.push(Failure {
@@ -1779,7 +1965,7 @@ impl World {
         }
         for (sub, want) in &case.expect.admissions {
             let got = match self.submissions.get(sub) {
-                Some(id) => match self.sut.domain.admission(id).await {
+                Some(id) => match self.sut.admission(&id.clone()).await {
                     Ok(a) => admission_label(&a.state),
                     Err(e) => format!("unreadable ({e})"),
                 },
@@ -1793,8 +1979,26 @@ impl World {
                 });
             }
         }
-        if let Some(want) = &case.expect.composition {
-            let got = match self.sut.domain.composition() {
+        let described =
+            if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
+                match self.sut.describe().await {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        out.push(Failure {
+                            requirement: pick(Req::R013),
+                            step: None,
+                            msg: format!("the implementation did not describe itself: {e}"),
+                        });
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+        if let Some(want) = &case.expect.composition
+            && let Some((composition, _)) = &described
+        {
+            let got = match composition {
                 CompositionStatus::Supported => "supported",
                 CompositionStatus::Unsupported { .. } => "unsupported",
             };
@@ -1807,7 +2011,8 @@ impl World {
             }
         }
         for kind in &case.expect.bypass_disclosed {
-            let disclosed = self.sut.domain.bypass_paths().iter().any(|b| {
+            let paths = described.as_ref().map(|d| d.1.as_slice()).unwrap_or(&[]);
+            let disclosed = paths.iter().any(|b| {
                 serde_json::to_value(b.kind)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
@@ -1927,10 +2132,10 @@ impl World {
         out
     }
 
-    async fn occurrence_reports(&self) -> Vec<OccurrenceReport> {
+    async fn occurrence_reports(&mut self) -> Vec<OccurrenceReport> {
         let ledger = self.provider.ledger();
         let mut out = Vec::new();
-        for (label, id) in &self.occurrences {
+        for (label, id) in &self.occurrences.clone() {
             let Ok(st) = self.sut.state(id).await else {
                 continue;
             };
@@ -2037,8 +2242,14 @@ pub async fn run_suite(
     let test_input_digest = crate::report::digest_of(&inputs)
         .map(|d| d.to_string())
         .unwrap_or_default();
-    let mut implementation = crate::sut::reference::implementation();
-    if opts.variant != Variant::Conforming {
+    let mut implementation = match &opts.sut {
+        Some(spec) => reports
+            .iter()
+            .find_map(|c| c.implementation.clone())
+            .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
+        None => crate::sut::reference::implementation(),
+    };
+    if opts.variant != Variant::Conforming && opts.sut.is_none() {
         implementation["variant"] = serde_json::to_value(opts.variant).unwrap_or_default();
     }
     Report {

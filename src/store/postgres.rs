@@ -50,6 +50,16 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// An error from a statement that commits: a server-side rejection is definite (and named); a
+/// lost connection leaves the commit unknown.
+fn ce(e: tokio_postgres::Error) -> StoreError {
+    if e.as_db_error().is_some() {
+        pe(e)
+    } else {
+        StoreError::commit(e)
+    }
+}
+
 fn pe(e: tokio_postgres::Error) -> StoreError {
     match e.code() {
         Some(c)
@@ -61,7 +71,16 @@ fn pe(e: tokio_postgres::Error) -> StoreError {
                 what: e.to_string(),
             }
         }
-        _ => StoreError::backend(e),
+        // "db error" alone says nothing: keep the server's message, detail and code.
+        _ => match e.as_db_error() {
+            Some(db) => StoreError::backend(format!(
+                "{} ({}){}",
+                db.message(),
+                db.code().code(),
+                db.detail().map(|d| format!(": {d}")).unwrap_or_default()
+            )),
+            None => StoreError::backend(e),
+        },
     }
 }
 
@@ -125,7 +144,7 @@ impl PostgresStore {
                 .map_err(pe)?;
             }
         }
-        tx.commit().await.map_err(StoreError::commit)
+        tx.commit().await.map_err(ce)
     }
 
     /// Creates the benchmark's bare table (outside the domain schema).
@@ -145,6 +164,26 @@ impl PostgresStore {
             .map_err(pe)?;
         c.execute(&stmt, &[&key]).await.map_err(pe)?;
         Ok(())
+    }
+
+    /// Test-only (the `overwrite_history` broken variant): rewrites one stored entry's body in
+    /// place, keeping its digest, as a defective implementation would. Never used by the domain.
+    pub async fn tamper_entry_for_tests(
+        &self,
+        ns: &str,
+        occ: &OccurrenceId,
+        seq: u64,
+        body: String,
+    ) -> Result<bool, StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        let n = c
+            .execute(
+                "UPDATE entries SET body = $1 WHERE ns = $2 AND occurrence = $3 AND seq = $4",
+                &[&body, &ns, &occ.as_str(), &(seq as i64)],
+            )
+            .await
+            .map_err(pe)?;
+        Ok(n == 1)
     }
 
     /// Removes every row of one namespace (test isolation; never used by the domain).
@@ -424,7 +463,7 @@ impl Store for PostgresStore {
             AcquireMode::Replace => "replace",
         };
         put_lease(&tx, ns, &next, Some(m)).await?;
-        tx.commit().await.map_err(StoreError::commit)?;
+        tx.commit().await.map_err(ce)?;
         Ok(next)
     }
 
@@ -443,7 +482,7 @@ impl Store for PostgresStore {
         let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
         let next = lease::refresh(cur.as_ref(), holder, now, ttl_ms).map_err(StoreError::Lease)?;
         put_lease(&tx, ns, &next, None).await?;
-        tx.commit().await.map_err(StoreError::commit)?;
+        tx.commit().await.map_err(ce)?;
         Ok(next)
     }
 
@@ -456,7 +495,7 @@ impl Store for PostgresStore {
         let cur = get_lease(&tx, ns, &holder.lane.0, true).await?;
         let next = lease::release(cur.as_ref(), holder).map_err(StoreError::Lease)?;
         put_lease(&tx, ns, &next, None).await?;
-        tx.commit().await.map_err(StoreError::commit)?;
+        tx.commit().await.map_err(ce)?;
         Ok(next)
     }
 
@@ -493,7 +532,7 @@ impl Store for PostgresStore {
                 ],
             )
             .await
-            .map_err(StoreError::commit)?
+            .map_err(ce)?
             .get(0);
         match out.split_once(':').unwrap_or((out.as_str(), "")) {
             ("created", _) => Ok(CreateResult::Created),
@@ -598,7 +637,7 @@ impl Store for PostgresStore {
                 ],
             )
             .await
-            .map_err(StoreError::commit)?
+            .map_err(ce)?
             .get(0);
         match out.split_once(':').unwrap_or((out.as_str(), "")) {
             ("ok", _) => Ok(()),
@@ -698,7 +737,7 @@ impl Store for PostgresStore {
         )
         .await
         .map_err(pe)?;
-        tx.commit().await.map_err(StoreError::commit)?;
+        tx.commit().await.map_err(ce)?;
         Ok(a)
     }
 
@@ -717,7 +756,7 @@ impl Store for PostgresStore {
         let next = admission::start(head, fence.holder.generation, &fence.holder.executor)
             .map_err(StoreError::Admission)?;
         put_admission(&tx, ns, &next).await?;
-        tx.commit().await.map_err(StoreError::commit)?;
+        tx.commit().await.map_err(ce)?;
         Ok(Some(next))
     }
 
@@ -738,7 +777,7 @@ impl Store for PostgresStore {
             });
         }
         put_admission(&tx, ns, &next).await?;
-        tx.commit().await.map_err(StoreError::commit)
+        tx.commit().await.map_err(ce)
     }
 
     async fn admission_get(

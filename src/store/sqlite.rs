@@ -105,6 +105,28 @@ impl SqliteStore {
         .map_err(|e| StoreError::backend(format!("blocking task: {e}")))?
     }
 
+    /// Test-only (the `overwrite_history` broken variant): rewrites one stored entry's body in
+    /// place, keeping its digest, as a defective implementation would. Never used by the domain.
+    pub async fn tamper_entry_for_tests(
+        &self,
+        ns: &str,
+        occ: &OccurrenceId,
+        seq: u64,
+        body: String,
+    ) -> Result<bool, StoreError> {
+        let (ns, occ) = (ns.to_string(), occ.to_string());
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE entries SET body = ?1 WHERE ns = ?2 AND occurrence = ?3 AND seq = ?4",
+                    params![body, ns, occ, seq as i64],
+                )
+                .map_err(be)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
     /// Creates the benchmark's bare table (outside the domain schema).
     pub async fn prepare_bench(&self) -> Result<(), StoreError> {
         self.write(|tx| {

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Which implementation: the conforming reference, or one deliberately broken variant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Variant {
     #[default]
@@ -69,6 +69,9 @@ pub enum SutError {
     /// The implementation answered, but not as the step requires.
     #[error("{1}")]
     Mismatch(crate::aoc::Req, String),
+    /// An implementation refused (through the protocol) without naming the requirement.
+    #[error("{0}")]
+    RefusedUnnamed(String),
 }
 
 impl From<DomainError> for SutError {
@@ -109,7 +112,7 @@ pub struct ReferenceSut {
     executors: HashMap<String, Exec>,
     intents: HashMap<OccurrenceId, Intent>,
     variant: Variant,
-    background: Vec<tokio::task::JoinHandle<Result<(), SutError>>>,
+    background: Vec<(String, tokio::task::JoinHandle<Result<(), SutError>>)>,
 }
 
 fn domain_defect(v: Variant) -> Option<Defect> {
@@ -205,6 +208,12 @@ impl ReferenceSut {
         e.alive = false;
         e.tokens.clear();
         e.permits.clear();
+        // Its in-flight requests die with it (the provider sees the connection go).
+        for (who, t) in &self.background {
+            if who == name {
+                t.abort();
+            }
+        }
         Ok(())
     }
 
@@ -382,7 +391,7 @@ impl ReferenceSut {
             Ok::<(), SutError>(())
         };
         if background {
-            self.background.push(tokio::spawn(job));
+            self.background.push((name.to_string(), tokio::spawn(job)));
             Ok(())
         } else {
             job.await
@@ -391,9 +400,11 @@ impl ReferenceSut {
 
     /// Waits for every background send to finish.
     pub async fn settle(&mut self) -> Result<(), SutError> {
-        for t in std::mem::take(&mut self.background) {
+        for (_, t) in std::mem::take(&mut self.background) {
             match t.await {
                 Ok(r) => r?,
+                // Killed with its executor: nothing to wait for.
+                Err(e) if e.is_cancelled() => {}
                 Err(e) => return Err(SutError::Harness(format!("background send failed: {e}"))),
             }
         }
@@ -589,9 +600,6 @@ impl ReferenceSut {
 
 /// The OverwriteHistory defect: re-seal the last entry with a changed body in place.
 async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result<(), SutError> {
-    let AnyStore::Memory(m) = &**domain.store() else {
-        return Ok(());
-    };
     let hist = domain.history(occ).await?;
     let Some(first_observed) = hist
         .iter()
@@ -603,7 +611,24 @@ async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result
     if let EntryBody::Observed { evidence, .. } = &mut forged.body {
         evidence.authenticated = !evidence.authenticated;
     }
-    m.tamper_entry(&domain.config().domain_id, occ, forged.seq as usize, forged);
+    let ns = &domain.config().domain_id;
+    let body = serde_json::to_string(&forged.body).map_err(|e| SutError::Harness(e.to_string()))?;
+    let store_err = |e: crate::store::StoreError| SutError::Harness(e.to_string());
+    match &**domain.store() {
+        AnyStore::Memory(m) => {
+            m.tamper_entry(ns, occ, forged.seq as usize, forged);
+        }
+        AnyStore::Sqlite(s) => {
+            s.tamper_entry_for_tests(ns, occ, forged.seq, body)
+                .await
+                .map_err(store_err)?;
+        }
+        AnyStore::Postgres(p) => {
+            p.tamper_entry_for_tests(ns, occ, forged.seq, body)
+                .await
+                .map_err(store_err)?;
+        }
+    }
     Ok(())
 }
 

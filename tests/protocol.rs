@@ -1,0 +1,236 @@
+//! The harness judges an implementation it did not write through `aocheck-sut/1` exactly as it
+//! judges its own: the reference, run as one process per executor generation with real SIGKILLs,
+//! passes the AOC suite on SQLite and PostgreSQL; its broken variants are caught through the
+//! protocol; an implementation that lacks operations, hangs or garbles gets `unsupported` or
+//! `harness_error`, never `pass`.
+
+use aocheck::aoc::Req;
+use aocheck::report::model::{Report, Verdict};
+use aocheck::runner::{RunOptions, run_suite};
+use aocheck::store::AnyStore;
+use aocheck::sut::Variant;
+use aocheck::sut::remote::ProcessSpec;
+use rstest::rstest;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn reference(variant: &str) -> String {
+    format!(
+        "'{}' sut reference --variant {variant}",
+        env!("CARGO_BIN_EXE_aocheck")
+    )
+}
+
+async fn run(
+    command: &str,
+    only: &[&str],
+    postgres: Option<String>,
+    timeout: Duration,
+) -> (Report, tempfile::TempDir) {
+    let (mut cases, defects) = aocheck::case::load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cases")
+            .as_path(),
+    );
+    assert!(defects.is_empty(), "{defects:?}");
+    if !only.is_empty() {
+        cases.retain(|c| only.contains(&c.case.id.as_str()));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The harness's own store holds nothing of the implementation's; it still needs one.
+    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    let opts = RunOptions {
+        run_id: format!("protocol-{}", uuid::Uuid::new_v4().simple()),
+        seed: 7,
+        variant: Variant::Conforming,
+        connector_defect: None,
+        repro_store: None,
+        sut: Some(ProcessSpec {
+            command: command.into(),
+            timeout,
+            dir: dir.path().into(),
+            postgres,
+        }),
+    };
+    (run_suite(&cases, store, &opts, &mut |_| {}).await, dir)
+}
+
+fn assert_reference_passes(r: &Report) {
+    assert_eq!(r.implementation["name"], "aocheck-reference");
+    assert_eq!(r.implementation["protocol"], "aocheck-sut/1");
+    for c in &r.cases {
+        if c.id.starts_with("HERMES-") {
+            // The operator connector is not yet behind the protocol: never a pass.
+            assert_eq!(c.verdict, Verdict::Unsupported, "{}", c.id);
+            assert!(
+                c.unsupported.as_deref().unwrap_or("").contains("invoke")
+                    || c.unsupported.as_deref().unwrap_or("").contains("delegate"),
+                "{}: {:?}",
+                c.id,
+                c.unsupported
+            );
+            assert_eq!(c.checker_runs, 0, "{}: an unsupported case ran", c.id);
+            continue;
+        }
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness
+        );
+        assert!(c.checker_runs > 0);
+        assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
+    }
+    // Crashes really were SIGKILLs of separate processes, and successors were new processes.
+    for id in [
+        "AOC-CASE-002",
+        "AOC-CASE-003",
+        "AOCHECK-KILL-01",
+        "SEED003-B",
+    ] {
+        let c = r.cases.iter().find(|c| c.id == id).expect("case");
+        assert!(
+            c.sut_processes
+                .iter()
+                .any(|p| p.starts_with("e1-") && p.ends_with("killed with SIGKILL")),
+            "{id}: {:?}",
+            c.sut_processes
+        );
+        assert!(c.sut_processes.iter().any(|p| p.starts_with("e2-")), "{id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_passes_through_the_protocol_on_sqlite() {
+    let (r, dir) = run(&reference("conforming"), &[], None, Duration::from_secs(10)).await;
+    assert_reference_passes(&r);
+    // Each process's stderr is kept in the run folder, and the store is a real file.
+    let case_dir = dir.path().join("sut").join("AOC-CASE-002");
+    assert!(case_dir.join("store.db").exists());
+    let log = std::fs::read_to_string(case_dir.join("e2-2.stderr")).expect("stderr captured");
+    assert!(log.contains("executor e2 ready"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_passes_through_the_protocol_on_postgres() {
+    let Ok(url) = std::env::var("AOCHECK_TEST_POSTGRES_URL") else {
+        eprintln!("AOCHECK_TEST_POSTGRES_URL unset: the PostgreSQL arm was skipped");
+        return;
+    };
+    let (r, _dir) = run(
+        &reference("conforming"),
+        &[],
+        Some(url),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_reference_passes(&r);
+}
+
+#[rstest]
+#[case::replay_unknown("replay_unknown", "AOCHECK-KILL-01", Req::R010)]
+#[case::retired_enters("retired_enters", "AOC-CASE-005", Req::R006)]
+#[case::rebind_account("rebind_account", "AOC-CASE-007", Req::R010)]
+#[case::release_on_timeout("release_on_timeout", "AOC-CASE-003", Req::R008)]
+#[case::restore_authority("restore_authority", "AOC-CASE-011", Req::R012)]
+#[case::overwrite_history("overwrite_history", "AOC-CASE-001", Req::R004)]
+#[case::trust_unauthenticated("trust_unauthenticated", "AOC-CASE-009", Req::R009)]
+#[case::reset_unknown_to_queued("reset_unknown_to_queued", "SEED003-B", Req::R005)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_variant_is_caught_through_the_protocol(
+    #[case] variant: &str,
+    #[case] case: &str,
+    #[case] req: Req,
+) {
+    let (r, _dir) = run(&reference(variant), &[case], None, Duration::from_secs(10)).await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{variant} was not caught by {case}: {:?} {:?}",
+        c.failures,
+        c.harness
+    );
+    assert!(
+        c.failures.iter().any(|f| f.requirement == req),
+        "{variant} failed {case} but not for {req}: {:?}",
+        c.failures
+    );
+    assert_eq!(r.exit_code(), 1);
+}
+
+/// A scripted implementation: answers `init` listing `OPS`, then behaves per `MODE`.
+const SCRIPT: &str = r#"
+import json, sys, time
+mode, ops = sys.argv[1], sys.argv[2].split(",")
+for line in sys.stdin:
+    req = json.loads(line)
+    if req["op"] == "init":
+        out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/1", "name": "scripted", "version": "0", "operations": ops}}
+    elif mode == "hang":
+        time.sleep(60)
+        continue
+    elif mode == "garble":
+        sys.stdout.write("this is not json\n"); sys.stdout.flush(); continue
+    elif mode == "exit":
+        sys.stderr.write("scripted: giving up on purpose\n"); sys.exit(3)
+    else:
+        out = {"id": req["id"], "error": {"kind": "internal", "message": "not implemented"}}
+    sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush()
+"#;
+
+fn scripted(dir: &Path, mode: &str, ops: &str) -> String {
+    let path = dir.join("scripted.py");
+    std::fs::write(&path, SCRIPT).expect("write script");
+    format!("python3 '{}' {mode} {ops}", path.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_operations_make_cases_unsupported_never_pass() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (r, _dir) = run(
+        &scripted(tmp.path(), "answer", "state,lane,join,create,settle"),
+        &["AOC-CASE-001", "SEED003-A"],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    for c in &r.cases {
+        assert_eq!(c.verdict, Verdict::Unsupported, "{}: {:?}", c.id, c.harness);
+        let why = c.unsupported.clone().unwrap_or_default();
+        assert!(why.contains("reserve") || why.contains("submit"), "{why}");
+        assert_eq!(c.checker_runs, 0);
+    }
+    assert_eq!(r.implementation["name"], "scripted");
+    assert_ne!(r.exit_code(), 0);
+}
+
+#[rstest]
+#[case::hang("hang", "no response to `")]
+#[case::garble("garble", "this is not json")]
+#[case::exit("exit", "giving up on purpose")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misbehaving_implementation_is_a_harness_error_quoting_it(
+    #[case] mode: &str,
+    #[case] quoted: &str,
+) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let all = aocheck::sut::serve::OPERATIONS.join(",");
+    let started = std::time::Instant::now();
+    let (r, _dir) = run(
+        &scripted(tmp.path(), mode, &all),
+        &["AOC-CASE-001"],
+        None,
+        Duration::from_secs(1),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    let h = c.harness.clone().unwrap_or_default();
+    assert!(h.contains(quoted), "{h}");
+    // Bounded by the per-request deadline, not by the script's 60 s sleep.
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
