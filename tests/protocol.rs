@@ -169,7 +169,7 @@ mode, ops = sys.argv[1], sys.argv[2].split(",")
 for line in sys.stdin:
     req = json.loads(line)
     if req["op"] == "init":
-        out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/1", "name": "scripted", "version": "0", "operations": ops}}
+        out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/0" if mode == "version" else "aocheck-sut/1", "name": "scripted", "version": "0", "operations": ops}}
     elif mode == "hang":
         time.sleep(60)
         continue
@@ -212,6 +212,7 @@ async fn missing_operations_make_cases_unsupported_never_pass() {
 #[case::hang("hang", "no response to `")]
 #[case::garble("garble", "this is not json")]
 #[case::exit("exit", "giving up on purpose")]
+#[case::version("version", "\"aocheck-sut/0\", aocheck speaks aocheck-sut/1")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misbehaving_implementation_is_a_harness_error_quoting_it(
     #[case] mode: &str,

@@ -1,0 +1,540 @@
+#!/usr/bin/env python3
+"""A minimal AOC executor speaking aocheck-sut/1, in Python with the standard library only.
+
+One process is one executor generation. Everything durable lives in the SQLite file named by
+`init` (store.path): the lane's lease (generation fence), each occurrence's request and binding,
+and its append-only history, chained by SHA-256 over RFC 8785 JSON. A successor process opens the
+same file, takes the lane over (a higher generation), adopts what it finds, and never sends an
+entered occurrence's request again.
+
+It talks to fake-payments: the Idempotency-Key is the occurrence id, every response's Ed25519 tag
+is verified against the published key, and only verified, exactly bound, mapped statuses decide an
+outcome. Anything else is recorded as missing knowledge.
+
+Run it through aocheck:  aocheck run --sut 'python3 examples/python-sut/sut.py'
+"""
+
+import base64
+import hashlib
+import json
+import os
+import sqlite3
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ed25519_verify import verify  # noqa: E402
+
+PROTOCOL = "aocheck-sut/1"
+LANE = "lane-1"
+OPERATIONS = [
+    "join", "takeover", "create", "reserve", "enter", "send", "execute", "settle",
+    "adopt", "reconcile", "release", "state", "lane",
+]
+# MissingKnowledge flags in aocheck's order (the history must re-serialise byte for byte).
+FLAG_ORDER = [
+    "unauthenticated", "unbound_attempt", "unmapped", "not_found", "beyond_retention",
+    "incomplete_listing", "stale", "http_status_only", "transport", "undecodable",
+    "conflicting", "no_entry_recorded", "composition_unsupported",
+]
+
+
+def log(msg):
+    sys.stderr.write("python-sut: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def canonical(value):
+    """RFC 8785 for what this executor hashes: no floats, ASCII keys."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class Refused(Exception):
+    def __init__(self, requirement, message):
+        super().__init__(message)
+        self.requirement = requirement
+
+
+class Invalid(Exception):
+    pass
+
+
+class Executor:
+    def __init__(self, init):
+        self.name = init["executor"]["name"]
+        self.generation = None
+        store = init["store"]
+        if store.get("kind") != "sqlite":
+            raise Invalid("this example keeps its state in SQLite only; run aocheck with the SQLite store")
+        self.path = store["path"]
+        self.domain = (init.get("domain") or {}).get("id") or init.get("case") or "default"
+        pay = init["providers"]["payments"]
+        self.base, self.account, self.api_key = pay["base_url"], pay["account"], pay["api_key"]
+        self.now = init.get("now", 0)
+        self.lock = threading.Lock()
+        self.background = []
+        self.permits = {}  # occurrence -> attempt this process entered (memory: dies with it)
+        self.db = self.connect()
+        with self.db:
+            self.db.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS lease (lane TEXT PRIMARY KEY, executor TEXT, generation INTEGER);
+                CREATE TABLE IF NOT EXISTS occurrences (
+                    id TEXT PRIMARY KEY, creation_key TEXT UNIQUE, body TEXT, binding TEXT,
+                    binding_digest TEXT, request_digest TEXT);
+                CREATE TABLE IF NOT EXISTS entries (
+                    occurrence TEXT, seq INTEGER, prev TEXT, digest TEXT, body TEXT,
+                    PRIMARY KEY (occurrence, seq));
+                """
+            )
+        key_doc = self.get_json("/v1/provider-key")
+        self.public = base64.b64decode(key_doc["public_key"])
+        self.key_id = "ed25519:" + hashlib.sha256(self.public).hexdigest()[:16]
+        self.profile = self.get_json("/v1/profile")["profile"]
+
+    def connect(self):
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        return db
+
+    # ---- provider ----
+
+    def get_json(self, path):
+        with urllib.request.urlopen(self.base + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def call(self, method, path, body=None, key=None):
+        """Returns (status, raw bytes, tag header, request digest) or raises OSError."""
+        digest = sha256(canonical({"body": body, "method": method, "path": path}))
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.api_key)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if key is not None:
+            req.add_header("Idempotency-Key", key)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read(), r.headers.get("x-fake-signature"), digest
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), e.headers.get("x-fake-signature"), digest
+
+    def verified(self, status, raw, tag, request_digest):
+        if not tag:
+            return False
+        try:
+            fields = dict(part.strip().split("=", 1) for part in tag.split(";"))
+            sig = base64.b64decode(fields["sig"])
+            body = json.loads(raw)
+        except (ValueError, KeyError):
+            return False
+        if fields.get("keyid") != self.key_id or fields.get("account") != self.account:
+            return False
+        if fields.get("request-digest") != request_digest:
+            return False
+        message = canonical({"account": self.account, "body": body,
+                             "request_digest": request_digest, "status": status})
+        return verify(self.public, message, sig)
+
+    def evidence(self, occ, kind, result, listing):
+        """The provider's answer (or its absence) as aocheck evidence and its interpretation."""
+        binding = json.loads(occ["binding"])
+        expected = {
+            "profile_id": binding["profile_id"], "profile_version": binding["profile_version"],
+            "account": binding["account"], "environment": binding["environment"],
+            "request_digest": binding["request_digest"], "native_key": binding["native_key"],
+            "provider_ref": None,
+        }
+        ev = {"source": "payments.get", "kind": kind, "observed_at": self.now,
+              "authenticated": False, "bound_to": expected}
+        missing = []
+        if isinstance(result, Exception):
+            ev["native"] = {"type": "transport", "detail": str(result)}
+            ev["native_digest"] = sha256(b"")
+            return ev, {"class": None, "proves_no_effect": False,
+                        "missing": [{"flag": "unauthenticated"}, {"flag": "transport"}]}
+        status, raw, tag, request_digest = result
+        ev["native_digest"] = sha256(raw)
+        ev["authenticated"] = self.verified(status, raw, tag, request_digest)
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+        obj = None
+        if doc is None:
+            ev["native"] = {"type": "undecodable"}
+            missing.append({"flag": "undecodable"})
+        elif listing and status == 200:
+            found = (doc.get("data") or [None])[0]
+            obj = found
+            ev["native"] = {"type": "listing", "complete": bool(doc.get("complete")),
+                            "found": found.get("status") if found else None}
+            if found is None:
+                missing.append({"flag": "not_found"})
+        elif 200 <= status < 300 and isinstance(doc.get("status"), str):
+            obj = doc
+            ev["native"] = {"type": "status", "label": doc["status"]}
+        elif status == 402 and isinstance(doc.get("error", {}).get("payment"), dict):
+            obj = doc["error"]["payment"]
+            ev["native"] = {"type": "status", "label": obj.get("status", "declined")}
+        elif status == 404:
+            ev["native"] = {"type": "not_found"}
+            missing.append({"flag": "not_found"})
+        else:
+            ev["native"] = {"type": "http_error", "status": status}
+            missing.append({"flag": "http_status_only", "status": status})
+        if obj is not None:
+            ev["bound_to"] = {
+                "profile_id": expected["profile_id"], "profile_version": expected["profile_version"],
+                "account": obj.get("account", expected["account"]),
+                "environment": obj.get("environment", expected["environment"]),
+                "request_digest": obj.get("request_digest", expected["request_digest"]),
+                "native_key": obj.get("idempotency_key", expected["native_key"]),
+                "provider_ref": obj.get("id"),
+            }
+        if not ev["authenticated"]:
+            missing.append({"flag": "unauthenticated"})
+        bound = ev["bound_to"]
+        if obj is not None and any(bound[k] != expected[k] for k in
+                                   ("account", "environment", "request_digest", "native_key")):
+            missing.append({"flag": "unbound_attempt"})
+        label = ev["native"].get("label") or ev["native"].get("found")
+        cls, no_effect = None, False
+        if label is not None:
+            mapping = self.profile["mapping"].get(label)
+            if mapping is None:
+                missing.append({"flag": "unmapped", "label": label})
+            elif not missing:
+                cls, no_effect = mapping["class"], mapping["proves_no_effect"]
+        missing.sort(key=lambda m: FLAG_ORDER.index(m["flag"]))
+        return ev, {"class": cls, "proves_no_effect": no_effect, "missing": missing}
+
+    # ---- durable state ----
+
+    def history(self, occ_id, db=None):
+        rows = (db or self.db).execute(
+            "SELECT seq, prev, digest, body FROM entries WHERE occurrence = ? ORDER BY seq",
+            (occ_id,)).fetchall()
+        return [{"seq": s, "prev": p, "digest": d, "body": json.loads(b)} for s, p, d, b in rows]
+
+    def append(self, db, occ_id, body):
+        """Seals one entry onto the chain, inside the caller's transaction."""
+        last = db.execute("SELECT seq, digest FROM entries WHERE occurrence = ? ORDER BY seq DESC LIMIT 1",
+                          (occ_id,)).fetchone()
+        seq, prev = (0, None) if last is None else (last[0] + 1, last[1])
+        digest = sha256(canonical({"seq": seq, "prev": prev, "body": body}))
+        db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?)",
+                   (occ_id, seq, prev, digest, json.dumps(body)))
+        return {"seq": seq, "digest": digest}
+
+    def fold(self, occ_id, db):
+        """What the history says: owner generation, phase, attempt, reference."""
+        st = {"owner": None, "phase": None, "attempt": None, "ref": None}
+        for e in self.history(occ_id, db):
+            b = e["body"]
+            t = b["type"]
+            if t == "created":
+                st["owner"], st["phase"] = b["generation"], "created"
+            elif t == "reserved":
+                st["owner"], st["phase"] = b["generation"], "reserved"
+            elif t == "adopted":
+                st["owner"] = b["to_generation"]
+            elif t == "entered":
+                st["phase"], st["attempt"] = "entered", b["attempt"]
+            elif t == "acknowledged":
+                st["phase"], st["ref"] = "acknowledged", b["provider_ref"]
+            elif t == "resolved":
+                st["phase"] = "resolved"
+            elif t == "released":
+                st["phase"] = "released"
+        return st
+
+    def occurrence(self, db, occ_id):
+        row = db.execute("SELECT id, body, binding, binding_digest, request_digest FROM occurrences WHERE id = ?",
+                         (occ_id,)).fetchone()
+        if row is None:
+            raise Invalid("no occurrence %r" % occ_id)
+        return dict(zip(("id", "body", "binding", "binding_digest", "request_digest"), row))
+
+    def begin(self):
+        db = self.connect()
+        db.execute("BEGIN IMMEDIATE")
+        return db
+
+    def fence(self, db):
+        """AOC-REQ-006: only the lane's current generation writes."""
+        row = db.execute("SELECT generation FROM lease WHERE lane = ?", (LANE,)).fetchone()
+        if self.generation is None or row is None or row[0] != self.generation:
+            raise Refused("AOC-REQ-006", "generation %s is not the lane's current one (%s)"
+                          % (self.generation, row and row[0]))
+
+    def owner(self, st):
+        if self.generation < st["owner"]:
+            raise Refused("AOC-REQ-006", "retired generation %s; the owner is %s" % (self.generation, st["owner"]))
+        if self.generation > st["owner"]:
+            raise Refused("AOC-REQ-005", "generation %s must adopt (read) the occurrence first" % self.generation)
+
+    def tx(self, fn):
+        with self.lock:
+            db = self.begin()
+            try:
+                out = fn(db)
+                db.execute("COMMIT")
+                return out
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            finally:
+                db.close()
+
+    # ---- operations ----
+
+    def op_join(self, f):
+        def run(db):
+            row = db.execute("SELECT generation FROM lease WHERE lane = ?", (LANE,)).fetchone()
+            if row is not None:
+                raise Refused("AOC-REQ-006", "the lane is held by generation %s" % row[0])
+            db.execute("INSERT INTO lease VALUES (?, ?, 1)", (LANE, self.name))
+            return 1
+        self.generation = self.tx(run)
+        return {"generation": self.generation}
+
+    def op_takeover(self, f):
+        def run(db):
+            row = db.execute("SELECT generation FROM lease WHERE lane = ?", (LANE,)).fetchone()
+            gen = (row[0] if row else 0) + 1
+            db.execute("INSERT OR REPLACE INTO lease VALUES (?, ?, ?)", (LANE, self.name, gen))
+            return gen
+        self.generation = self.tx(run)
+        return {"generation": self.generation}
+
+    def op_create(self, f):
+        key = f["key"]
+        amount = f.get("amount", 1250)
+        metadata = {"simulate": f["simulate"]} if f.get("simulate") else {}
+        body = {"amount": amount, "currency": "eur", "description": "aocheck occurrence", "metadata": metadata}
+        request_digest = sha256(canonical({"body": body, "method": "POST", "path": "/v1/payments"}))
+
+        def run(db):
+            self.fence(db)
+            row = db.execute("SELECT id FROM occurrences WHERE creation_key = ?", (key,)).fetchone()
+            if row is not None:
+                return row[0]  # AOC-REQ-002: the same creation binding is the same occurrence
+            occ_id = "occ_" + uuid.uuid4().hex
+            binding = {
+                "profile_id": self.profile["id"], "profile_version": self.profile["version"],
+                "account": self.account, "environment": self.profile["environments"][0],
+                "request_digest": request_digest, "key_rule": self.profile["key_rule"],
+                "native_key": occ_id, "status_source": "payments.get",
+            }
+            db.execute("INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?)",
+                       (occ_id, key, json.dumps(body), json.dumps(binding),
+                        sha256(canonical(binding)), request_digest))
+            self.append(db, occ_id, {
+                "type": "created", "occurrence": occ_id, "domain": self.domain, "lane": LANE,
+                "generation": self.generation,
+                "creation_binding": sha256(canonical({"key": key, "request_digest": request_digest})),
+                "request_digest": request_digest,
+                "labels": {"retry_id": None, "task_id": None, "grant_id": None, "action_digest": None,
+                           "aadp_request_id": None, "bcr_operation_id": None},
+                "remedy_of": None, "at": self.now,
+            })
+            return occ_id
+        return {"occurrence": self.tx(run)}
+
+    def op_reserve(self, f):
+        def run(db):
+            self.fence(db)
+            occ = self.occurrence(db, f["occurrence"])
+            st = self.fold(occ["id"], db)
+            self.owner(st)
+            if st["phase"] == "released":
+                raise Refused("AOC-REQ-008", "released: its tombstone refuses any reuse")
+            if st["phase"] != "created":
+                raise Refused("AOC-REQ-010", "already %s" % st["phase"])
+            self.append(db, occ["id"], {
+                "type": "reserved", "generation": self.generation, "binding": json.loads(occ["binding"]),
+                "binding_digest": occ["binding_digest"], "amount": f.get("amount", 1250),
+                "owner_token_digest": sha256(uuid.uuid4().bytes), "at": self.now,
+            })
+        self.tx(run)
+        return {}
+
+    def op_enter(self, f):
+        def run(db):
+            self.fence(db)
+            occ = self.occurrence(db, f["occurrence"])
+            st = self.fold(occ["id"], db)
+            if st["phase"] == "released":
+                raise Refused("AOC-REQ-008", "released: never entered, never to be entered")
+            if st["phase"] in ("entered", "acknowledged", "resolved"):
+                raise Refused("AOC-REQ-010", "already entered the provider; it never enters again")
+            self.owner(st)
+            if st["phase"] != "reserved":
+                raise Refused("AOC-REQ-010", "not reserved")
+            attempt = "att_" + uuid.uuid4().hex
+            self.append(db, occ["id"], {"type": "entered", "generation": self.generation,
+                                        "attempt": attempt, "binding_digest": occ["binding_digest"],
+                                        "at": self.now})
+            return attempt
+        self.permits[f["occurrence"]] = self.tx(run)
+        return {}
+
+    def record(self, occ_id, kind, result, listing):
+        """Appends what the provider said; resolves on an authenticated, bound, terminal class."""
+        def run(db):
+            occ = self.occurrence(db, occ_id)
+            st = self.fold(occ_id, db)
+            ev, interp = self.evidence(occ, kind, result, listing)
+            ref = ev["bound_to"]["provider_ref"]
+            if interp["class"] is not None and ref and st["phase"] == "entered":
+                self.append(db, occ_id, {"type": "acknowledged", "attempt": st["attempt"],
+                                         "provider_ref": ref, "at": self.now})
+                st["phase"] = "acknowledged"
+            seen = self.append(db, occ_id, {"type": "observed", "evidence": ev, "interpretation": interp,
+                                            "submitted_by": self.name, "at": self.now})
+            terminal = interp["class"] in ("success", "not_accepted", "final_failure")
+            if terminal and st["phase"] in ("entered", "acknowledged"):
+                if interp["class"] == "final_failure":
+                    outcome = {"class": "final_failure", "no_effect": interp["proves_no_effect"]}
+                else:
+                    outcome = {"class": interp["class"]}
+                self.append(db, occ_id, {"type": "resolved", "outcome": outcome, "evidence": [seen],
+                                         "at": self.now})
+        self.tx(run)
+
+    def send(self, occ_id):
+        attempt = self.permits.get(occ_id)
+        if attempt is None:
+            raise Invalid("this process holds no entry permit for %s" % occ_id)
+        occ = self.occurrence(self.db, occ_id)
+        try:
+            result = self.call("POST", "/v1/payments", json.loads(occ["body"]), key=occ_id)
+        except OSError as e:
+            result = e
+        self.record(occ_id, {"type": "response", "attempt": attempt}, result, False)
+
+    def op_send(self, f):
+        if f.get("background"):
+            t = threading.Thread(target=self.send, args=(f["occurrence"],), daemon=True)
+            t.start()
+            self.background.append(t)
+        else:
+            self.send(f["occurrence"])
+        return {}
+
+    def op_execute(self, f):
+        self.op_enter(f)
+        self.send(f["occurrence"])
+        return {}
+
+    def op_settle(self, f):
+        for t in self.background:
+            t.join()
+        self.background = []
+        return {}
+
+    def op_adopt(self, f):
+        def run(db):
+            self.fence(db)
+            occ = self.occurrence(db, f["occurrence"])
+            st = self.fold(occ["id"], db)
+            if self.generation > st["owner"] and st["phase"] not in ("resolved", "released"):
+                self.append(db, occ["id"], {"type": "adopted", "from_generation": st["owner"],
+                                            "to_generation": self.generation, "executor": self.name,
+                                            "owner_token_digest": sha256(uuid.uuid4().bytes),
+                                            "at": self.now})
+        self.tx(run)
+        return {}
+
+    def op_reconcile(self, f):
+        occ_id = f["occurrence"]
+        st = self.fold(occ_id, self.db)
+        occ = self.occurrence(self.db, occ_id)
+        try:
+            if st["ref"]:
+                result, listing = self.call("GET", "/v1/payments/" + st["ref"]), False
+            else:
+                result, listing = self.call("GET", "/v1/payments?idempotency_key=" + occ_id), True
+        except OSError as e:
+            result, listing = e, False
+        self.record(occ_id, {"type": "status_query"}, result, listing)
+        return {}
+
+    def op_release(self, f):
+        reason = f.get("reason", "predecessor_never_entered")
+
+        def run(db):
+            self.fence(db)
+            occ = self.occurrence(db, f["occurrence"])
+            st = self.fold(occ["id"], db)
+            if st["phase"] not in ("created", "reserved"):
+                raise Refused("AOC-REQ-008", "%s: only a never-entered occurrence is released" % st["phase"])
+            self.owner(st)
+            self.append(db, occ["id"], {"type": "released", "generation": self.generation,
+                                        "reason": reason, "at": self.now})
+        self.tx(run)
+        return {}
+
+    def op_state(self, f):
+        return {"history": self.history(f["occurrence"])}
+
+    def op_lane(self, f):
+        row = self.db.execute("SELECT generation FROM lease WHERE lane = ?", (LANE,)).fetchone()
+        return {"generation": row[0] if row else None}
+
+
+def error(kind, message, requirement=None, definite=True):
+    e = {"kind": kind, "message": message, "outcome": "definite" if definite else "indefinite"}
+    if requirement:
+        e["requirement"] = requirement
+    return e
+
+
+def main():
+    executor = None
+    out = sys.stdout
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            rid, op = req["id"], req["op"]
+        except (ValueError, KeyError) as e:
+            log("not a request (%s): %r" % (e, line[:200]))
+            return 3
+        try:
+            if op == "init":
+                if req.get("protocol") != PROTOCOL:
+                    raise Invalid("protocol %r; this executor speaks %s" % (req.get("protocol"), PROTOCOL))
+                executor = Executor(req)
+                log("executor %s ready" % executor.name)
+                reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
+                                           "version": "0.1.0", "operations": OPERATIONS}}
+            elif executor is None:
+                raise Invalid("%s before init" % op)
+            elif op not in OPERATIONS:
+                reply = {"id": rid, "error": error("unsupported", "%s is not implemented" % op)}
+            else:
+                executor.now = req.get("now", executor.now)
+                reply = {"id": rid, "ok": getattr(executor, "op_" + op)(req)}
+        except Refused as r:
+            reply = {"id": rid, "error": error("refused", str(r), r.requirement)}
+        except Invalid as e:
+            reply = {"id": rid, "error": error("invalid", str(e))}
+        except Exception as e:  # an unexpected failure: the outcome is not known
+            log("%s failed: %r" % (op, e))
+            reply = {"id": rid, "error": error("internal", repr(e), definite=False)}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
