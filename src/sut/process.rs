@@ -3,13 +3,17 @@
 //! is killed, and SIGKILL on demand for crash faults. A hung, crashing or garbling implementation
 //! becomes a typed [`CallError`] quoting what it did, never a hung harness.
 
-use super::protocol::{self, MAX_LINE, Pending, Request, SutFailure, Violation};
+use super::protocol::{self, MAX_LINE, Request, SutFailure, Violation};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::oneshot;
 
 /// What the implementation said about itself in answer to `init`.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,7 +24,7 @@ pub struct Hello {
     pub operations: Vec<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     #[error("the implementation broke the protocol on `{op}`: {violation}")]
     Violation { op: String, violation: Violation },
@@ -40,15 +44,46 @@ pub enum CallError {
     Version { got: String },
 }
 
-/// A running implementation process.
+type Reply = Result<Result<Value, SutFailure>, CallError>;
+
+/// Why the process stopped answering.
+#[derive(Clone, Debug)]
+enum Death {
+    Exited { status: String, tail: String },
+    Violation(Violation),
+}
+
 #[derive(Debug)]
-pub struct SutProcess {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pending: Pending,
+struct Inner {
+    child: tokio::sync::Mutex<Child>,
+    pid: AtomicU32,
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    waiting: Mutex<HashMap<u64, (String, oneshot::Sender<Reply>)>>,
+    next: AtomicU64,
+    death: Mutex<Option<Death>>,
+    killed: AtomicBool,
     timeout: Duration,
     stderr_path: PathBuf,
+}
+
+/// Kills the process when the last handle goes (the reader task alone keeps nothing alive).
+#[derive(Debug)]
+struct KillOnDrop(Arc<Inner>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.0.child.try_lock() {
+            let _ = c.start_kill();
+        }
+    }
+}
+
+/// A running implementation process. Cheap to clone; requests may be in flight concurrently
+/// (each waits for its own `id`), which a background operation needs.
+#[derive(Debug, Clone)]
+pub struct SutProcess {
+    inner: Arc<Inner>,
+    _guard: Arc<KillOnDrop>,
 }
 
 fn tail(path: &Path, lines: usize) -> String {
@@ -57,8 +92,115 @@ fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
+impl Inner {
+    fn error_for(&self, op: &str, d: &Death) -> CallError {
+        match d {
+            Death::Exited { status, tail } => CallError::Exited {
+                op: op.into(),
+                status: status.clone(),
+                tail: tail.clone(),
+            },
+            Death::Violation(v) => CallError::Violation {
+                op: op.into(),
+                violation: v.clone(),
+            },
+        }
+    }
+
+    /// Records why the process is gone and fails every request still waiting.
+    fn die(&self, d: Death) {
+        if let Ok(mut g) = self.death.lock()
+            && g.is_none()
+        {
+            *g = Some(d.clone());
+        }
+        let waiting: Vec<(String, oneshot::Sender<Reply>)> = match self.waiting.lock() {
+            Ok(mut w) => w.drain().map(|(_, x)| x).collect(),
+            Err(_) => Vec::new(),
+        };
+        for (op, tx) in waiting {
+            let _ = tx.send(Err(self.error_for(&op, &d)));
+        }
+    }
+
+    async fn exit_status(&self) -> String {
+        let mut c = self.child.lock().await;
+        let status = match tokio::time::timeout(Duration::from_secs(2), c.wait()).await {
+            Ok(Ok(s)) => s.to_string(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => {
+                let _ = c.start_kill();
+                "closed its stdout but kept running; killed".into()
+            }
+        };
+        self.pid.store(0, Ordering::SeqCst);
+        if self.killed.load(Ordering::SeqCst) {
+            format!("killed by aocheck with SIGKILL, {status}")
+        } else {
+            status
+        }
+    }
+
+    async fn kill(&self) -> std::io::Result<()> {
+        self.killed.store(true, Ordering::SeqCst);
+        let mut c = self.child.lock().await;
+        c.start_kill()?;
+        c.wait().await?;
+        self.pid.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Reads responses and hands each to the request waiting for its id.
+async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
+    loop {
+        match protocol::read_line(&mut stdout, MAX_LINE).await {
+            Ok(Ok(Some(line))) => {
+                let parsed = protocol::parse_response(&line);
+                let r = match parsed {
+                    Ok(r) => r,
+                    Err(v) => {
+                        let _ = inner.kill().await;
+                        inner.die(Death::Violation(v));
+                        return;
+                    }
+                };
+                let waiter = inner.waiting.lock().ok().and_then(|mut w| w.remove(&r.id));
+                match waiter {
+                    Some((_, tx)) => {
+                        let _ = tx.send(Ok(r.result));
+                    }
+                    None => {
+                        let _ = inner.kill().await;
+                        inner.die(Death::Violation(Violation::UnknownId {
+                            id: r.id,
+                            quote: String::from_utf8_lossy(&line[..line.len().min(200)])
+                                .into_owned(),
+                        }));
+                        return;
+                    }
+                }
+            }
+            Ok(Err(v)) => {
+                let _ = inner.kill().await;
+                inner.die(Death::Violation(v));
+                return;
+            }
+            Ok(Ok(None)) | Err(_) => {
+                let status = inner.exit_status().await;
+                inner.die(Death::Exited {
+                    status,
+                    tail: tail(&inner.stderr_path, 20),
+                });
+                return;
+            }
+        }
+    }
+}
+
 impl SutProcess {
     /// Starts `command` (run by `sh -c exec …`, so the kill reaches the implementation itself).
+    /// Needs a Tokio runtime (a reader task is spawned).
     pub fn spawn(command: &str, stderr_path: &Path, timeout: Duration) -> Result<Self, CallError> {
         let spawn_err = |reason: String| CallError::Spawn {
             command: command.into(),
@@ -87,39 +229,35 @@ impl SutProcess {
             .stdout
             .take()
             .ok_or_else(|| spawn_err("no stdout pipe".into()))?;
-        Ok(SutProcess {
-            child,
-            stdin,
-            stdout: BufReader::new(stdout),
-            pending: Pending::default(),
+        let inner = Arc::new(Inner {
+            pid: AtomicU32::new(child.id().unwrap_or(0)),
+            child: tokio::sync::Mutex::new(child),
+            stdin: tokio::sync::Mutex::new(stdin),
+            waiting: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(0),
+            death: Mutex::new(None),
+            killed: AtomicBool::new(false),
             timeout,
             stderr_path: stderr_path.into(),
+        });
+        tokio::spawn(read_responses(inner.clone(), BufReader::new(stdout)));
+        Ok(SutProcess {
+            _guard: Arc::new(KillOnDrop(inner.clone())),
+            inner,
         })
     }
 
-    async fn exited(&mut self, op: &str) -> CallError {
-        let status = match tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await {
-            Ok(Ok(s)) => s.to_string(),
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => {
-                let _ = self.child.start_kill();
-                "closed its stdout but kept running; killed".into()
-            }
-        };
-        CallError::Exited {
-            op: op.into(),
-            status,
-            tail: tail(&self.stderr_path, 20),
-        }
+    fn dead(&self, op: &str) -> Option<CallError> {
+        let d = self.inner.death.lock().ok().and_then(|g| g.clone())?;
+        Some(self.inner.error_for(op, &d))
     }
 
     /// Sends one request and waits for its response (or the deadline).
-    pub async fn call(
-        &mut self,
-        op: &str,
-        fields: Map<String, Value>,
-    ) -> Result<Result<Value, SutFailure>, CallError> {
-        let id = self.pending.issue();
+    pub async fn call(&self, op: &str, fields: Map<String, Value>) -> Reply {
+        if let Some(e) = self.dead(op) {
+            return Err(e);
+        }
+        let id = self.inner.next.fetch_add(1, Ordering::SeqCst) + 1;
         let req = Request {
             id,
             op: op.into(),
@@ -127,55 +265,44 @@ impl SutProcess {
         };
         let mut line = serde_json::to_vec(&req).map_err(|e| CallError::Io(e.to_string()))?;
         line.push(b'\n');
-        if self.stdin.write_all(&line).await.is_err() || self.stdin.flush().await.is_err() {
-            return Err(self.exited(op).await);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut w) = self.inner.waiting.lock() {
+            w.insert(id, (op.to_string(), tx));
         }
         let started = std::time::Instant::now();
-        let read = tokio::time::timeout(
-            self.timeout,
-            protocol::read_line(&mut self.stdout, MAX_LINE),
-        )
-        .await;
-        match read {
+        let written = {
+            let mut stdin = self.inner.stdin.lock().await;
+            stdin.write_all(&line).await.is_ok() && stdin.flush().await.is_ok()
+        };
+        if !written {
+            // The reader sees the exit and fails this request with the status and stderr.
+            return match tokio::time::timeout(Duration::from_secs(3), rx).await {
+                Ok(Ok(r)) => r,
+                _ => Err(CallError::Io(format!(
+                    "cannot write `{op}`: stdin is closed"
+                ))),
+            };
+        }
+        match tokio::time::timeout(self.inner.timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(self
+                .dead(op)
+                .unwrap_or_else(|| CallError::Io(format!("`{op}` was abandoned")))),
             Err(_) => {
-                self.pending.abandon(id);
+                if let Ok(mut w) = self.inner.waiting.lock() {
+                    w.remove(&id);
+                }
                 let _ = self.kill().await;
                 Err(CallError::NoResponse {
                     op: op.into(),
                     millis: started.elapsed().as_millis(),
                 })
             }
-            Ok(Err(e)) => Err(CallError::Io(e.to_string())),
-            Ok(Ok(Err(violation))) => {
-                let _ = self.kill().await;
-                Err(CallError::Violation {
-                    op: op.into(),
-                    violation,
-                })
-            }
-            Ok(Ok(Ok(None))) => Err(self.exited(op).await),
-            Ok(Ok(Ok(Some(line)))) => match self.pending.accept(&line) {
-                Ok(r) if r.id == id => Ok(r.result),
-                Ok(_) => Err(CallError::Violation {
-                    op: op.into(),
-                    violation: Violation::UnknownId {
-                        id,
-                        quote: String::from_utf8_lossy(&line).into_owned(),
-                    },
-                }),
-                Err(violation) => {
-                    let _ = self.kill().await;
-                    Err(CallError::Violation {
-                        op: op.into(),
-                        violation,
-                    })
-                }
-            },
         }
     }
 
     /// The handshake: `init` with the given fields; checks the protocol version.
-    pub async fn init(&mut self, mut fields: Map<String, Value>) -> Result<Hello, CallError> {
+    pub async fn init(&self, mut fields: Map<String, Value>) -> Result<Hello, CallError> {
         fields.insert("protocol".into(), protocol::PROTOCOL.into());
         let bad = |reason: String| CallError::Violation {
             op: "init".into(),
@@ -209,15 +336,17 @@ impl SutProcess {
         })
     }
 
-    /// SIGKILL, then reap.
-    pub async fn kill(&mut self) -> std::io::Result<()> {
-        self.child.start_kill()?;
-        self.child.wait().await.map(|_| ())
+    /// SIGKILL, then reap. Requests still waiting fail as `Exited`.
+    pub async fn kill(&self) -> std::io::Result<()> {
+        self.inner.kill().await
     }
 
     /// The OS process id (None once reaped).
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        match self.inner.pid.load(Ordering::SeqCst) {
+            0 => None,
+            p => Some(p),
+        }
     }
 }
 
@@ -241,6 +370,9 @@ for line in sys.stdin:
         sys.stdout.write("this is not json\n"); sys.stdout.flush(); continue
     elif mode == "die":
         print("fatal: giving up", file=sys.stderr, flush=True); sys.exit(7)
+    elif mode == "twice":
+        out = {"id": req["id"], "ok": {}}
+        sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush(); continue
     elif mode == "refuse":
         out = {"id": req["id"], "error": {"kind": "refused", "requirement": "AOC-REQ-010", "message": "no", "outcome": "definite"}}
     else:
@@ -266,7 +398,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn a_handshake_and_a_call_round_trip_and_stderr_is_captured() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "echo", 10_000);
+        let p = start(dir.path(), "echo", 10_000);
         let hello = p.init(Map::new()).await.expect("init");
         assert_eq!(hello.name, "scripted");
         assert_eq!(hello.operations, vec!["state".to_string()]);
@@ -286,9 +418,56 @@ for line in sys.stdin:
     }
 
     #[tokio::test]
+    async fn a_second_answer_to_one_request_is_a_violation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = start(dir.path(), "twice", 10_000);
+        p.init(Map::new()).await.expect("init");
+        // The second answer to the first request kills the process: the next call says why.
+        let _ = p.call("state", Map::new()).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let e = p.call("state", Map::new()).await.expect_err("violation");
+        assert!(
+            matches!(
+                e,
+                CallError::Violation {
+                    violation: Violation::UnknownId { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_each_get_their_own_answer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = start(dir.path(), "echo", 10_000);
+        p.init(Map::new()).await.expect("init");
+        let (a, b) = tokio::join!(
+            p.call("state", fields(serde_json::json!({"n": 1}))),
+            p.call("lane", fields(serde_json::json!({"n": 2})))
+        );
+        assert_eq!(a.expect("a").expect("ok")["echo"]["n"], 1);
+        assert_eq!(b.expect("b").expect("ok")["echo"]["n"], 2);
+    }
+
+    #[tokio::test]
+    async fn a_kill_fails_the_requests_in_flight() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = start(dir.path(), "hang", 10_000);
+        p.init(Map::new()).await.expect("init");
+        let q = p.clone();
+        let waiting = tokio::spawn(async move { q.call("invoke", Map::new()).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p.kill().await.expect("kill");
+        let e = waiting.await.expect("join").expect_err("killed");
+        assert!(e.to_string().contains("killed by aocheck"), "{e}");
+    }
+
+    #[tokio::test]
     async fn a_typed_refusal_is_returned_as_such() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "refuse", 10_000);
+        let p = start(dir.path(), "refuse", 10_000);
         p.init(Map::new()).await.expect("init");
         let f = p
             .call("execute", Map::new())
@@ -303,7 +482,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn a_hung_implementation_is_killed_at_the_deadline() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "hang", 500);
+        let p = start(dir.path(), "hang", 500);
         p.init(Map::new()).await.expect("init");
         let started = std::time::Instant::now();
         let e = p
@@ -318,7 +497,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn garbage_on_stdout_is_a_violation_quoting_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "garble", 10_000);
+        let p = start(dir.path(), "garble", 10_000);
         p.init(Map::new()).await.expect("init");
         let e = p.call("execute", Map::new()).await.expect_err("violation");
         assert!(e.to_string().contains("this is not json"), "{e}");
@@ -327,7 +506,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn an_exit_is_reported_with_status_and_stderr_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "die", 10_000);
+        let p = start(dir.path(), "die", 10_000);
         p.init(Map::new()).await.expect("init");
         let e = p.call("execute", Map::new()).await.expect_err("exited");
         let text = e.to_string();
@@ -341,7 +520,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn another_protocol_version_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "old", 10_000);
+        let p = start(dir.path(), "old", 10_000);
         let e = p.init(Map::new()).await.expect_err("version");
         assert!(matches!(e, CallError::Version { .. }), "{e}");
         assert!(e.to_string().contains("aocheck-sut/0"));
@@ -350,7 +529,7 @@ for line in sys.stdin:
     #[tokio::test]
     async fn sigkill_ends_the_implementation_itself() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut p = start(dir.path(), "echo", 10_000);
+        let p = start(dir.path(), "echo", 10_000);
         p.init(Map::new()).await.expect("init");
         let pid = p.pid().expect("pid");
         p.kill().await.expect("kill");

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::BTreeSet;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 pub const PROTOCOL: &str = "aocheck-sut/1";
@@ -156,40 +155,6 @@ pub fn parse_response(line: &[u8]) -> Result<Response, Violation> {
     }
 }
 
-/// The requests still waiting for a response.
-#[derive(Debug, Default)]
-pub struct Pending {
-    next: u64,
-    waiting: BTreeSet<u64>,
-}
-
-impl Pending {
-    /// A new request id, now waiting.
-    pub fn issue(&mut self) -> u64 {
-        self.next += 1;
-        self.waiting.insert(self.next);
-        self.next
-    }
-    /// Accepts a response line: it must answer a waiting request, once.
-    pub fn accept(&mut self, line: &[u8]) -> Result<Response, Violation> {
-        let r = parse_response(line)?;
-        if !self.waiting.remove(&r.id) {
-            return Err(Violation::UnknownId {
-                id: r.id,
-                quote: quote(line),
-            });
-        }
-        Ok(r)
-    }
-    /// Gives up on a request (its deadline passed).
-    pub fn abandon(&mut self, id: u64) {
-        self.waiting.remove(&id);
-    }
-    pub fn is_waiting(&self, id: u64) -> bool {
-        self.waiting.contains(&id)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,65 +206,5 @@ mod tests {
         let text = v.to_string();
         assert!(text.contains(needle), "{text}");
         assert!(text.contains(&quote(line)), "{text}");
-    }
-
-    #[test]
-    fn responses_pair_with_waiting_requests_once() {
-        let mut p = Pending::default();
-        let a = p.issue();
-        let b = p.issue();
-        assert_ne!(a, b);
-        let rb = p
-            .accept(format!(r#"{{"id":{b},"ok":{{}}}}"#).as_bytes())
-            .expect("b");
-        assert_eq!(rb.id, b);
-        // A second answer to b, and an answer to an id never issued, are violations.
-        assert!(matches!(
-            p.accept(format!(r#"{{"id":{b},"ok":{{}}}}"#).as_bytes()),
-            Err(Violation::UnknownId { .. })
-        ));
-        assert!(matches!(
-            p.accept(br#"{"id":99,"ok":{}}"#),
-            Err(Violation::UnknownId { .. })
-        ));
-        assert!(p.is_waiting(a));
-        p.abandon(a);
-        assert!(matches!(
-            p.accept(format!(r#"{{"id":{a},"ok":{{}}}}"#).as_bytes()),
-            Err(Violation::UnknownId { .. })
-        ));
-    }
-
-    #[tokio::test]
-    async fn lines_are_read_within_the_bound() {
-        let data = b"{\"id\":1,\"ok\":{}}\nsecond\nlast-without-newline".to_vec();
-        let mut r = tokio::io::BufReader::with_capacity(4, data.as_slice());
-        let l1 = read_line(&mut r, 64).await.expect("io").expect("ok");
-        assert_eq!(l1.as_deref(), Some(b"{\"id\":1,\"ok\":{}}".as_slice()));
-        let l2 = read_line(&mut r, 64).await.expect("io").expect("ok");
-        assert_eq!(l2.as_deref(), Some(b"second".as_slice()));
-        let l3 = read_line(&mut r, 64).await.expect("io").expect("ok");
-        assert_eq!(l3.as_deref(), Some(b"last-without-newline".as_slice()));
-        assert_eq!(read_line(&mut r, 64).await.expect("io").expect("ok"), None);
-    }
-
-    #[tokio::test]
-    async fn an_overlong_line_is_a_violation_not_an_allocation() {
-        let data = vec![b'x'; 10_000];
-        let mut r = tokio::io::BufReader::with_capacity(64, data.as_slice());
-        let v = read_line(&mut r, 1_000)
-            .await
-            .expect("io")
-            .expect_err("too long");
-        match v {
-            Violation::LineTooLong { quote } => assert!(quote.len() <= QUOTE + 4, "{quote}"),
-            other => panic!("{other:?}"),
-        }
-        // Exactly at the bound is fine.
-        let mut data = vec![b'y'; 1_000];
-        data.push(b'\n');
-        let mut r = tokio::io::BufReader::with_capacity(64, data.as_slice());
-        let l = read_line(&mut r, 1_000).await.expect("io").expect("ok");
-        assert_eq!(l.map(|l| l.len()), Some(1_000));
     }
 }

@@ -142,7 +142,7 @@ impl ProcessSut {
         n: u64,
     ) -> Result<(SutProcess, Hello), SutError> {
         let log = case_dir.join(format!("{name}-{n}.stderr"));
-        let mut p = SutProcess::spawn(&spec.command, &log, spec.timeout)
+        let p = SutProcess::spawn(&spec.command, &log, spec.timeout)
             .map_err(|e| call_error(name, e))?;
         let mut fields = init.clone();
         fields.insert("executor".into(), json!({"name": name, "generation": n}));
@@ -249,7 +249,7 @@ impl ProcessSut {
 
     /// SIGKILL: the process and everything in its memory die now.
     pub async fn crash(&mut self, name: &str) -> Result<(), SutError> {
-        let mut e = self
+        let e = self
             .executors
             .remove(name)
             .ok_or_else(|| SutError::Harness(format!("no executor {name:?} to kill")))?;
@@ -457,7 +457,7 @@ impl ProcessSut {
 
     /// Kills every process (the end of a case).
     pub async fn shutdown(&mut self) {
-        for (_, mut e) in std::mem::take(&mut self.executors) {
+        for (_, e) in std::mem::take(&mut self.executors) {
             let _ = e.process.kill().await;
         }
         let _ = self.observer.kill().await;
