@@ -60,46 +60,40 @@ fn assert_reference_passes(r: &Report) {
     assert_eq!(r.implementation["name"], "aocheck-reference");
     assert_eq!(r.implementation["protocol"], "aocheck-sut/1");
     for c in &r.cases {
-        if c.id.starts_with("HERMES-") {
-            // The operator connector is not yet behind the protocol: never a pass.
-            assert_eq!(c.verdict, Verdict::Unsupported, "{}", c.id);
-            assert!(
-                c.unsupported.as_deref().unwrap_or("").contains("invoke")
-                    || c.unsupported.as_deref().unwrap_or("").contains("delegate"),
-                "{}: {:?}",
-                c.id,
-                c.unsupported
-            );
-            assert_eq!(c.checker_runs, 0, "{}: an unsupported case ran", c.id);
-            continue;
-        }
         assert_eq!(
             c.verdict,
             Verdict::Pass,
-            "{}: {:?} {:?}",
+            "{}: {:?} {:?} {:?}",
             c.id,
             c.failures,
-            c.harness
+            c.harness,
+            c.unsupported
         );
         assert!(c.checker_runs > 0);
         assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
     }
     // Crashes really were SIGKILLs of separate processes, and successors were new processes.
-    for id in [
-        "AOC-CASE-002",
-        "AOC-CASE-003",
-        "AOCHECK-KILL-01",
-        "SEED003-B",
+    for (id, killed, successor) in [
+        ("AOC-CASE-002", "e1-", "e2-"),
+        ("AOC-CASE-003", "e1-", "e2-"),
+        ("AOCHECK-KILL-01", "e1-", "e2-"),
+        ("SEED003-B", "e1-", "e2-"),
+        ("HERMES-VERIFY-04", "p1-", "p2-"),
+        ("HERMES-VERIFY-10", "p1-", "p2-"),
     ] {
         let c = r.cases.iter().find(|c| c.id == id).expect("case");
         assert!(
             c.sut_processes
                 .iter()
-                .any(|p| p.starts_with("e1-") && p.ends_with("killed with SIGKILL")),
+                .any(|p| p.starts_with(killed) && p.ends_with("killed with SIGKILL")),
             "{id}: {:?}",
             c.sut_processes
         );
-        assert!(c.sut_processes.iter().any(|p| p.starts_with("e2-")), "{id}");
+        assert!(
+            c.sut_processes.iter().any(|p| p.starts_with(successor)),
+            "{id}: {:?}",
+            c.sut_processes
+        );
     }
 }
 
@@ -160,6 +154,37 @@ async fn each_broken_variant_is_caught_through_the_protocol(
         c.failures
     );
     assert_eq!(r.exit_code(), 1);
+}
+
+#[rstest]
+#[case::steal_expired_claim("steal_expired_claim", "HERMES-VERIFY-04", Req::R010)]
+#[case::five_xx_is_failed("five_xx_is_failed", "HERMES-VERIFY-04", Req::R009)]
+#[case::stopping_is_cancelled("stopping_is_cancelled", "HERMES-VERIFY-06", Req::R011)]
+#[case::replay_unknown_start("replay_unknown_start", "HERMES-VERIFY-04", Req::R010)]
+#[case::approval_replay("approval_replay", "HERMES-VERIFY-05", Req::R010)]
+#[case::accept_prose("accept_prose", "HERMES-VERIFY-09", Req::R011)]
+#[case::identity_in_args("identity_in_args", "HERMES-VERIFY-08", Req::R003)]
+#[case::manifest_without_approval("manifest_without_approval", "HERMES-VERIFY-01", Req::R009)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_connector_defect_is_caught_through_the_protocol(
+    #[case] defect: &str,
+    #[case] case: &str,
+    #[case] req: Req,
+) {
+    let (r, _dir) = run(&reference(defect), &[case], None, Duration::from_secs(10)).await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{defect} was not caught by {case}: {:?} {:?}",
+        c.failures,
+        c.harness
+    );
+    assert!(
+        c.failures.iter().any(|f| f.requirement == req),
+        "{defect} failed {case} but not for {req}: {:?}",
+        c.failures
+    );
 }
 
 /// A scripted implementation: answers `init` listing `OPS`, then behaves per `MODE`.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How a result reads for AIP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultStatus {
     Completed,
@@ -25,7 +25,7 @@ pub enum ResultStatus {
 }
 
 /// An operator result, returned under the invoking Action's id.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct OperatorResult {
     pub action_id: String,
     pub status: ResultStatus,
@@ -33,10 +33,11 @@ pub struct OperatorResult {
     pub error: Option<ConnectorError>,
 }
 
-/// Deliberately broken connectors for the harness's own tests (`tests/broken.rs`). Never
-/// reachable from the command line or a configuration.
+/// Deliberately broken connectors for the harness's own tests (`tests/broken.rs`,
+/// `tests/protocol.rs`). Reachable only as `aocheck sut reference --variant NAME`, which exists to
+/// show that the harness catches each defect; never from a configuration.
 #[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectorDefect {
     /// Steals an expired unbound claim and starts again.

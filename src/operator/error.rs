@@ -2,10 +2,10 @@
 //! errors are never retryable; an outcome-unknown error says an external mutation may have
 //! happened.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ErrorCode {
     /// Policy denial, changed-input reuse of an Action id, a missing source binding.
     OperatorPolicy,
@@ -45,6 +45,32 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    pub const ALL: [ErrorCode; 18] = [
+        ErrorCode::OperatorPolicy,
+        ErrorCode::OperatorState,
+        ErrorCode::OperatorOutcomeUnknown,
+        ErrorCode::ApprovalOutcomeUnknown,
+        ErrorCode::CancellationOutcomeUnknown,
+        ErrorCode::OperatorStartRejected,
+        ErrorCode::OperatorFailed,
+        ErrorCode::ConfigurationOrInput,
+        ErrorCode::DelegatedActionContractMismatch,
+        ErrorCode::DelegatedIdentityUnverified,
+        ErrorCode::DelegatedIdentityMismatch,
+        ErrorCode::DelegatedIdentityIntegrity,
+        ErrorCode::DelegatedTenantMismatch,
+        ErrorCode::DelegatedTenantExpired,
+        ErrorCode::DelegatedResultIntegrity,
+        ErrorCode::DelegatedExecutionNotObserved,
+        ErrorCode::DelegatedResultNotReady,
+        ErrorCode::DelegatedResultResolverMissing,
+    ];
+
+    /// The code named by its seed-000 string (`connector.hermes_agent.*`).
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::OperatorPolicy => "connector.hermes_agent.operator_policy",
@@ -105,7 +131,7 @@ impl fmt::Display for ErrorCode {
 }
 
 /// A connector failure.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ConnectorError {
     pub code: ErrorCode,

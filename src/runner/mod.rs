@@ -18,7 +18,9 @@ use crate::operator::{Action, Connector, ConnectorError, OperatorResult};
 use crate::report::model::{CaseReport, Failure, FaultReport, OccurrenceReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
+use crate::sut::operator::{AipRecord, Answer, Conn};
 use crate::sut::reference::{ReferenceSut, SutError, Variant};
+use crate::sut::remote::Spawner;
 use crate::sut::remote::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
@@ -208,6 +210,8 @@ pub async fn run_case(
             store: store_for_operator,
             hermes: None,
             connectors: BTreeMap::new(),
+            remote: None,
+            remote_reader: None,
             actions: BTreeMap::new(),
             background: Vec::new(),
             defect: opts.connector_defect,
@@ -222,6 +226,9 @@ pub async fn run_case(
             seen: BTreeMap::new(),
         },
     };
+    if let Sut::Process(p) = &world.sut {
+        world.operator.remote = Some(p.spawner());
+    }
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
     // A case that needs an operation the implementation does not list is never run partly.
@@ -436,7 +443,7 @@ pub async fn run_case(
     report.checker_runs = world.checker.runs;
     if let Sut::Process(p) = &mut world.sut {
         p.shutdown().await;
-        report.sut_processes = p.processes.clone();
+        report.sut_processes = p.processes();
     }
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
@@ -500,11 +507,15 @@ pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<&'st
             "operator_cancel" => "cancel",
             "operator_delegate" => "delegate",
             "operator_manifest" => "manifest",
+            "operator_configure" => "policy",
             // The connector's own durable binding is read for every operator step.
             v if v.starts_with("operator_") || v.starts_with("hermes_") => "binding",
             _ => continue,
         };
         out.insert(op);
+        if op != "binding" && s.verb().starts_with("operator_") {
+            out.insert("binding");
+        }
     }
     if !case.expect.admissions.is_empty() {
         out.insert("admission");
@@ -558,12 +569,13 @@ struct World {
 struct OperatorWorld {
     store: Arc<AnyStore>,
     hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
-    connectors: BTreeMap<String, Arc<Connector<AnyStore>>>,
+    connectors: BTreeMap<String, Conn>,
     actions: BTreeMap<String, String>,
-    background: Vec<(
-        String,
-        tokio::task::JoinHandle<Result<OperatorResult, ConnectorError>>,
-    )>,
+    background: Vec<(String, tokio::task::JoinHandle<Answer<OperatorResult>>)>,
+    /// Set when the connector runs as implementation processes (`--sut`).
+    remote: Option<Spawner>,
+    /// The reading process of a remote connector (never invoked, never killed by a case).
+    remote_reader: Option<Conn>,
     defect: Option<ConnectorDefect>,
     case_key: String,
     /// Case-set policy fields, overlaid on the harness's fast defaults.
@@ -623,9 +635,57 @@ impl OperatorWorld {
         Ok((b.clone(), h.clone()))
     }
 
-    async fn connector(&mut self, instance: &str) -> Result<Arc<Connector<AnyStore>>, SutError> {
+    /// What a remote connector process is told at `init` beyond the case's common fields.
+    /// The reader gets the harness's defaults, not the case's policy: it only reads, and a case
+    /// may configure a policy it expects to be refused.
+    async fn remote_init(
+        &mut self,
+        reader: bool,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, SutError> {
+        let (base, _) = self.hermes().await?;
+        let policy = if reader {
+            self.base_policy()
+        } else {
+            self.policy()
+                .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?
+        };
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "providers".into(),
+            serde_json::json!({"hermes": {"base_url": base, "api_key": "hermes-test-key", "endpoint_id": "primary"}}),
+        );
+        m.insert(
+            "operator".into(),
+            serde_json::json!({"policy": policy, "tenant": self.tenant, "resolver": self.resolver}),
+        );
+        Ok(m)
+    }
+
+    /// Where bindings are read: a local connector, or the remote reading process.
+    async fn reader(&mut self) -> Result<Conn, SutError> {
+        let Some(spawner) = self.remote.clone() else {
+            return self.connector("p1").await;
+        };
+        if let Some(r) = &self.remote_reader {
+            return Ok(r.clone());
+        }
+        let extra = self.remote_init(true).await?;
+        let (p, _, label) = spawner.spawn("aocheck-operator-reader", extra).await?;
+        let c = Conn::Remote(p, label);
+        self.remote_reader = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn connector(&mut self, instance: &str) -> Result<Conn, SutError> {
         if let Some(c) = self.connectors.get(instance) {
             return Ok(c.clone());
+        }
+        if let Some(spawner) = self.remote.clone() {
+            let extra = self.remote_init(false).await?;
+            let (p, _, label) = spawner.spawn(instance, extra).await?;
+            let c = Conn::Remote(p, label);
+            self.connectors.insert(instance.into(), c.clone());
+            return Ok(c);
         }
         let (base, _) = self.hermes().await?;
         let policy = self
@@ -649,20 +709,23 @@ impl OperatorWorld {
                 tenant: self.tenant.clone(),
             });
         }
-        let c = Arc::new(c);
+        let c = Conn::Local(Arc::new(c));
         self.connectors.insert(instance.into(), c.clone());
         Ok(c)
     }
 
     /// The harness's fast defaults with the case's overlay.
-    fn policy(&self) -> Result<crate::operator::Policy, serde_json::Error> {
-        let base = crate::operator::Policy {
+    fn base_policy(&self) -> crate::operator::Policy {
+        crate::operator::Policy {
             poll_interval_ms: 20,
             start_claim_ttl_ms: 1_000,
             cancel_grace_ms: 1_000,
             ..Default::default()
-        };
-        let mut v = serde_json::to_value(base)?;
+        }
+    }
+
+    fn policy(&self) -> Result<crate::operator::Policy, serde_json::Error> {
+        let mut v = serde_json::to_value(self.base_policy())?;
         if let Some(m) = v.as_object_mut() {
             m.extend(self.policy_overlay.clone());
         }
@@ -679,7 +742,14 @@ impl OperatorWorld {
         chain: u32,
         approval: &str,
         child: &str,
-    ) -> Result<crate::operator::delegation::DelegationRequest, SutError> {
+    ) -> Result<
+        (
+            crate::operator::delegation::DelegationRequest,
+            Vec<AipRecord>,
+        ),
+        SutError,
+    > {
+        let mut records: Vec<AipRecord> = Vec::new();
         use crate::operator::delegation::*;
         use crate::store::Store;
         use serde_json::json;
@@ -713,10 +783,11 @@ impl OperatorWorld {
                 capability_id: capability.into(),
                 expires_at: if approval == "expired" { 1 } else { u64::MAX },
             };
-            self.store
-                .record_cas(APPROVALS, &approval_id, None, &json!(rec))
-                .await
-                .or_else(store_err)?;
+            records.push(AipRecord {
+                namespace: APPROVALS,
+                key: approval_id.clone(),
+                value: json!(rec),
+            });
         }
         if child != "never" {
             let result = json!({"updated": label});
@@ -760,19 +831,31 @@ impl OperatorWorld {
                     result
                 }),
             };
-            self.store
-                .record_cas(QUEUE, &id, None, &json!(q))
-                .await
-                .or_else(store_err)?;
-            self.store
-                .record_cas(LIFECYCLE, &id, None, &json!(l))
-                .await
-                .or_else(store_err)?;
+            records.push(AipRecord {
+                namespace: QUEUE,
+                key: id.clone(),
+                value: json!(q),
+            });
+            records.push(AipRecord {
+                namespace: LIFECYCLE,
+                key: id.clone(),
+                value: json!(l),
+            });
         }
         if !self.delegations.iter().any(|(l, _)| l == label) {
             self.delegations.push((label.to_string(), action.clone()));
         }
-        Ok(DelegationRequest {
+        // AIP's records: written to the shared store for a local connector, handed to a
+        // process with its request.
+        if self.remote.is_none() {
+            for r in &records {
+                self.store
+                    .record_cas(r.namespace, &r.key, None, &r.value)
+                    .await
+                    .or_else(store_err)?;
+            }
+        }
+        let req = DelegationRequest {
             delegation_id: format!("del_{label}"),
             parent_action_id: self.action_id("parent"),
             requested_by: "agent:planner".into(),
@@ -780,7 +863,8 @@ impl OperatorWorld {
             scope,
             delegation_chain: (0..chain).map(|i| format!("agent:hop{i}")).collect(),
             child: action,
-        })
+        };
+        Ok((req, records))
     }
 
     fn action_id(&mut self, label: &str) -> String {
@@ -1376,13 +1460,13 @@ impl World {
                         .background
                         .push((instance, tokio::spawn(async move { c.invoke(&a).await })));
                 } else {
-                    let r = c.invoke(&a).await;
+                    let r = c.invoke(&a).await?;
                     check_operator_result(&r, result, error)?;
                 }
             }
             Step::OperatorManifest {} => {
                 let c = self.operator.connector("p1").await?;
-                let m = c.manifest();
+                let m = c.manifest().await?;
                 let wrong: Vec<String> = pinned_manifest("primary")
                     .into_iter()
                     .filter_map(|(ptr, want)| {
@@ -1399,6 +1483,9 @@ impl World {
                         ),
                     ));
                 }
+            }
+            Step::OperatorDurability {} if self.operator.remote.is_some() => {
+                self.remote_durability().await?
             }
             Step::OperatorDurability {} => {
                 for (_, t) in self.operator.background.drain(..) {
@@ -1463,10 +1550,30 @@ impl World {
                 if let Some(t) = tenant {
                     self.operator.tenant = t.clone();
                 }
-                self.operator.connectors.clear();
-                let got = match self.operator.policy() {
-                    Ok(p) => p.validate().err(),
-                    Err(e) => return Err(SutError::Harness(format!("operator policy: {e}"))),
+                // New policy, new connector processes.
+                let mut stopped: Vec<Conn> = std::mem::take(&mut self.operator.connectors)
+                    .into_values()
+                    .collect();
+                stopped.extend(self.operator.remote_reader.take());
+                for c in stopped {
+                    c.kill().await;
+                    if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
+                        sp.note(label, "stopped: the case changed the connector's policy");
+                    }
+                }
+                let policy = self
+                    .operator
+                    .policy()
+                    .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+                let got = if self.operator.remote.is_some() {
+                    // The implementation decides whether it accepts the policy.
+                    self.operator
+                        .reader()
+                        .await?
+                        .validate_policy(&policy)
+                        .await?
+                } else {
+                    policy.validate().err()
                 };
                 match (error, got) {
                     (None, None) => {}
@@ -1495,7 +1602,7 @@ impl World {
                 error,
             } => {
                 let child = child.as_deref().unwrap_or("ran");
-                let req = self
+                let (req, records) = self
                     .operator
                     .stage_delegation(
                         action,
@@ -1510,7 +1617,7 @@ impl World {
                     .operator
                     .connector(instance.as_deref().unwrap_or("p1"))
                     .await?;
-                let r = c.delegate(&req).await;
+                let r = c.delegate(&req, &records).await?;
                 match &r {
                     Err(e) => {
                         self.operator
@@ -1536,7 +1643,7 @@ impl World {
                     .await?;
                 let b = c
                     .cancel(&id)
-                    .await
+                    .await?
                     .map_err(|e| SutError::Mismatch(Req::R011, format!("cancel failed: {e}")))?;
                 if let Some(want) = status {
                     let got = serde_json::to_value(b.status)
@@ -1553,10 +1660,10 @@ impl World {
             }
             Step::OperatorWaitBound { action } => {
                 let id = self.operator.action_id(action);
-                let c = self.operator.connector("p1").await?;
+                let c = self.operator.reader().await?;
                 let mut bound = false;
                 for _ in 0..500 {
-                    if let Ok(Some((_, b))) = c.binding(&id).await
+                    if let Some(b) = c.binding_of(&id).await
                         && (b.run_id.is_some() || b.status.is_terminal())
                     {
                         bound = true;
@@ -1579,12 +1686,18 @@ impl World {
                 let (kill, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operator.background)
                     .into_iter()
                     .partition(|(i, _)| i == instance);
+                if let Some(c) = self.operator.connectors.remove(instance) {
+                    // A process dies by SIGKILL; its requests in flight fail with it.
+                    c.kill().await;
+                    if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
+                        sp.note(label, "killed with SIGKILL");
+                    }
+                }
                 for (_, t) in kill {
                     t.abort();
                     let _ = t.await;
                 }
                 self.operator.background = keep;
-                self.operator.connectors.remove(instance);
             }
             Step::HermesFault {
                 route,
@@ -1632,6 +1745,59 @@ impl World {
                 let (_, h) = self.operator.hermes().await?;
                 h.forget();
             }
+        }
+        Ok(())
+    }
+
+    /// Seed 000 item 10 through the protocol: every connector process is killed, then a fresh
+    /// process must read each binding exactly as the killed ones left it.
+    async fn remote_durability(&mut self) -> Result<(), SutError> {
+        let before_reader = self.operator.reader().await?;
+        for (_, c) in std::mem::take(&mut self.operator.connectors) {
+            c.kill().await;
+            if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
+                sp.note(label, "killed with SIGKILL");
+            }
+        }
+        for (_, t) in self.operator.background.drain(..) {
+            t.abort();
+        }
+        let ids: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut before = Vec::new();
+        for (label, id) in &ids {
+            before.push((
+                label.clone(),
+                before_reader.binding(id).await?.ok().flatten(),
+            ));
+        }
+        before_reader.kill().await;
+        if let (Conn::Remote(_, label), Some(sp)) = (&before_reader, &self.operator.remote) {
+            sp.note(label, "stopped for the durability check");
+        }
+        self.operator.remote_reader = None;
+        let fresh = self.operator.reader().await?;
+        let mut compared = 0usize;
+        for ((label, id), (_, b)) in ids.iter().zip(before) {
+            let after = fresh.binding(id).await?.ok().flatten();
+            if b != after {
+                return Err(SutError::Mismatch(
+                    Req::R005,
+                    format!(
+                        "{label}: the binding a fresh process reads differs from the one the killed processes left"
+                    ),
+                ));
+            }
+            compared += usize::from(b.is_some());
+        }
+        if compared == 0 {
+            return Err(SutError::Harness(
+                "operator_durability found no binding to compare; invoke an Action first".into(),
+            ));
         }
         Ok(())
     }
@@ -1709,8 +1875,22 @@ impl World {
                 }
             }
         }
-        let Some(c) = self.operator.connectors.values().next().cloned() else {
-            return out;
+        let c = if self.operator.remote.is_some() {
+            if self.operator.connectors.is_empty() && self.operator.remote_reader.is_none() {
+                return out;
+            }
+            match self.operator.reader().await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read the bindings: {e}"));
+                    return out;
+                }
+            }
+        } else {
+            match self.operator.connectors.values().next().cloned() {
+                Some(c) => c,
+                None => return out,
+            }
         };
         let actions: Vec<(String, String)> = self
             .operator
@@ -1719,7 +1899,7 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (label, id) in actions {
-            let Ok(Some((_, b))) = c.binding(&id).await else {
+            let Some(b) = c.binding_of(&id).await else {
                 continue;
             };
             if let Some(prev) = self.operator.seen.get(&label) {
@@ -1897,12 +2077,12 @@ impl World {
         }
         if !case.expect.operators.is_empty() {
             let h = self.operator.hermes().await.ok().map(|(_, h)| h);
-            let c = self.operator.connector("p1").await.ok();
+            let c = self.operator.reader().await.ok();
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);
                 let (Some(h), Some(c)) = (&h, &c) else { break };
                 let ledger = h.ledger();
-                let b = c.binding(&id).await.ok().flatten().map(|(_, b)| b);
+                let b = c.binding_of(&id).await;
                 let mut fail = |req: Req, msg: String| {
                     out.push(Failure {
                         requirement: req,
@@ -2039,7 +2219,7 @@ impl World {
             return out;
         };
         let ledger = h.ledger();
-        let Ok(c) = self.operator.connector("p1").await else {
+        let Ok(c) = self.operator.reader().await else {
             return out;
         };
         let delegated: Vec<String> = self
@@ -2056,7 +2236,7 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (label, id) in actions {
-            let b = c.binding(&id).await.ok().flatten().map(|(_, b)| b);
+            let b = c.binding_of(&id).await;
             let runs = runs_of(&ledger, &id);
             let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
             let approvals = ledger

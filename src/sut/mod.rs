@@ -3,6 +3,7 @@
 //! speaks it too, `aocheck sut reference`). [`Sut`] is what the runner drives: the same steps,
 //! the same checkers, whichever it is.
 
+pub mod operator;
 pub mod payments;
 pub mod process;
 pub mod protocol;

@@ -43,6 +43,9 @@ pub struct SutFailure {
     pub message: String,
     #[serde(default)]
     pub outcome: Outcome,
+    /// Structured detail (for operator failures: the connector error as seed 000 shapes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
 }
 
 /// A response from the implementation: exactly one of `ok` and `error`.

@@ -15,6 +15,8 @@ use crate::clock::{Clock, ManualClock};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The name the observer process is initialised with. It never joins the lane.
@@ -40,22 +42,93 @@ struct Exec {
     label: String,
 }
 
+/// Starts the case's implementation processes and keeps their log. Shared by the AOC executors
+/// and the operator connector instances of one case.
+#[derive(Clone, Debug)]
+pub struct Spawner {
+    inner: Arc<SpawnerInner>,
+}
+
+#[derive(Debug)]
+struct SpawnerInner {
+    spec: ProcessSpec,
+    case_dir: PathBuf,
+    init: Map<String, Value>,
+    clock: ManualClock,
+    spawned: AtomicU64,
+    log: Mutex<Vec<String>>,
+}
+
+impl Spawner {
+    /// Starts `name` (the n-th process of the case) and sends `init` with `extra` fields.
+    pub async fn spawn(
+        &self,
+        name: &str,
+        extra: Map<String, Value>,
+    ) -> Result<(SutProcess, Hello, String), SutError> {
+        let i = &self.inner;
+        let n = i.spawned.fetch_add(1, Ordering::SeqCst);
+        let label = if n == 0 {
+            name.to_string()
+        } else {
+            format!("{name}-{n}")
+        };
+        let log = i.case_dir.join(format!("{name}-{n}.stderr"));
+        let p = SutProcess::spawn(&i.spec.command, &log, i.spec.timeout)
+            .map_err(|e| call_error(&label, e))?;
+        let mut fields = i.init.clone();
+        // One level deep: `providers.hermes` joins `providers.payments`.
+        for (k, v) in extra {
+            match (fields.get_mut(&k), v) {
+                (Some(Value::Object(have)), Value::Object(add)) => have.extend(add),
+                (_, v) => {
+                    fields.insert(k, v);
+                }
+            }
+        }
+        fields.insert("executor".into(), json!({"name": name, "generation": n}));
+        fields.insert("now".into(), i.clock.now().0.into());
+        let hello = p.init(fields).await.map_err(|e| match e {
+            CallError::Version { .. } => SutError::Harness(format!("version: {e}")),
+            e => call_error(&label, e),
+        })?;
+        if let Ok(mut l) = i.log.lock() {
+            l.push(format!(
+                "{label}: pid {}{}",
+                p.pid().map_or_else(|| "?".to_string(), |x| x.to_string()),
+                if n == 0 { ", reads only" } else { "" }
+            ));
+        }
+        Ok((p, hello, label))
+    }
+
+    /// Adds to a process's line in the log (how it ended).
+    pub fn note(&self, label: &str, what: &str) {
+        if let Ok(mut l) = self.inner.log.lock()
+            && let Some(line) = l.iter_mut().find(|x| x.starts_with(&format!("{label}:")))
+        {
+            line.push_str(&format!(", {what}"));
+        }
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.inner.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub fn clock(&self) -> &ManualClock {
+        &self.inner.clock
+    }
+}
+
 /// The implementation under test, as processes.
 #[derive(Debug)]
 pub struct ProcessSut {
-    spec: ProcessSpec,
-    init: Map<String, Value>,
-    clock: ManualClock,
-    case_dir: PathBuf,
+    spawner: Spawner,
     observer: SutProcess,
     executors: BTreeMap<String, Exec>,
     /// Executors killed by the harness (name → process label), so a later call says so.
     killed: BTreeMap<String, String>,
-    /// Replaced executors stay alive (a retired executor may still try to act).
-    spawned: u64,
     pub hello: Hello,
-    /// Every process started, with its fate, for the report.
-    pub processes: Vec<String>,
 }
 
 fn call_error(who: &str, e: CallError) -> SutError {
@@ -117,60 +190,34 @@ impl ProcessSut {
         };
         init.insert("store".into(), store);
         init.insert("case".into(), case.into());
-        let (observer, hello) =
-            Self::spawn_with(&spec, &case_dir, &init, &clock, OBSERVER, 0).await?;
+        let spawner = Spawner {
+            inner: Arc::new(SpawnerInner {
+                spec,
+                case_dir,
+                init,
+                clock,
+                spawned: AtomicU64::new(0),
+                log: Mutex::new(Vec::new()),
+            }),
+        };
+        let (observer, hello, _) = spawner.spawn(OBSERVER, Map::new()).await?;
         Ok(ProcessSut {
-            spec,
-            init,
-            clock,
-            case_dir,
+            spawner,
             observer,
             executors: BTreeMap::new(),
             killed: BTreeMap::new(),
-            spawned: 0,
-            processes: vec![format!("{OBSERVER}: reads only")],
             hello,
         })
     }
 
-    async fn spawn_with(
-        spec: &ProcessSpec,
-        case_dir: &std::path::Path,
-        init: &Map<String, Value>,
-        clock: &ManualClock,
-        name: &str,
-        n: u64,
-    ) -> Result<(SutProcess, Hello), SutError> {
-        let log = case_dir.join(format!("{name}-{n}.stderr"));
-        let p = SutProcess::spawn(&spec.command, &log, spec.timeout)
-            .map_err(|e| call_error(name, e))?;
-        let mut fields = init.clone();
-        fields.insert("executor".into(), json!({"name": name, "generation": n}));
-        fields.insert("now".into(), clock.now().0.into());
-        let hello = p.init(fields).await.map_err(|e| match e {
-            CallError::Version { .. } => SutError::Harness(format!("version: {e}")),
-            e => call_error(name, e),
-        })?;
-        Ok((p, hello))
+    /// The case's process starter (for the operator connector's instances).
+    pub fn spawner(&self) -> Spawner {
+        self.spawner.clone()
     }
 
-    async fn spawn(&mut self, name: &str) -> Result<SutProcess, SutError> {
-        self.spawned += 1;
-        let (p, _) = Self::spawn_with(
-            &self.spec,
-            &self.case_dir,
-            &self.init,
-            &self.clock,
-            name,
-            self.spawned,
-        )
-        .await?;
-        self.processes.push(format!(
-            "{name}-{}: pid {}",
-            self.spawned,
-            p.pid().map_or_else(|| "?".to_string(), |x| x.to_string())
-        ));
-        Ok(p)
+    /// Every process started, with how it ended, for the report.
+    pub fn processes(&self) -> Vec<String> {
+        self.spawner.log()
     }
 
     fn exec(&mut self, name: &str) -> Result<&mut Exec, SutError> {
@@ -187,7 +234,7 @@ impl ProcessSut {
     }
 
     async fn call_on(
-        p: &mut SutProcess,
+        p: &SutProcess,
         who: &str,
         now: u64,
         op: &str,
@@ -206,15 +253,15 @@ impl ProcessSut {
     }
 
     async fn call(&mut self, who: &str, op: &str, fields: Value) -> Result<Value, SutError> {
-        let now = self.clock.now().0;
+        let now = self.spawner.clock().now().0;
         let e = self.exec(who)?;
         let label = e.label.clone();
-        Self::call_on(&mut e.process, &label, now, op, fields).await
+        Self::call_on(&e.process, &label, now, op, fields).await
     }
 
     async fn observe(&mut self, op: &str, fields: Value) -> Result<Value, SutError> {
-        let now = self.clock.now().0;
-        Self::call_on(&mut self.observer, OBSERVER, now, op, fields).await
+        let now = self.spawner.clock().now().0;
+        Self::call_on(&self.observer, OBSERVER, now, op, fields).await
     }
 
     /// Whether the implementation lists an operation.
@@ -223,8 +270,7 @@ impl ProcessSut {
     }
 
     async fn start_executor(&mut self, name: &str, op: &str) -> Result<(), SutError> {
-        let p = self.spawn(name).await?;
-        let label = format!("{name}-{}", self.spawned);
+        let (p, _, label) = self.spawner.spawn(name, Map::new()).await?;
         if let Some(old) = self.executors.insert(
             name.into(),
             Exec {
@@ -257,13 +303,7 @@ impl ProcessSut {
             .kill()
             .await
             .map_err(|err| SutError::Harness(format!("SIGKILL {}: {err}", e.label)))?;
-        if let Some(p) = self
-            .processes
-            .iter_mut()
-            .find(|p| p.starts_with(&format!("{}:", e.label)))
-        {
-            p.push_str(", killed with SIGKILL");
-        }
+        self.spawner.note(&e.label, "killed with SIGKILL");
         self.killed.insert(name.into(), e.label);
         Ok(())
     }
@@ -461,10 +501,6 @@ impl ProcessSut {
             let _ = e.process.kill().await;
         }
         let _ = self.observer.kill().await;
-    }
-
-    pub fn case_dir(&self) -> &std::path::Path {
-        &self.case_dir
     }
 }
 

@@ -16,14 +16,18 @@ use crate::aoc::history::ReleaseReason;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::{Domain, Req};
 use crate::clock::ManualClock;
-use crate::store::StoreSpec;
+use crate::operator::connector::{ConnectorDefect, OperatorResult};
+use crate::operator::delegation::{DelegationRequest, Resolver};
+use crate::operator::error::ErrorCode;
+use crate::operator::{Action, Connector, ConnectorError, Policy};
+use crate::store::{AnyStore, Store, StoreSpec};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use tokio::io::{AsyncWriteExt, BufReader};
 
 /// Every operation this implementation answers (beyond `init`).
-pub const OPERATIONS: [&str; 26] = [
+pub const OPERATIONS: [&str; 32] = [
     "join",
     "takeover",
     "create",
@@ -50,6 +54,12 @@ pub const OPERATIONS: [&str; 26] = [
     "lease_release",
     "import",
     "describe",
+    "invoke",
+    "delegate",
+    "cancel",
+    "binding",
+    "manifest",
+    "policy",
 ];
 
 #[derive(Deserialize)]
@@ -62,6 +72,8 @@ struct Init {
     limits: Limits,
     #[serde(default)]
     domain: DomainInit,
+    #[serde(default)]
+    operator: OperatorInit,
     #[serde(default)]
     case: Option<String>,
     #[serde(default)]
@@ -88,8 +100,31 @@ enum StoreInit {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Providers {
     payments: PaymentsInit,
+    #[serde(default)]
+    hermes: Option<HermesInit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HermesInit {
+    base_url: String,
+    api_key: String,
+    endpoint_id: String,
+}
+
+/// The operator connector's configuration (Hermes cases).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct OperatorInit {
+    #[serde(default)]
+    policy: Option<Value>,
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    resolver: bool,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +152,22 @@ struct Served {
     sut: ReferenceSut,
     name: String,
     clock: ManualClock,
+    store: Arc<AnyStore>,
+    /// The Hermes operator connector (when `init` names a Hermes endpoint).
+    connector: Option<Arc<Connector<AnyStore>>>,
+}
+
+/// A connector failure as a protocol error: the seed's code as `kind`, the whole error in
+/// `details`.
+fn connector_failure(e: &ConnectorError) -> Value {
+    let mut f = failure(
+        e.code.as_str(),
+        None,
+        e.message.clone(),
+        !e.uncertain_outcome,
+    );
+    f["details"] = json!(e);
+    f
 }
 
 fn failure(kind: &str, requirement: Option<Req>, message: String, definite: bool) -> Value {
@@ -349,7 +400,98 @@ impl Served {
     }
 }
 
-async fn start(init: Init, variant: Variant) -> Result<Served, String> {
+/// The operator operations: answered concurrently (a `cancel` must reach the connector while the
+/// `invoke` it cancels is still waiting for its run).
+const OPERATOR_OPS: [&str; 6] = [
+    "invoke", "delegate", "cancel", "binding", "manifest", "policy",
+];
+
+struct OperatorSide {
+    connector: Option<Arc<Connector<AnyStore>>>,
+    store: Arc<AnyStore>,
+}
+
+impl OperatorSide {
+    async fn operator(&self, op: &str, f: &Map<String, Value>) -> Result<Value, Value> {
+        if op == "policy" {
+            // Validation only: the policy a later process would be started with.
+            let p: Policy = serde_json::from_value(f.get("policy").cloned().unwrap_or(json!({})))
+                .map_err(|e| {
+                connector_failure(&ConnectorError::new(
+                    ErrorCode::OperatorPolicy,
+                    format!("policy: {e}"),
+                ))
+            })?;
+            p.validate().map_err(|e| connector_failure(&e))?;
+            return Ok(json!({}));
+        }
+        let c = self.connector.as_ref().ok_or_else(|| {
+            failure(
+                "invalid",
+                None,
+                "no Hermes endpoint was configured at init (providers.hermes)".into(),
+                true,
+            )
+        })?;
+        let parse = |k: &str| {
+            f.get(k)
+                .cloned()
+                .ok_or_else(|| failure("invalid", None, format!("`{k}` is required"), true))
+        };
+        let invalid = |e: serde_json::Error| failure("invalid", None, e.to_string(), true);
+        let encode = |r: OperatorResult| serde_json::to_value(r).map_err(invalid);
+        match op {
+            "invoke" => {
+                let a: Action = serde_json::from_value(parse("action")?).map_err(invalid)?;
+                encode(c.invoke(&a).await.map_err(|e| connector_failure(&e))?)
+            }
+            "delegate" => {
+                let r: DelegationRequest =
+                    serde_json::from_value(parse("request")?).map_err(invalid)?;
+                // AIP's records the connector consults (approvals, queue, lifecycle), as AIP
+                // holds them; written once, like AIP would.
+                if let Some(Value::Array(recs)) = f.get("aip_records") {
+                    for rec in recs {
+                        let (Some(ns), Some(key)) =
+                            (rec["namespace"].as_str(), rec["key"].as_str())
+                        else {
+                            return Err(failure(
+                                "invalid",
+                                None,
+                                "aip_records[]: {namespace, key, value}".into(),
+                                true,
+                            ));
+                        };
+                        match self.store.record_cas(ns, key, None, &rec["value"]).await {
+                            Ok(_) | Err(crate::store::StoreError::Conflict { .. }) => {}
+                            Err(e) => return Err(failure("internal", None, e.to_string(), false)),
+                        }
+                    }
+                }
+                encode(c.delegate(&r).await.map_err(|e| connector_failure(&e))?)
+            }
+            "cancel" => {
+                let id = field(f, "action_id")?;
+                let b = c.cancel(id).await.map_err(|e| connector_failure(&e))?;
+                Ok(json!(b))
+            }
+            "binding" => {
+                let id = field(f, "action_id")?;
+                match c.binding(id).await.map_err(|e| connector_failure(&e))? {
+                    Some((version, b)) => Ok(json!({"version": version, "binding": b})),
+                    None => Ok(Value::Null),
+                }
+            }
+            _ => Ok(c.manifest()),
+        }
+    }
+}
+
+async fn start(
+    init: Init,
+    variant: Variant,
+    defect: Option<ConnectorDefect>,
+) -> Result<Served, String> {
     if init.protocol != PROTOCOL {
         return Err(format!(
             "protocol {:?} requested; this implementation speaks {PROTOCOL}",
@@ -386,24 +528,76 @@ async fn start(init: Init, variant: Variant) -> Result<Served, String> {
         init.now
             .unwrap_or_else(|| crate::clock::Clock::now(&crate::clock::SystemClock).0),
     );
-    let domain = Domain::new(Arc::new(store), config, Arc::new(clock.clone()))
+    let store = Arc::new(store);
+    let domain = Domain::new(store.clone(), config, Arc::new(clock.clone()))
         .map_err(|d| format!("domain configuration: {}", d.join("; ")))?;
     let _ = (
         init.executor.generation,
         init.executor.credential,
         init.seed,
     );
+    let connector = match &init.providers.hermes {
+        None => None,
+        Some(h) => {
+            let policy: Policy =
+                serde_json::from_value(init.operator.policy.clone().unwrap_or(json!({})))
+                    .map_err(|e| format!("operator.policy: {e}"))?;
+            let mut c = Connector::new(
+                store.clone(),
+                &h.endpoint_id,
+                &h.base_url,
+                &h.api_key,
+                policy,
+                &init.executor.name,
+                Arc::new(crate::clock::SystemClock),
+            )
+            .map_err(|e| format!("operator connector: {e}"))?;
+            if let Some(d) = defect {
+                c = c.with_defect_for_tests(d);
+            }
+            if init.operator.resolver {
+                c = c.with_resolver(Resolver {
+                    tenant: init.operator.tenant.clone().unwrap_or_else(|| "t1".into()),
+                });
+            }
+            Some(Arc::new(c))
+        }
+    };
     Ok(Served {
         sut: ReferenceSut::new(domain, client, variant),
         name: init.executor.name,
         clock,
+        store,
+        connector,
     })
 }
 
 /// Serves one process's lifetime on stdin/stdout. Returns the exit code.
-pub async fn serve(variant: Variant) -> u8 {
+pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
     let mut input = BufReader::new(tokio::io::stdin());
-    let mut out = tokio::io::stdout();
+    // One writer owns stdout; answers arrive from the main loop and from operator tasks.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(bytes) = rx.recv().await {
+            if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let send = move |id: u64, answer: Result<Value, Value>| {
+        let msg = match answer {
+            Ok(v) => json!({"id": id, "ok": v}),
+            Err(e) => json!({"id": id, "error": e}),
+        };
+        match serde_json::to_vec(&msg) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                let _ = tx.send(bytes);
+            }
+            Err(e) => eprintln!("aocheck-reference: cannot encode a response: {e}"),
+        }
+    };
     let mut served: Option<Served> = None;
     loop {
         let line = match protocol::read_line(&mut input, MAX_LINE).await {
@@ -435,7 +629,7 @@ pub async fn serve(variant: Variant) -> u8 {
                     serde_json::from_value(Value::Object(req.fields.clone()))
                         .map_err(|e| format!("init: {e}"));
                 match parsed {
-                    Ok(init) => match start(init, variant).await {
+                    Ok(init) => match start(init, variant, defect).await {
                         Ok(s) => {
                             eprintln!("aocheck-reference: executor {} ready", s.name);
                             served = Some(s);
@@ -459,22 +653,18 @@ pub async fn serve(variant: Variant) -> u8 {
                 format!("`{}` before init", req.op),
                 true,
             )),
+            (op, Some(s)) if OPERATOR_OPS.contains(&op) => {
+                let side = OperatorSide {
+                    connector: s.connector.clone(),
+                    store: s.store.clone(),
+                };
+                let (id, op, fields) = (req.id, op.to_string(), req.fields);
+                let send = send.clone();
+                tokio::spawn(async move { send(id, side.operator(&op, &fields).await) });
+                continue;
+            }
             (op, Some(s)) => s.handle(op, &req.fields).await,
         };
-        let msg = match answer {
-            Ok(v) => json!({"id": req.id, "ok": v}),
-            Err(e) => json!({"id": req.id, "error": e}),
-        };
-        let mut bytes = match serde_json::to_vec(&msg) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("aocheck-reference: cannot encode a response: {e}");
-                return crate::exit::UNDECIDED;
-            }
-        };
-        bytes.push(b'\n');
-        if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
-            return crate::exit::OK;
-        }
+        send(req.id, answer);
     }
 }
