@@ -661,6 +661,15 @@ impl OperatorWorld {
         Ok(m)
     }
 
+    /// Stops a connector instance (SIGKILL for a process; its requests in flight fail with it)
+    /// and records why in the case's process log.
+    async fn stop(&self, c: &Conn, why: &str) {
+        c.kill().await;
+        if let (Conn::Remote(_, label), Some(sp)) = (c, &self.remote) {
+            sp.note(label, why);
+        }
+    }
+
     /// Where bindings are read: a local connector, or the remote reading process.
     async fn reader(&mut self) -> Result<Conn, SutError> {
         let Some(spawner) = self.remote.clone() else {
@@ -1556,10 +1565,9 @@ impl World {
                     .collect();
                 stopped.extend(self.operator.remote_reader.take());
                 for c in stopped {
-                    c.kill().await;
-                    if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
-                        sp.note(label, "stopped: the case changed the connector's policy");
-                    }
+                    self.operator
+                        .stop(&c, "stopped: the case changed the connector's policy")
+                        .await;
                 }
                 let policy = self
                     .operator
@@ -1688,10 +1696,7 @@ impl World {
                     .partition(|(i, _)| i == instance);
                 if let Some(c) = self.operator.connectors.remove(instance) {
                     // A process dies by SIGKILL; its requests in flight fail with it.
-                    c.kill().await;
-                    if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
-                        sp.note(label, "killed with SIGKILL");
-                    }
+                    self.operator.stop(&c, "killed with SIGKILL").await;
                 }
                 for (_, t) in kill {
                     t.abort();
@@ -1754,10 +1759,7 @@ impl World {
     async fn remote_durability(&mut self) -> Result<(), SutError> {
         let before_reader = self.operator.reader().await?;
         for (_, c) in std::mem::take(&mut self.operator.connectors) {
-            c.kill().await;
-            if let (Conn::Remote(_, label), Some(sp)) = (&c, &self.operator.remote) {
-                sp.note(label, "killed with SIGKILL");
-            }
+            self.operator.stop(&c, "killed with SIGKILL").await;
         }
         for (_, t) in self.operator.background.drain(..) {
             t.abort();
@@ -1775,10 +1777,9 @@ impl World {
                 before_reader.binding(id).await?.ok().flatten(),
             ));
         }
-        before_reader.kill().await;
-        if let (Conn::Remote(_, label), Some(sp)) = (&before_reader, &self.operator.remote) {
-            sp.note(label, "stopped for the durability check");
-        }
+        self.operator
+            .stop(&before_reader, "stopped for the durability check")
+            .await;
         self.operator.remote_reader = None;
         let fresh = self.operator.reader().await?;
         let mut compared = 0usize;
