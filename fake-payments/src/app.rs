@@ -141,6 +141,24 @@ struct Parked {
     account: Option<String>,
     key: Option<String>,
     release: oneshot::Sender<ReleaseAction>,
+    /// Set when the request's client went away (its handler was dropped).
+    client_gone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Marks a request's client as gone when its handler future is dropped before answering.
+struct ClientWatch {
+    gone: Arc<std::sync::atomic::AtomicBool>,
+    shared: Arc<Shared>,
+    answered: bool,
+}
+
+impl Drop for ClientWatch {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.shared.parked.notify_waiters();
+        }
+    }
 }
 
 struct Shared {
@@ -271,6 +289,33 @@ impl Handle {
         }
         Value::Object(m)
     }
+    /// Waits until every request parked under `name` (at least one) has lost its client: the
+    /// connection closed, or the client process died. A commit released after this is certain
+    /// to find nobody to answer (`client_gone`).
+    pub async fn wait_client_gone(&self, name: &str, timeout: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.0.parked.notified();
+            let all_gone = self
+                .0
+                .holds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .is_some_and(|v| {
+                    !v.is_empty()
+                        && v.iter()
+                            .all(|p| p.client_gone.load(std::sync::atomic::Ordering::SeqCst))
+                });
+            if all_gone {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return false;
+            }
+        }
+    }
+
     /// Waits until at least `n` requests are parked under `name` (or the timeout passes).
     pub async fn wait_parked(&self, name: &str, n: usize, timeout: std::time::Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -541,6 +586,8 @@ struct ApiReq {
     drop: Option<DropConn>,
     /// The validated create fields (create only).
     create: Option<CreateFields>,
+    /// Set when the client went away while the request waited.
+    client_gone: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A validated create body.
@@ -680,6 +727,7 @@ async fn admit(
         query,
         drop,
         create: None,
+        client_gone: Arc::default(),
     })
 }
 
@@ -937,13 +985,20 @@ async fn run(s: Arc<Shared>, r: ApiReq) -> Response {
     let outcome = if may_wait {
         let (tx, rx) = oneshot::channel();
         let shared = s.clone();
+        let mut watch = ClientWatch {
+            gone: r.client_gone.clone(),
+            shared: s.clone(),
+            answered: false,
+        };
         tokio::spawn(async move {
             let (seq, outcome) = pipeline(&shared, r).await;
             if let Err(Outcome::Respond(_)) = tx.send(outcome) {
                 mark_reply(&shared, seq, Reply::ClientGone);
             }
         });
-        rx.await
+        let got = rx.await;
+        watch.answered = true;
+        got
     } else {
         Ok(pipeline(&s, r).await.1)
     };
@@ -1133,6 +1188,7 @@ async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                     account: Some(acct.clone()),
                     key: r.key.clone(),
                     release: tx,
+                    client_gone: r.client_gone.clone(),
                 });
             s.parked.notify_waiters();
             match rx.await {

@@ -1155,9 +1155,20 @@ async fn a_held_request_commits_after_its_client_is_gone() {
             .wait_parked("crash", 1, Duration::from_secs(5))
             .await
     );
+    // While the client is alive, the provider says so.
+    assert!(
+        !s.handle
+            .wait_client_gone("crash", Duration::from_millis(100))
+            .await
+    );
     sender.abort(); // the executor is killed while its request is held
     let _ = sender.await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The provider notices the sender is gone before anything is released (no sleep needed).
+    assert!(
+        s.handle
+            .wait_client_gone("crash", Duration::from_secs(5))
+            .await
+    );
     assert!(s.handle.ledger().effects.is_empty());
     assert_eq!(s.handle.release("crash", ReleaseAction::Proceed), 1);
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1194,7 +1194,19 @@ impl World {
                         "no request was parked at hold {hold:?} to crash during"
                     )));
                 }
-                self.sut.crash(executor).await?
+                self.sut.crash(executor).await?;
+                // The provider must have seen the sender go before the case releases the hold:
+                // a dead process's socket (or an aborted in-process send) closes asynchronously.
+                if let Some(hold) = at_hold
+                    && !self
+                        .provider
+                        .wait_client_gone(hold, Duration::from_secs(10))
+                        .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "{executor} was killed, but the provider still holds a live client at hold {hold:?}"
+                    )));
+                }
             }
             Step::Create {
                 occurrence,
