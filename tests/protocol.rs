@@ -101,6 +101,15 @@ fn assert_reference_passes(r: &Report) {
 async fn the_reference_passes_through_the_protocol_on_sqlite() {
     let (r, dir) = run(&reference("conforming"), &[], None, Duration::from_secs(10)).await;
     assert_reference_passes(&r);
+    // The page a person reads says what was judged and which processes were killed.
+    assert_eq!(r.implementation["same_team"], true);
+    let md = aocheck::report::formats::markdown(&r);
+    assert!(
+        md.contains("Judged through `aocheck-sut/1`: `aocheck-reference`"),
+        "{md}"
+    );
+    let html = aocheck::report::formats::html(&r);
+    assert!(html.contains("implementation processes:") && html.contains("killed with SIGKILL"));
     // Each process's stderr is kept in the run folder, and the store is a real file.
     let case_dir = dir.path().join("sut").join("AOC-CASE-002");
     assert!(case_dir.join("store.db").exists());

@@ -188,6 +188,15 @@ pub fn markdown(r: &Report) -> String {
         r.store["kind"].as_str().unwrap_or("?"),
         r.test_input_digest
     );
+    if let Some(p) = r.implementation["protocol"].as_str() {
+        let _ = writeln!(
+            s,
+            "Judged through `{p}`: `{}` {} (`{}`).\n",
+            r.implementation["name"].as_str().unwrap_or("?"),
+            r.implementation["version"].as_str().unwrap_or("?"),
+            r.implementation["command"].as_str().unwrap_or("?")
+        );
+    }
     let _ = writeln!(s, "| requirement | verdict | cases |\n|---|---|---|");
     for q in &r.requirements {
         let _ = writeln!(
@@ -368,6 +377,16 @@ pub fn html(r: &Report) -> String {
                     }
                 );
             }
+            s.push_str("</p>");
+        }
+        if !c.sut_processes.is_empty() {
+            s.push_str("<p>implementation processes: ");
+            let items: Vec<String> = c
+                .sut_processes
+                .iter()
+                .map(|p| format!("<code>{}</code>", h(p)))
+                .collect();
+            s.push_str(&items.join(" · "));
             s.push_str("</p>");
         }
         if !c.operators.is_empty() {

@@ -489,6 +489,8 @@ impl ProcessSut {
         json!({
             "name": self.hello.name,
             "version": self.hello.version,
+            // Self-described: aocheck's own reference speaking the protocol is the same team.
+            "same_team": self.hello.name == "aocheck-reference",
             "protocol": self.hello.protocol,
             "operations": self.hello.operations,
             "command": command,
