@@ -86,7 +86,13 @@ impl Spawner {
                 }
             }
         }
-        fields.insert("executor".into(), json!({"name": name, "generation": n}));
+        // A secret unique to this process: an implementation may use it to authenticate its
+        // lease holder; aocheck never reuses it.
+        let credential = format!("cred_{}", uuid::Uuid::new_v4().simple());
+        fields.insert(
+            "executor".into(),
+            json!({"name": name, "generation": n, "credential": credential}),
+        );
         fields.insert("now".into(), i.clock.now().0.into());
         let hello = p.init(fields).await.map_err(|e| match e {
             CallError::Version { .. } => SutError::Harness(format!("version: {e}")),
