@@ -101,3 +101,55 @@ fn a_report_verifies_with_its_key_and_fails_with_exit_5_under_another() {
     assert_eq!(code, 5);
     assert!(err.contains("NOT verified"));
 }
+
+#[test]
+fn sut_runs_refuse_what_cannot_work_and_say_what_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out");
+    let out = out.to_str().expect("utf-8 path");
+    // Processes cannot share a memory store.
+    let (code, _, err) = aocheck(&["run", "--out", out, "--store", "memory", "--sut", "x"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("postgres:URL"), "{err}");
+    // An empty command names what is wanted.
+    let (code, _, err) = aocheck(&["run", "--out", out, "--sut", " "]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("aocheck-sut/1"), "{err}");
+    // An unknown variant lists the real ones.
+    let (code, _, err) = aocheck(&["sut", "reference", "--variant", "nope"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("replay_unknown") && err.contains("accept_prose"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_reference_server_answers_a_request_before_init_with_an_error() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aocheck"))
+        .args(["sut", "reference"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"{\"id\":1,\"op\":\"state\",\"occurrence\":\"o\"}\n")
+        .expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["kind"], "invalid");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("before init"),
+        "{v}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}

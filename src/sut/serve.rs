@@ -577,7 +577,7 @@ pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
     let mut input = BufReader::new(tokio::io::stdin());
     // One writer owns stdout; answers arrive from the main loop and from operator tasks.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
         while let Some(bytes) = rx.recv().await {
             if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
@@ -602,7 +602,13 @@ pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
     loop {
         let line = match protocol::read_line(&mut input, MAX_LINE).await {
             Ok(Ok(Some(l))) => l,
-            Ok(Ok(None)) => return crate::exit::OK,
+            Ok(Ok(None)) => {
+                // The harness closed stdin: write what is already answered, then go (requests
+                // still in flight are abandoned with the process).
+                drop(send);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
+                return crate::exit::OK;
+            }
             Ok(Err(v)) => {
                 eprintln!("aocheck-reference: {v}");
                 return crate::exit::INVALID_INPUT;
