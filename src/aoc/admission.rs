@@ -19,6 +19,13 @@ pub enum AdmissionEnd {
     NotExecuted,
 }
 
+impl AdmissionEnd {
+    /// The end named as cases and `aocheck-sut/1` write it (`completed`, `not_executed` …).
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.into())).ok()
+    }
+}
+
 /// Admission state.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Debug)]
 #[serde(tag = "state", rename_all = "snake_case")]

@@ -60,6 +60,13 @@ pub enum ReleaseReason {
     DeadlineExpired,
 }
 
+impl ReleaseReason {
+    /// The reason named as cases and `aocheck-sut/1` write it (`owner_abandoned` …).
+    pub fn parse(s: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(s.into())).ok()
+    }
+}
+
 /// One history entry body. Local labels, never overwritten.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Debug)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

@@ -349,6 +349,47 @@ pub enum Step {
 }
 
 impl Step {
+    /// The fake-payments rule a `provider_fault` step declares (one place for its defaults).
+    pub fn payments_rule(&self) -> Option<fake_payments::faults::Rule> {
+        let Step::ProviderFault {
+            op,
+            fault,
+            nth,
+            times,
+        } = self
+        else {
+            return None;
+        };
+        Some(fake_payments::faults::Rule {
+            op: *op,
+            nth: nth.unwrap_or(1),
+            times: times.unwrap_or(1),
+            account: None,
+            key: None,
+            fault: fault.clone(),
+        })
+    }
+
+    /// The fake-hermes rule a `hermes_fault` step declares.
+    pub fn hermes_rule(&self) -> Option<fake_hermes::faults::Rule> {
+        let Step::HermesFault {
+            route,
+            fault,
+            nth,
+            times,
+        } = self
+        else {
+            return None;
+        };
+        Some(fake_hermes::faults::Rule {
+            route: *route,
+            nth: nth.unwrap_or(1),
+            times: times.unwrap_or(1),
+            session_id: None,
+            fault: fault.clone(),
+        })
+    }
+
     pub fn verb(&self) -> String {
         serde_json::to_value(self)
             .ok()
@@ -562,12 +603,6 @@ const OUTCOMES: [&str; 4] = [
     "final_failure_no_effect",
 ];
 const AUTHORITY: [&str; 4] = ["none", "held", "consumed", "released"];
-const REASONS: [&str; 3] = [
-    "owner_abandoned",
-    "predecessor_never_entered",
-    "deadline_expired",
-];
-const ENDS: [&str; 4] = ["completed", "failed", "cancelled", "not_executed"];
 const FIELDS: [&str; 7] = [
     "account",
     "environment",
@@ -803,7 +838,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 need_exec(executor, &mut pending);
                 occ_known(occurrence, &mut pending);
                 if let Some(r) = reason
-                    && !REASONS.contains(&r.as_str())
+                    && crate::aoc::ReleaseReason::parse(r).is_none()
                 {
                     pending.push((
                         at("reason"),
@@ -834,24 +869,12 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 occ_known(occurrence, &mut pending);
                 occurrences.insert(remedy.clone());
             }
-            Step::ProviderFault {
-                op,
-                fault,
-                nth,
-                times,
-            } => {
+            Step::ProviderFault { fault, .. } => {
                 if let fake_payments::faults::Fault::Hold { name } = fault {
                     holds.insert(name.clone());
                 }
                 let plan = fake_payments::faults::Plan {
-                    rules: vec![fake_payments::faults::Rule {
-                        op: *op,
-                        nth: nth.unwrap_or(1),
-                        times: times.unwrap_or(1),
-                        account: None,
-                        key: None,
-                        fault: fault.clone(),
-                    }],
+                    rules: s.payments_rule().into_iter().collect(),
                 };
                 for m in plan.validate() {
                     pending.push((
@@ -926,7 +949,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                         "submit it first",
                     ));
                 }
-                if !ENDS.contains(&end.as_str()) {
+                if crate::aoc::admission::AdmissionEnd::parse(end).is_none() {
                     pending.push((
                         at("end"),
                         format!("{end:?} is unknown"),
@@ -1037,20 +1060,9 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                     "invoke it first",
                 ));
             }
-            Step::HermesFault {
-                route,
-                fault,
-                nth,
-                times,
-            } => {
+            Step::HermesFault { .. } => {
                 let plan = fake_hermes::faults::Plan {
-                    rules: vec![fake_hermes::faults::Rule {
-                        route: *route,
-                        nth: nth.unwrap_or(1),
-                        times: times.unwrap_or(1),
-                        session_id: None,
-                        fault: fault.clone(),
-                    }],
+                    rules: s.hermes_rule().into_iter().collect(),
                 };
                 for m in plan.validate() {
                     pending.push((
@@ -1141,7 +1153,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
         let ok = ["queued", "started", "unknown"].contains(&state.as_str())
             || state
                 .strip_prefix("ended:")
-                .is_some_and(|e| ENDS.contains(&e));
+                .is_some_and(|e| crate::aoc::admission::AdmissionEnd::parse(e).is_some());
         if !ok {
             d(
                 format!("expect.admissions.{sub}"),

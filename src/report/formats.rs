@@ -283,6 +283,17 @@ fn h(s: &str) -> String {
     xml(s)
 }
 
+/// Missing-knowledge flags as prominent badges, or a dash when there are none.
+fn mk_badges(flags: &[String]) -> String {
+    if flags.is_empty() {
+        return "—".into();
+    }
+    flags
+        .iter()
+        .map(|m| format!("<span class=\"mk\">{}</span>", h(m)))
+        .collect()
+}
+
 /// `report.html`: one self-contained page (no external resources): the requirement × case
 /// matrix, then per case its failures, faults and per-occurrence evidence, with missing-knowledge
 /// flags made prominent.
@@ -392,14 +403,7 @@ pub fn html(r: &Report) -> String {
         if !c.operators.is_empty() {
             s.push_str("<table><tr><th>Hermes operator Action</th><th>binding</th><th>AOC state</th><th>runs</th><th>approvals</th><th>stops</th><th>missing knowledge</th></tr>");
             for o in &c.operators {
-                let mk: String = if o.missing_knowledge.is_empty() {
-                    "—".into()
-                } else {
-                    o.missing_knowledge
-                        .iter()
-                        .map(|m| format!("<span class=\"mk\">{}</span>", h(m)))
-                        .collect()
-                };
+                let mk = mk_badges(&o.missing_knowledge);
                 let _ = write!(
                     s,
                     "<tr><td>{}{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -427,14 +431,7 @@ pub fn html(r: &Report) -> String {
         if !c.occurrences.is_empty() {
             s.push_str("<table><tr><th>occurrence</th><th>state</th><th>outcome</th><th>entry</th><th>authority</th><th>generation</th><th>provider effects</th><th>missing knowledge</th><th>evidence sources</th><th>binding digest</th></tr>");
             for o in &c.occurrences {
-                let mk: String = if o.missing_knowledge.is_empty() {
-                    "—".into()
-                } else {
-                    o.missing_knowledge
-                        .iter()
-                        .map(|m| format!("<span class=\"mk\">{}</span>", h(m)))
-                        .collect()
-                };
+                let mk = mk_badges(&o.missing_knowledge);
                 let _ = write!(
                     s,
                     "<tr><td>{}<br><span class=\"small\">{}</span></td><td class=\"{}\">{}</td><td>{}</td><td>{} ({} attempt)</td><td>{}</td><td>g{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"small\">{}</td></tr>",

@@ -528,6 +528,28 @@ pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<&'st
     out
 }
 
+/// Seed 000 item 10: each binding read again through a fresh handle (`fresh`) must be the one
+/// read before. With no binding written nothing is proven: never a vacuous pass.
+fn judge_durability<T: PartialEq>(
+    seen: Vec<(String, Option<T>, Option<T>)>,
+    fresh: &str,
+) -> Result<(), SutError> {
+    for (label, before, after) in &seen {
+        if before != after {
+            return Err(SutError::Mismatch(
+                Req::R005,
+                format!("{label}: the binding {fresh} reads differs from the one written before"),
+            ));
+        }
+    }
+    if seen.iter().all(|(_, before, _)| before.is_none()) {
+        return Err(SutError::Harness(
+            "operator_durability found no binding to compare; invoke an Action first".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn primary(reqs: &[String]) -> Req {
     reqs.first()
         .and_then(|r| Req::parse(r))
@@ -1282,9 +1304,10 @@ impl World {
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
                 let reason = match reason.as_deref() {
-                    Some("owner_abandoned") => ReleaseReason::OwnerAbandoned,
-                    Some("deadline_expired") => ReleaseReason::DeadlineExpired,
-                    _ => ReleaseReason::PredecessorNeverEntered,
+                    None => ReleaseReason::PredecessorNeverEntered,
+                    Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
+                        SutError::Harness(format!("release reason {r:?} is unknown"))
+                    })?,
                 };
                 self.sut.release(&who, &o, reason).await?
             }
@@ -1309,20 +1332,10 @@ impl World {
                 let r = self.sut.remedy(&who, &o, authorization).await?;
                 self.occurrences.insert(remedy.clone(), r);
             }
-            Step::ProviderFault {
-                op,
-                fault,
-                nth,
-                times,
-            } => {
-                let rule = fake_payments::faults::Rule {
-                    op: *op,
-                    nth: nth.unwrap_or(1),
-                    times: times.unwrap_or(1),
-                    account: None,
-                    key: None,
-                    fault: fault.clone(),
-                };
+            Step::ProviderFault { .. } => {
+                let rule = step
+                    .payments_rule()
+                    .ok_or_else(|| SutError::Harness("not a provider fault".into()))?;
                 self.provider
                     .add_rule(rule)
                     .map_err(|d| SutError::Harness(d.join("; ")))?;
@@ -1441,12 +1454,9 @@ impl World {
                 ..
             } => {
                 let (who, a) = (self.who(executor)?, self.adm(submission)?);
-                let end = match end.as_str() {
-                    "completed" => crate::aoc::admission::AdmissionEnd::Completed,
-                    "failed" => crate::aoc::admission::AdmissionEnd::Failed,
-                    "cancelled" => crate::aoc::admission::AdmissionEnd::Cancelled,
-                    _ => crate::aoc::admission::AdmissionEnd::NotExecuted,
-                };
+                let end = crate::aoc::admission::AdmissionEnd::parse(end).ok_or_else(|| {
+                    SutError::Harness(format!("admission end {end:?} is unknown"))
+                })?;
                 self.sut.finish(&who, &a, end).await?
             }
             Step::LeaseRefresh { executor, .. } => self.sut.lease_call(executor, false).await?,
@@ -1529,35 +1539,20 @@ impl World {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                let mut compared = 0usize;
+                let mut seen = Vec::new();
                 for (label, id) in ids {
+                    let harness = |e: crate::store::StoreError| SutError::Harness(e.to_string());
+                    let ns = crate::operator::NAMESPACE;
                     let before = self
                         .operator
                         .store
-                        .record_get(crate::operator::NAMESPACE, &id)
+                        .record_get(ns, &id)
                         .await
-                        .map_err(|e| SutError::Harness(e.to_string()))?;
-                    let after = reopened
-                        .record_get(crate::operator::NAMESPACE, &id)
-                        .await
-                        .map_err(|e| SutError::Harness(e.to_string()))?;
-                    if before != after {
-                        return Err(SutError::Mismatch(
-                            Req::R005,
-                            format!(
-                                "{label}: the binding read through a fresh store handle differs from the one the connector wrote"
-                            ),
-                        ));
-                    }
-                    compared += usize::from(before.is_some());
+                        .map_err(harness)?;
+                    let after = reopened.record_get(ns, &id).await.map_err(harness)?;
+                    seen.push((label, before, after));
                 }
-                if compared == 0 {
-                    // Nothing written means nothing proven: never a vacuous pass.
-                    return Err(SutError::Harness(
-                        "operator_durability found no binding to compare; invoke an Action first"
-                            .into(),
-                    ));
-                }
+                judge_durability(seen, "a fresh store handle")?;
                 self.operator.store = reopened;
             }
             Step::OperatorConfigure {
@@ -1716,20 +1711,11 @@ impl World {
                 }
                 self.operator.background = keep;
             }
-            Step::HermesFault {
-                route,
-                fault,
-                nth,
-                times,
-            } => {
+            Step::HermesFault { .. } => {
                 let (_, h) = self.operator.hermes().await?;
-                let rule = fake_hermes::faults::Rule {
-                    route: *route,
-                    nth: nth.unwrap_or(1),
-                    times: times.unwrap_or(1),
-                    session_id: None,
-                    fault: fault.clone(),
-                };
+                let rule = step
+                    .hermes_rule()
+                    .ok_or_else(|| SutError::Harness("not a Hermes fault".into()))?;
                 h.add_rule(rule)
                     .map_err(|d| SutError::Harness(d.join("; ")))?;
             }
@@ -1794,25 +1780,12 @@ impl World {
             .await;
         self.operator.remote_reader = None;
         let fresh = self.operator.reader().await?;
-        let mut compared = 0usize;
+        let mut seen = Vec::new();
         for ((label, id), (_, b)) in ids.iter().zip(before) {
             let after = fresh.binding(id).await?.ok().flatten();
-            if b != after {
-                return Err(SutError::Mismatch(
-                    Req::R005,
-                    format!(
-                        "{label}: the binding a fresh process reads differs from the one the killed processes left"
-                    ),
-                ));
-            }
-            compared += usize::from(b.is_some());
+            seen.push((label.clone(), b, after));
         }
-        if compared == 0 {
-            return Err(SutError::Harness(
-                "operator_durability found no binding to compare; invoke an Action first".into(),
-            ));
-        }
-        Ok(())
+        judge_durability(seen, "a fresh process")
     }
 
     async fn check(&mut self) -> Vec<Violation> {
@@ -1912,8 +1885,20 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (label, id) in actions {
-            let Some(b) = c.binding_of(&id).await else {
-                continue;
+            // No binding yet is normal; a binding that cannot be read would leave every check
+            // below vacuous, so it is a harness error.
+            let read = match c.binding(&id).await {
+                Ok(Ok(b)) => Ok(b),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            let b = match read {
+                Ok(Some((_, b))) => b,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read the binding of {label}: {e}"));
+                    return out;
+                }
             };
             if let Some(prev) = self.operator.seen.get(&label) {
                 out.extend(binding_monotonic(&label, prev, &b));

@@ -95,13 +95,7 @@ impl Sut {
     /// Enter, then send if the entry was granted.
     pub async fn execute(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
         match self {
-            Sut::Local(s) => {
-                s.enter(who, o).await?;
-                if s.has_permit(who, o) {
-                    s.send(who, o, false).await?;
-                }
-                Ok(())
-            }
+            Sut::Local(s) => s.execute(who, o).await,
             Sut::Process(p) => p.occ_op(who, "execute", o, json!({})).await.map(|_| ()),
         }
     }

@@ -196,45 +196,26 @@ impl PaymentsClient {
         provider_ref: Option<&str>,
         now: Millis,
     ) -> Evidence {
-        match provider_ref {
-            Some(r) => {
-                let result = self
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/v1/payments/{r}"),
-                        None,
-                        None,
-                    )
-                    .await;
-                self.evidence(
-                    binding,
-                    EvidenceKind::StatusQuery,
-                    "payments.get",
-                    result,
-                    now,
-                    false,
-                )
-            }
-            None => {
-                let key = binding.native_key.clone().unwrap_or_default();
-                let result = self
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/v1/payments?idempotency_key={key}"),
-                        None,
-                        None,
-                    )
-                    .await;
-                self.evidence(
-                    binding,
-                    EvidenceKind::StatusQuery,
-                    "payments.get",
-                    result,
-                    now,
-                    true,
-                )
-            }
-        }
+        // By reference when known, else a listing by key (the only difference: how it is read).
+        let (path, listing) = match provider_ref {
+            Some(r) => (format!("/v1/payments/{r}"), false),
+            None => (
+                format!(
+                    "/v1/payments?idempotency_key={}",
+                    binding.native_key.as_deref().unwrap_or_default()
+                ),
+                true,
+            ),
+        };
+        let result = self.call(reqwest::Method::GET, &path, None, None).await;
+        self.evidence(
+            binding,
+            EvidenceKind::StatusQuery,
+            "payments.get",
+            result,
+            now,
+            listing,
+        )
     }
 
     fn evidence(

@@ -398,6 +398,15 @@ impl ReferenceSut {
         }
     }
 
+    /// Enters, then sends if the entry was granted (the `execute` step).
+    pub async fn execute(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
+        self.enter(name, occ).await?;
+        if self.has_permit(name, occ) {
+            self.send(name, occ, false).await?;
+        }
+        Ok(())
+    }
+
     /// Waits for every background send to finish.
     pub async fn settle(&mut self) -> Result<(), SutError> {
         for (_, t) in std::mem::take(&mut self.background) {

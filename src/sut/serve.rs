@@ -259,11 +259,7 @@ impl Served {
                 done()
             }
             "execute" => {
-                let o = occ(f)?;
-                self.sut.enter(&name, &o).await.map_err(e)?;
-                if self.sut.has_permit(&name, &o) {
-                    self.sut.send(&name, &o, false).await.map_err(e)?;
-                }
+                self.sut.execute(&name, &occ(f)?).await.map_err(e)?;
                 done()
             }
             "settle" => {
@@ -280,19 +276,15 @@ impl Served {
             }
             "release" => {
                 let reason = match f.get("reason").and_then(Value::as_str) {
-                    Some("owner_abandoned") => ReleaseReason::OwnerAbandoned,
-                    Some("deadline_expired") => ReleaseReason::DeadlineExpired,
-                    Some("predecessor_never_entered") | None => {
-                        ReleaseReason::PredecessorNeverEntered
-                    }
-                    Some(other) => {
-                        return Err(failure(
+                    None => ReleaseReason::PredecessorNeverEntered,
+                    Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
+                        failure(
                             "invalid",
                             None,
-                            format!("unknown release reason {other:?}"),
+                            format!("unknown release reason {r:?}"),
                             true,
-                        ));
-                    }
+                        )
+                    })?,
                 };
                 self.sut.release(&name, &occ(f)?, reason).await.map_err(e)?;
                 done()
@@ -346,20 +338,15 @@ impl Served {
                 done()
             }
             "finish" => {
-                let end = match field(f, "end")? {
-                    "completed" => AdmissionEnd::Completed,
-                    "failed" => AdmissionEnd::Failed,
-                    "cancelled" => AdmissionEnd::Cancelled,
-                    "not_executed" => AdmissionEnd::NotExecuted,
-                    other => {
-                        return Err(failure(
-                            "invalid",
-                            None,
-                            format!("unknown admission end {other:?}"),
-                            true,
-                        ));
-                    }
-                };
+                let end = field(f, "end")?;
+                let end = AdmissionEnd::parse(end).ok_or_else(|| {
+                    failure(
+                        "invalid",
+                        None,
+                        format!("unknown admission end {end:?}"),
+                        true,
+                    )
+                })?;
                 self.sut.finish(&name, &adm(f)?, end).await.map_err(e)?;
                 done()
             }
