@@ -152,11 +152,11 @@ pub struct Domain<S: Store> {
     /// or an adoption; an append from a stale state fails its length check and is re-decided.
     cache: Arc<std::sync::Mutex<std::collections::HashMap<OccurrenceId, OccurrenceState>>>,
     /// Test-only: a deliberate defect, so that the harness can be shown to catch it. Always
-    /// `None` outside `tests/broken`.
+    /// `None` outside `tests/it/broken.rs`.
     defect: Option<Defect>,
 }
 
-/// Deliberate defects for the harness's own tests (`tests/broken`): each breaks one requirement.
+/// Deliberate defects for the harness's own tests (`tests/it/broken.rs`): each breaks one requirement.
 /// Never reachable from the command line or a configuration file.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

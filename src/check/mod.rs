@@ -1,7 +1,7 @@
 //! Invariant checkers, each tagged with the requirement ids it evaluates. They run after every
 //! step of a case over what the implementation reports, its raw stored history, and the provider's
 //! ground-truth ledger. A checker that finds nothing wrong says so by returning no violation; every
-//! checker here has a broken implementation in `tests/broken` that makes it fire.
+//! checker here has a broken implementation in `tests/it/broken.rs` that makes it fire.
 
 use crate::aoc::domain::Limits;
 use crate::aoc::history::{ChainedEntry, EntryBody, Outcome, is_prefix_preserving, verify_chain};

@@ -33,8 +33,8 @@ pub struct OperatorResult {
     pub error: Option<ConnectorError>,
 }
 
-/// Deliberately broken connectors for the harness's own tests (`tests/broken.rs`,
-/// `tests/protocol.rs`). Reachable only as `aocheck sut reference --variant NAME`, which exists to
+/// Deliberately broken connectors for the harness's own tests (`tests/it/broken.rs`,
+/// `tests/it/protocol.rs`). Reachable only as `aocheck sut reference --variant NAME`, which exists to
 /// show that the harness catches each defect; never from a configuration.
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -1,7 +1,7 @@
 //! Durable stores of the coordination domain.
 //!
 //! One [`Store`] trait, three implementations judged by one conformance suite
-//! (`tests/store_conformance.rs`): [`memory`] (the model; not durable), [`sqlite`] (the embedded
+//! (`tests/it/store_conformance.rs`): [`memory`] (the model; not durable), [`sqlite`] (the embedded
 //! default: WAL, `synchronous = FULL`, `BEGIN IMMEDIATE`) and [`postgres`] (many executors on many
 //! machines: row locks inside read-committed transactions).
 //!

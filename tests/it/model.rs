@@ -8,7 +8,7 @@
 //! refused with AOC-REQ-006 and no entry it appends carries a retired generation); a terminal
 //! outcome only ever follows authoritative evidence; every failure is a typed refusal.
 
-mod support;
+use crate::support;
 
 use aocheck::aoc::domain::RemedyRequest;
 use aocheck::aoc::history::{

@@ -1,7 +1,7 @@
 //! The coordination domain, requirement by requirement, on every store arm. Every refusal is
 //! checked to name its requirement (and occurrence) and to leave the store unchanged.
 
-mod support;
+use crate::support;
 
 use aocheck::aoc::admission::{AdmissionEnd, AdmissionState};
 use aocheck::aoc::binding::BindingField;

@@ -1,6 +1,6 @@
 //! The harness must be able to fail: every deliberately broken variant of the reference is caught
 //! by the named case for the right requirement, and the unmodified reference passes everything.
-//! (Variants are described in `tests/broken/README.md`.)
+//! (Variants are described in `tests/it/broken.md`.)
 
 use aocheck::aoc::Req;
 use aocheck::operator::connector::ConnectorDefect;

@@ -1,6 +1,5 @@
 //! Shared test builder: store arms, a provider profile and binding, evidence, and a snapshot of a
 //! domain's durable state for "a refusal writes nothing" checks.
-#![allow(dead_code)]
 
 use aocheck::aoc::admission::Admission;
 use aocheck::aoc::binding::{EvidenceBinding, ProviderBinding};

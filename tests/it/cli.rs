@@ -1,6 +1,6 @@
 //! The binary's inputs and exit codes: every bad input names the file, field and fix.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

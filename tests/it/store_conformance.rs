@@ -3,7 +3,7 @@
 //! (exactly one wins, on independent connections), and a reopen that finds every committed
 //! transition.
 
-mod support;
+use crate::support;
 
 use aocheck::aoc::error::LimitKind;
 use aocheck::aoc::history::{ChainedEntry, EntryBody, ReleaseReason, verify_chain};

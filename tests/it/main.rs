@@ -1,0 +1,18 @@
+//! aocheck's integration tests: one binary (the library links once), one module per area.
+//! `support` is the shared builder; `broken.md` describes the broken variants `broken` runs.
+
+mod broken;
+mod cases;
+mod cli;
+mod domain;
+mod model;
+mod operator;
+mod protocol;
+mod providers;
+mod python_sut;
+mod report;
+mod store_conformance;
+mod successor_process;
+#[allow(dead_code)]
+mod support;
+mod vacuous;
