@@ -17,7 +17,7 @@ use aocheck::aoc::profile::{
     Evidence, EvidenceKind, NativeResult, ProviderProfile, SourceKind, StatusClass, StatusMapping,
     StatusSource,
 };
-use aocheck::report::Digest;
+use aocheck::digest::Digest;
 use aocheck::store::{AnyStore, StoreSpec};
 use aocheck::{Clock, Domain, DomainConfig, SystemClock};
 use std::collections::BTreeMap;

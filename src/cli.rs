@@ -288,7 +288,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         report.summary.other,
         out.display()
     );
-    report.exit_code()
+    exit::of_report(&report)
 }
 
 /// Writes every format (and the signed envelope when a key is given).

@@ -16,3 +16,20 @@ pub const UNDECIDED: u8 = 2;
 pub const INVALID_INPUT: u8 = 3;
 pub const UNREACHABLE: u8 = 4;
 pub const SIGNATURE_FAILED: u8 = 5;
+
+use crate::report::model::{Report, Verdict};
+
+/// The exit code a finished run calls for: a failure outranks a harness error, which outranks any
+/// other verdict that is not a pass; no case at all is undecided.
+pub fn of_report(report: &Report) -> u8 {
+    let cases = &report.cases;
+    if cases.iter().any(|c| c.verdict == Verdict::Fail) {
+        REQUIREMENT_FAILED
+    } else if cases.iter().any(|c| c.verdict == Verdict::HarnessError) {
+        UNREACHABLE
+    } else if cases.is_empty() || cases.iter().any(|c| c.verdict != Verdict::Pass) {
+        UNDECIDED
+    } else {
+        OK
+    }
+}

@@ -12,6 +12,7 @@ pub mod case;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod digest;
 pub mod exit;
 pub mod operator;
 pub mod report;

@@ -4,7 +4,7 @@
 //! only by readback of the occurrence it created, and is never reset to `queued`.
 
 use crate::aoc::ids::{AdmissionId, ExecutorId, Generation, LaneId, Millis, OccurrenceId};
-use crate::report::Digest;
+use crate::digest::Digest;
 use serde::{Deserialize, Serialize};
 
 /// Terminal results of an admission.

@@ -1,7 +1,7 @@
 //! AOC-REQ-003: the immutable provider binding, and the comparison every later admission, status
 //! query, response and reconciliation goes through.
 
-use crate::report::{CanonicalError, Digest, digest_of};
+use crate::digest::{CanonicalError, Digest, digest_of};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

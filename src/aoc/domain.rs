@@ -19,7 +19,7 @@ use crate::aoc::occurrence::{self, OccurrenceState, Phase};
 use crate::aoc::profile::{Evidence, ProviderProfile};
 use crate::aoc::requirement::Req;
 use crate::clock::Clock;
-use crate::report::{Digest, digest_of};
+use crate::digest::{Digest, digest_of};
 use crate::store::{
     Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
     StoreError,

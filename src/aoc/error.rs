@@ -16,13 +16,7 @@ use crate::store::StoreError;
 use serde::Serialize;
 use std::fmt;
 
-/// Which declared limit (AOC-REQ-006).
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    Pending,
-    InFlight,
-}
+pub use crate::aoc::ids::LimitKind;
 
 /// What was wrong with a refused call.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize)]

@@ -7,7 +7,7 @@
 use crate::aoc::binding::{ProviderBinding, ProviderRef};
 use crate::aoc::ids::{AttemptId, ExecutorId, Generation, LaneId, Millis, OccurrenceId};
 use crate::aoc::profile::{Evidence, Interpretation};
-use crate::report::{CanonicalError, Digest, digest_of};
+use crate::digest::{CanonicalError, Digest, digest_of};
 use serde::{Deserialize, Serialize};
 
 /// Caller-chosen labels recorded at creation. They keep their native types and meanings and never

@@ -142,8 +142,8 @@ impl OwnerToken {
     pub fn secret(&self) -> &str {
         &self.0
     }
-    pub fn digest(&self) -> crate::report::Digest {
-        crate::report::Digest::of_bytes(self.0.as_bytes())
+    pub fn digest(&self) -> crate::digest::Digest {
+        crate::digest::Digest::of_bytes(self.0.as_bytes())
     }
 }
 
@@ -151,4 +151,13 @@ impl fmt::Debug for OwnerToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("OwnerToken(<redacted>)")
     }
+}
+
+/// Which declared limit (AOC-REQ-006). Here, beside the other core vocabulary, so that the store
+/// can name it without importing the domain's error module.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    Pending,
+    InFlight,
 }

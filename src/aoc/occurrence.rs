@@ -17,7 +17,7 @@ use crate::aoc::ids::{
 };
 use crate::aoc::profile::{Evidence, EvidenceKind, MissingKnowledge, ProviderProfile, StatusClass};
 use crate::aoc::requirement::Req;
-use crate::report::Digest;
+use crate::digest::Digest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;

@@ -7,7 +7,7 @@
 
 use crate::aoc::binding::EvidenceBinding;
 use crate::aoc::ids::{AttemptId, Millis};
-use crate::report::{CanonicalError, Digest, digest_of};
+use crate::digest::{CanonicalError, Digest, digest_of};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -8,7 +8,7 @@ use crate::aoc::history::{ChainedEntry, EntryBody, Outcome, is_prefix_preserving
 use crate::aoc::ids::Generation;
 use crate::aoc::occurrence::{OccurrenceState, Phase};
 use crate::aoc::requirement::Req;
-use crate::report::Digest;
+use crate::digest::Digest;
 use fake_payments::ledger::{EffectKind, Ledger};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -2,7 +2,7 @@
 //! and the request fingerprint.
 
 use super::input::Action;
-use crate::report::{CanonicalError, digest_of};
+use crate::digest::{CanonicalError, digest_of};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

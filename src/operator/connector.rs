@@ -266,7 +266,7 @@ impl<S: Store> Connector<S> {
         if let Some(m) = &self.policy.model {
             body["model"] = json!(m);
         }
-        let fp = crate::report::digest_of(
+        let fp = crate::digest::digest_of(
             &json!({"endpoint_id": self.endpoint_id, "action": req.child, "delegation": req}),
         )
         .map_err(state_err)?

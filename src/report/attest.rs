@@ -23,7 +23,7 @@ pub enum AttestError {
     #[error("the statement's subject digest does not match the report it carries")]
     SubjectMismatch,
     #[error(transparent)]
-    Canonical(#[from] super::CanonicalError),
+    Canonical(#[from] crate::digest::CanonicalError),
 }
 
 /// The DSSE envelope. Unknown members are ignored on the way in, as the DSSE specification asks
@@ -85,14 +85,14 @@ pub fn verifying_key(pem: &str) -> Result<VerifyingKey, AttestError> {
 pub fn key_id(k: &VerifyingKey) -> String {
     format!(
         "ed25519:{}",
-        &super::Digest::of_bytes(k.as_bytes()).hex()[..16]
+        &crate::digest::Digest::of_bytes(k.as_bytes()).hex()[..16]
     )
 }
 
 /// The statement for a report (as JSON): subject = `report.json` with the SHA-256 of the report's
 /// canonical bytes.
 pub fn statement(report: &Value) -> Result<Value, AttestError> {
-    let digest = super::digest_of(report)?;
+    let digest = crate::digest::digest_of(report)?;
     Ok(json!({
         "_type": STATEMENT_TYPE,
         "subject": [{"name": "report.json", "digest": {"sha256": digest.hex()}}],
@@ -103,7 +103,7 @@ pub fn statement(report: &Value) -> Result<Value, AttestError> {
 
 /// Signs a report into an envelope.
 pub fn sign(report: &Value, key: &SigningKey) -> Result<Envelope, AttestError> {
-    let payload = super::canonical_bytes(&statement(report)?)?;
+    let payload = crate::digest::canonical_bytes(&statement(report)?)?;
     let sig: Signature = key.sign(&pae(PAYLOAD_TYPE, &payload));
     let b64 = base64::engine::general_purpose::STANDARD;
     Ok(Envelope {
@@ -143,7 +143,7 @@ pub fn verify(envelope_bytes: &[u8], key: &VerifyingKey) -> Result<Value, Attest
     let st: Value = serde_json::from_slice(&payload)
         .map_err(|e| AttestError::Envelope(format!("statement: {e}")))?;
     let report = st["predicate"].clone();
-    let want = super::digest_of(&report)?.hex();
+    let want = crate::digest::digest_of(&report)?.hex();
     if st["subject"][0]["digest"]["sha256"].as_str() != Some(want.as_str())
         || st["_type"] != STATEMENT_TYPE
     {

@@ -1,10 +1,8 @@
-//! Reports: what a run found, in forms people and machines read. Today this module holds only the
-//! one place where aocheck computes digests (`canonical`); the report model and its formats arrive
-//! with the harness.
+//! Reports: what a run found, in forms people and machines read. [`model`] is the contract (a
+//! leaf: it imports only the domain's vocabulary), [`formats`] renders it as JSON, JUnit,
+//! Markdown and HTML, and [`attest`] signs and verifies it (an in-toto Statement in a DSSE
+//! envelope). Digests come from [`crate::digest`].
 
 pub mod attest;
-pub mod canonical;
 pub mod formats;
 pub mod model;
-
-pub use canonical::{CanonicalError, Digest, canonical_bytes, digest_of};

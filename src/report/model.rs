@@ -7,7 +7,6 @@
 use crate::aoc::composition::{BypassPath, CompositionStatus};
 use crate::aoc::domain::Limits;
 use crate::aoc::requirement::Req;
-use crate::case::Case;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -123,12 +122,13 @@ pub struct CaseReport {
 }
 
 impl CaseReport {
-    pub fn new(c: &Case, path: &Path) -> Self {
+    /// A case's report before it runs: `not_run`, nothing found yet.
+    pub fn new(id: &str, title: &str, file: &Path, requirements: Vec<String>) -> Self {
         CaseReport {
-            id: c.id.clone(),
-            title: c.title.clone(),
-            file: path.display().to_string(),
-            requirements: c.requirements.clone(),
+            id: id.to_string(),
+            title: title.to_string(),
+            file: file.display().to_string(),
+            requirements,
             verdict: Verdict::NotRun,
             failures: Vec::new(),
             harness: None,
@@ -191,70 +191,3 @@ pub struct Report {
 }
 
 pub const DISCLAIMER: &str = "Same-team reference implementation and synthetic provider. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish independent interoperability, live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";
-
-impl Report {
-    /// Aggregates requirement verdicts: fail if any case failure names the requirement; else a
-    /// harness error, not-run or other unknown if any case evaluating it had one; pass only if every
-    /// case evaluating it passed; not run if no case evaluates it.
-    pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
-        Req::ALL
-            .iter()
-            .map(|r| {
-                let evaluating: Vec<&CaseReport> = cases
-                    .iter()
-                    .filter(|c| {
-                        c.requirements.iter().any(|x| Req::parse(x) == Some(*r))
-                            || c.failures.iter().any(|f| f.requirement == *r)
-                    })
-                    .collect();
-                let verdict = if evaluating.is_empty() {
-                    Verdict::NotRun
-                } else if evaluating
-                    .iter()
-                    .any(|c| c.failures.iter().any(|f| f.requirement == *r))
-                {
-                    Verdict::Fail
-                } else if let Some(worst) = evaluating
-                    .iter()
-                    .map(|c| c.verdict)
-                    .filter(|v| *v != Verdict::Pass && *v != Verdict::Fail)
-                    .max()
-                {
-                    worst
-                } else if evaluating.iter().all(|c| c.verdict == Verdict::Pass) {
-                    Verdict::Pass
-                } else {
-                    // Failed for another requirement only: this one held in those cases.
-                    Verdict::Pass
-                };
-                RequirementReport {
-                    id: *r,
-                    verdict,
-                    cases: evaluating.iter().map(|c| c.id.clone()).collect(),
-                    checkers: crate::check::CHECKERS
-                        .iter()
-                        .filter(|(_, rs)| rs.contains(r))
-                        .map(|(n, _)| n.to_string())
-                        .collect(),
-                }
-            })
-            .collect()
-    }
-
-    /// The exit code this report calls for (see `crate::exit`).
-    pub fn exit_code(&self) -> u8 {
-        if self.cases.iter().any(|c| c.verdict == Verdict::Fail) {
-            crate::exit::REQUIREMENT_FAILED
-        } else if self
-            .cases
-            .iter()
-            .any(|c| c.verdict == Verdict::HarnessError)
-        {
-            crate::exit::UNREACHABLE
-        } else if self.cases.iter().any(|c| c.verdict != Verdict::Pass) || self.cases.is_empty() {
-            crate::exit::UNDECIDED
-        } else {
-            crate::exit::OK
-        }
-    }
-}

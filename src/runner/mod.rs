@@ -3,6 +3,9 @@
 //! verbs), runs every checker after every step, and judges the case. It emits one [`RunEvent`]
 //! stream; reporters consume it.
 
+mod verdict;
+pub use verdict::aggregate;
+
 use crate::aoc::Domain;
 use crate::aoc::composition::{CompositionStatus, composition_status};
 use crate::aoc::domain::{DomainConfig, Limits};
@@ -18,6 +21,7 @@ use crate::operator::{Action, Connector, ConnectorError, OperatorResult};
 use crate::report::model::{CaseReport, Failure, FaultReport, OccurrenceReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
+use crate::sut::message::{HermesInit, Op, OperatorInit};
 use crate::sut::operator::{AipRecord, Answer, Conn};
 use crate::sut::reference::{ReferenceSut, SutError, Variant};
 use crate::sut::remote::Spawner;
@@ -87,7 +91,7 @@ pub async fn run_case(
     emit(RunEvent::CaseStarted {
         case: case.id.clone(),
     });
-    let mut report = CaseReport::new(case, &lc.path);
+    let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
     report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
     if let Some(st) = &opts.repro_store {
         report.repro.push_str(&format!(" --store {st}"));
@@ -101,7 +105,7 @@ pub async fn run_case(
     let mut pconfig = fake_payments::Config::example();
     // The provider's signing key follows the seed, so a run's profile digest is reproducible.
     pconfig.signing_seed_hex = Some(
-        crate::report::Digest::of_bytes(format!("aocheck-fake-payments-{}", opts.seed).as_bytes())
+        crate::digest::Digest::of_bytes(format!("aocheck-fake-payments-{}", opts.seed).as_bytes())
             .hex(),
     );
     pconfig.accounts[0].idempotency = match case.config.idempotency.as_deref() {
@@ -168,23 +172,28 @@ pub async fn run_case(
     let sut = match &opts.sut {
         None => Sut::Local(Box::new(ReferenceSut::new(domain, client, opts.variant))),
         Some(spec) => {
-            let mut init = serde_json::Map::new();
-            init.insert(
-                "providers".into(),
-                serde_json::json!({"payments": {"base_url": base, "account": "acct_a", "api_key": "sk_test_a"}}),
-            );
-            init.insert("limits".into(), serde_json::json!(limits));
-            init.insert(
-                "domain".into(),
-                serde_json::json!({
-                    "id": domain.config().domain_id,
-                    "bypass_paths": domain.config().bypass_paths,
-                    "aadp": domain.config().aadp,
-                    "action_fence": domain.config().action_fence,
-                }),
-            );
-            init.insert("seed".into(), opts.seed.into());
-            match ProcessSut::start(spec.clone(), &case.id, init, clock.clone()).await {
+            let payments = crate::sut::message::PaymentsInit {
+                base_url: base.clone(),
+                account: "acct_a".into(),
+                api_key: "sk_test_a".into(),
+            };
+            let dinit = crate::sut::message::DomainInit {
+                id: Some(domain.config().domain_id.clone()),
+                bypass_paths: domain.config().bypass_paths.clone(),
+                aadp: domain.config().aadp,
+                action_fence: domain.config().action_fence,
+            };
+            let started_sut = ProcessSut::start(
+                spec.clone(),
+                &case.id,
+                payments,
+                limits,
+                dinit,
+                opts.seed,
+                clock.clone(),
+            )
+            .await;
+            match started_sut {
                 Ok(p) => {
                     report.implementation = Some(p.implementation(&spec.command));
                     Sut::Process(Box::new(p))
@@ -233,10 +242,12 @@ pub async fn run_case(
     let mut harness: Option<String> = None;
     // A case that needs an operation the implementation does not list is never run partly.
     if let Sut::Process(p) = &mut world.sut {
-        let missing: Vec<&str> = required_ops(case)
+        let mut missing: Vec<&str> = required_ops(case)
             .into_iter()
-            .filter(|op| !p.supports(op))
+            .filter(|op| !p.supports(*op))
+            .map(Op::name)
             .collect();
+        missing.sort_unstable();
         if !missing.is_empty() {
             world.operator.unsupported = Some(format!(
                 "the implementation does not support {}: the case was not run",
@@ -475,56 +486,57 @@ pub async fn run_case(
     report
 }
 
-/// The `aocheck-sut/1` operations a case needs (beyond `init`, `state` and `lane`, which every
-/// case needs).
-pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<&'static str> {
-    let mut out: std::collections::BTreeSet<&'static str> = ["state", "lane"].into();
+/// The `aocheck-sut/1` operations a case needs: every case needs `state`, `lane` and `settle`;
+/// each step needs the operation the World sends for it; every operator step also reads the
+/// connector's durable binding.
+pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> {
+    let mut out: std::collections::BTreeSet<Op> = [Op::State, Op::Lane].into();
     for s in &case.steps {
         let op = match s.verb().as_str() {
-            "join" => "join",
-            "replace" => "takeover",
-            "create" => "create",
-            "reserve" => "reserve",
-            "enter" => "enter",
-            "send" => "send",
-            "execute" => "execute",
-            "settle" => "settle",
-            "adopt" => "adopt",
-            "reconcile" => "reconcile",
-            "release" => "release",
-            "rebind" => "rebind",
-            "remedy" => "remedy",
-            "submit" => "submit",
-            "claim" => "claim",
-            "link" => "link",
-            "recover" => "recover",
-            "resolve_unknown" => "resolve_unknown",
-            "finish" => "finish",
-            "lease_refresh" => "lease_refresh",
-            "lease_release" => "lease_release",
-            "import" => "import",
-            "operator_invoke" => "invoke",
-            "operator_cancel" => "cancel",
-            "operator_delegate" => "delegate",
-            "operator_manifest" => "manifest",
-            "operator_configure" => "policy",
+            "join" => Op::Join,
+            "replace" => Op::Takeover,
+            "create" => Op::Create,
+            "reserve" => Op::Reserve,
+            "enter" => Op::Enter,
+            "send" => Op::Send,
+            "execute" => Op::Execute,
+            "settle" => Op::Settle,
+            "adopt" => Op::Adopt,
+            "reconcile" => Op::Reconcile,
+            "release" => Op::Release,
+            "rebind" => Op::Rebind,
+            "remedy" => Op::Remedy,
+            "submit" => Op::Submit,
+            "claim" => Op::Claim,
+            "link" => Op::Link,
+            "recover" => Op::Recover,
+            "resolve_unknown" => Op::ResolveUnknown,
+            "finish" => Op::Finish,
+            "lease_refresh" => Op::LeaseRefresh,
+            "lease_release" => Op::LeaseRelease,
+            "import" => Op::Import,
+            "operator_invoke" => Op::Invoke,
+            "operator_cancel" => Op::Cancel,
+            "operator_delegate" => Op::Delegate,
+            "operator_manifest" => Op::Manifest,
+            "operator_configure" => Op::Policy,
             // The connector's own durable binding is read for every operator step.
-            v if v.starts_with("operator_") || v.starts_with("hermes_") => "binding",
+            v if v.starts_with("operator_") || v.starts_with("hermes_") => Op::Binding,
             _ => continue,
         };
         out.insert(op);
-        if op != "binding" && s.verb().starts_with("operator_") {
-            out.insert("binding");
+        if s.verb().starts_with("operator_") {
+            out.insert(Op::Binding);
         }
     }
     if !case.expect.admissions.is_empty() {
-        out.insert("admission");
+        out.insert(Op::Admission);
     }
     if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
-        out.insert("describe");
+        out.insert(Op::Describe);
     }
     // Any delayed background work is finished by `settle` at the end of every case.
-    out.insert("settle");
+    out.insert(Op::Settle);
     out
 }
 
@@ -660,10 +672,7 @@ impl OperatorWorld {
     /// What a remote connector process is told at `init` beyond the case's common fields.
     /// The reader gets the harness's defaults, not the case's policy: it only reads, and a case
     /// may configure a policy it expects to be refused.
-    async fn remote_init(
-        &mut self,
-        reader: bool,
-    ) -> Result<serde_json::Map<String, serde_json::Value>, SutError> {
+    async fn remote_init(&mut self, reader: bool) -> Result<(HermesInit, OperatorInit), SutError> {
         let (base, _) = self.hermes().await?;
         let policy = if reader {
             self.base_policy()
@@ -671,16 +680,20 @@ impl OperatorWorld {
             self.policy()
                 .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?
         };
-        let mut m = serde_json::Map::new();
-        m.insert(
-            "providers".into(),
-            serde_json::json!({"hermes": {"base_url": base, "api_key": "hermes-test-key", "endpoint_id": "primary"}}),
-        );
-        m.insert(
-            "operator".into(),
-            serde_json::json!({"policy": policy, "tenant": self.tenant, "resolver": self.resolver}),
-        );
-        Ok(m)
+        let policy = serde_json::to_value(policy)
+            .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+        Ok((
+            HermesInit {
+                base_url: base,
+                api_key: "hermes-test-key".into(),
+                endpoint_id: "primary".into(),
+            },
+            OperatorInit {
+                policy: Some(policy),
+                tenant: Some(self.tenant.clone()),
+                resolver: self.resolver,
+            },
+        ))
     }
 
     /// Stops a connector instance (SIGKILL for a process; its requests in flight fail with it)
@@ -701,7 +714,9 @@ impl OperatorWorld {
             return Ok(r.clone());
         }
         let extra = self.remote_init(true).await?;
-        let (p, _, label) = spawner.spawn("aocheck-operator-reader", extra).await?;
+        let (p, _, label) = spawner
+            .spawn("aocheck-operator-reader", Some(extra))
+            .await?;
         let c = Conn::Remote(p, label);
         self.remote_reader = Some(c.clone());
         Ok(c)
@@ -713,7 +728,7 @@ impl OperatorWorld {
         }
         if let Some(spawner) = self.remote.clone() {
             let extra = self.remote_init(false).await?;
-            let (p, _, label) = spawner.spawn(instance, extra).await?;
+            let (p, _, label) = spawner.spawn(instance, Some(extra)).await?;
             let c = Conn::Remote(p, label);
             self.connectors.insert(instance.into(), c.clone());
             return Ok(c);
@@ -815,7 +830,7 @@ impl OperatorWorld {
                 expires_at: if approval == "expired" { 1 } else { u64::MAX },
             };
             records.push(AipRecord {
-                namespace: APPROVALS,
+                namespace: APPROVALS.into(),
                 key: approval_id.clone(),
                 value: json!(rec),
             });
@@ -863,12 +878,12 @@ impl OperatorWorld {
                 }),
             };
             records.push(AipRecord {
-                namespace: QUEUE,
+                namespace: QUEUE.into(),
                 key: id.clone(),
                 value: json!(q),
             });
             records.push(AipRecord {
-                namespace: LIFECYCLE,
+                namespace: LIFECYCLE.into(),
                 key: id.clone(),
                 value: json!(l),
             });
@@ -881,7 +896,7 @@ impl OperatorWorld {
         if self.remote.is_none() {
             for r in &records {
                 self.store
-                    .record_cas(r.namespace, &r.key, None, &r.value)
+                    .record_cas(&r.namespace, &r.key, None, &r.value)
                     .await
                     .or_else(store_err)?;
             }
@@ -905,7 +920,7 @@ impl OperatorWorld {
             .or_insert_with(|| {
                 format!(
                     "act_{}",
-                    &crate::report::Digest::of_bytes(key.as_bytes()).hex()[..32]
+                    &crate::digest::Digest::of_bytes(key.as_bytes()).hex()[..32]
                 )
             })
             .clone()
@@ -2415,9 +2430,9 @@ pub async fn run_suite(
     });
     let inputs: Vec<serde_json::Value> = cases
         .iter()
-        .map(|c| serde_json::json!({"id": c.case.id, "sha256": crate::report::Digest::of_bytes(&c.bytes).hex()}))
+        .map(|c| serde_json::json!({"id": c.case.id, "sha256": crate::digest::Digest::of_bytes(&c.bytes).hex()}))
         .collect();
-    let test_input_digest = crate::report::digest_of(&inputs)
+    let test_input_digest = crate::digest::digest_of(&inputs)
         .map(|d| d.to_string())
         .unwrap_or_default();
     let mut implementation = match &opts.sut {
@@ -2440,7 +2455,7 @@ pub async fn run_suite(
         provider_profile: reports.iter().find_map(|c| c.provider_profile.clone()),
         store: serde_json::to_value(store.info()).unwrap_or_default(),
         test_input_digest,
-        requirements: Report::aggregate(&reports),
+        requirements: verdict::aggregate(&reports),
         summary: Summary {
             cases: reports.len(),
             pass,

@@ -9,7 +9,7 @@ use crate::aoc::admission::{self, Admission, AdmissionState};
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{self, AcquireMode, Lease};
-use crate::report::Digest;
+use crate::digest::Digest;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -39,7 +39,7 @@ impl Namespace {
     fn count(
         &self,
         lane: &LaneId,
-        which: crate::aoc::error::LimitKind,
+        which: crate::aoc::ids::LimitKind,
         except: Option<&OccurrenceId>,
     ) -> u32 {
         let class = Class::of_limit(which);

@@ -29,12 +29,12 @@ pub mod postgres;
 pub mod sqlite;
 
 use crate::aoc::admission::{Admission, AdmissionError};
-use crate::aoc::error::LimitKind;
 use crate::aoc::history::ChainedEntry;
+use crate::aoc::ids::LimitKind;
 use crate::aoc::ids::{ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{AcquireMode, Lease, LeaseError};
 use crate::aoc::occurrence::Phase;
-use crate::report::Digest;
+use crate::digest::Digest;
 use serde::Serialize;
 use std::future::Future;
 
@@ -520,7 +520,7 @@ pub(crate) mod rows {
         AdmissionId, ExecutorId, Generation, Holder, LaneId, Millis, OccurrenceId,
     };
     use crate::aoc::lease::Lease;
-    use crate::report::Digest;
+    use crate::digest::Digest;
 
     pub fn i64_of(v: u64) -> Result<i64, StoreError> {
         i64::try_from(v)

@@ -14,7 +14,7 @@ use crate::aoc::admission::{self, Admission, AdmissionState};
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{self, AcquireMode, Lease};
-use crate::report::Digest;
+use crate::digest::Digest;
 use deadpool_postgres::{GenericClient, ManagerConfig, Pool, PoolConfig, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::error::SqlState;

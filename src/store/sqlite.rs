@@ -11,11 +11,11 @@ use super::{
     StoreError, StoreInfo, check_fence, check_limit,
 };
 use crate::aoc::admission::{self, Admission, AdmissionState};
-use crate::aoc::error::LimitKind;
 use crate::aoc::history::ChainedEntry;
+use crate::aoc::ids::LimitKind;
 use crate::aoc::ids::{AdmissionId, ExecutorId, Holder, LaneId, Millis, OccurrenceId};
 use crate::aoc::lease::{self, AcquireMode, Lease};
-use crate::report::Digest;
+use crate::digest::Digest;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -3,6 +3,7 @@
 //! speaks it too, `aocheck sut reference`). [`Sut`] is what the runner drives: the same steps,
 //! the same checkers, whichever it is.
 
+pub mod message;
 pub mod operator;
 pub mod payments;
 pub mod process;
@@ -16,9 +17,9 @@ use crate::aoc::composition::{BypassPath, CompositionStatus};
 use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
+use message::{Request, reply};
 pub use reference::{ReferenceSut, SutError, Variant};
 use remote::ProcessSut;
-use serde_json::json;
 
 /// The system under test the runner drives.
 #[derive(Debug)]
@@ -55,7 +56,17 @@ impl Sut {
     ) -> Result<OccurrenceId, SutError> {
         match self {
             Sut::Local(s) => s.create(who, key, amount, simulate).await,
-            Sut::Process(p) => p.create(who, key, amount, simulate).await,
+            Sut::Process(p) => p
+                .ask::<reply::Occurrence>(
+                    who,
+                    Request::Create {
+                        key: key.into(),
+                        amount,
+                        simulate: simulate.map(str::to_string),
+                    },
+                )
+                .await
+                .map(|r| r.occurrence),
         }
     }
     pub async fn reserve(
@@ -67,7 +78,13 @@ impl Sut {
         match self {
             Sut::Local(s) => s.reserve(who, o, amount).await,
             Sut::Process(p) => p
-                .occ_op(who, "reserve", o, json!({"amount": amount}))
+                .call(
+                    who,
+                    Request::Reserve {
+                        occurrence: o.clone(),
+                        amount,
+                    },
+                )
                 .await
                 .map(|_| ()),
         }
@@ -75,7 +92,15 @@ impl Sut {
     pub async fn enter(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.enter(who, o).await,
-            Sut::Process(p) => p.occ_op(who, "enter", o, json!({})).await.map(|_| ()),
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Enter {
+                        occurrence: o.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn send(
@@ -87,7 +112,13 @@ impl Sut {
         match self {
             Sut::Local(s) => s.send(who, o, background).await,
             Sut::Process(p) => p
-                .occ_op(who, "send", o, json!({"background": background}))
+                .call(
+                    who,
+                    Request::Send {
+                        occurrence: o.clone(),
+                        background,
+                    },
+                )
                 .await
                 .map(|_| ()),
         }
@@ -96,7 +127,15 @@ impl Sut {
     pub async fn execute(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.execute(who, o).await,
-            Sut::Process(p) => p.occ_op(who, "execute", o, json!({})).await.map(|_| ()),
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Execute {
+                        occurrence: o.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn settle(&mut self) -> Result<(), SutError> {
@@ -108,13 +147,29 @@ impl Sut {
     pub async fn adopt(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.adopt(who, o).await.map(|_| ()),
-            Sut::Process(p) => p.occ_op(who, "adopt", o, json!({})).await.map(|_| ()),
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Adopt {
+                        occurrence: o.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn reconcile(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.reconcile(who, o).await,
-            Sut::Process(p) => p.occ_op(who, "reconcile", o, json!({})).await.map(|_| ()),
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Reconcile {
+                        occurrence: o.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn release(
@@ -125,7 +180,16 @@ impl Sut {
     ) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.release(who, o, reason).await,
-            Sut::Process(p) => p.release(who, o, reason).await,
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Release {
+                        occurrence: o.clone(),
+                        reason,
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn rebind(
@@ -138,7 +202,14 @@ impl Sut {
         match self {
             Sut::Local(s) => s.rebind(who, o, field, value).await,
             Sut::Process(p) => p
-                .occ_op(who, "rebind", o, json!({"field": field, "value": value}))
+                .call(
+                    who,
+                    Request::Rebind {
+                        occurrence: o.clone(),
+                        field: field.into(),
+                        value: value.into(),
+                    },
+                )
                 .await
                 .map(|_| ()),
         }
@@ -151,7 +222,16 @@ impl Sut {
     ) -> Result<OccurrenceId, SutError> {
         match self {
             Sut::Local(s) => s.remedy(who, o, authorization).await,
-            Sut::Process(p) => p.remedy(who, o, authorization).await,
+            Sut::Process(p) => p
+                .ask::<reply::Occurrence>(
+                    who,
+                    Request::Remedy {
+                        occurrence: o.clone(),
+                        authorization: authorization.into(),
+                    },
+                )
+                .await
+                .map(|r| r.occurrence),
         }
     }
     /// What the implementation reports about an occurrence, and its raw stored history.
@@ -192,7 +272,10 @@ impl Sut {
     pub async fn claim(&mut self, who: &str) -> Result<Option<AdmissionId>, SutError> {
         match self {
             Sut::Local(s) => s.claim(who).await.map(|a| a.map(|a| a.id)),
-            Sut::Process(p) => p.claim(who).await,
+            Sut::Process(p) => p
+                .ask::<reply::Admitted>(who, Request::Claim)
+                .await
+                .map(|r| r.admission),
         }
     }
     pub async fn link(
@@ -203,19 +286,39 @@ impl Sut {
     ) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.link(who, a, o).await,
-            Sut::Process(p) => p.adm_op(who, "link", a, json!({"occurrence": o})).await,
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Link {
+                        admission: a.clone(),
+                        occurrence: o.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn recover(&mut self, who: &str) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.recover(who).await.map(|_| ()),
-            Sut::Process(p) => p.recover(who).await,
+            Sut::Process(p) => p
+                .ask::<reply::Recovered>(who, Request::Recover)
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn resolve_unknown(&mut self, who: &str, a: &AdmissionId) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.resolve_unknown(who, a).await.map(|_| ()),
-            Sut::Process(p) => p.adm_op(who, "resolve_unknown", a, json!({})).await,
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::ResolveUnknown {
+                        admission: a.clone(),
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn finish(
@@ -226,7 +329,16 @@ impl Sut {
     ) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.finish(who, a, end).await,
-            Sut::Process(p) => p.finish(who, a, end).await,
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    Request::Finish {
+                        admission: a.clone(),
+                        end,
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn admission(&mut self, a: &AdmissionId) -> Result<Admission, SutError> {
@@ -238,7 +350,17 @@ impl Sut {
     pub async fn lease_call(&mut self, who: &str, release: bool) -> Result<(), SutError> {
         match self {
             Sut::Local(s) => s.lease_call(who, release).await,
-            Sut::Process(p) => p.lease_call(who, release).await,
+            Sut::Process(p) => p
+                .call(
+                    who,
+                    if release {
+                        Request::LeaseRelease
+                    } else {
+                        Request::LeaseRefresh
+                    },
+                )
+                .await
+                .map(|_| ()),
         }
     }
     pub async fn import(&mut self) -> Result<(), SutError> {

@@ -6,6 +6,7 @@
 //! connector's own answer (judged by the case), the outer one means aocheck could not talk to the
 //! implementation (a harness error).
 
+use super::message::{Request, reply};
 use super::process::SutProcess;
 use super::reference::SutError;
 use super::remote::failure_error;
@@ -14,18 +15,12 @@ use crate::operator::delegation::DelegationRequest;
 use crate::operator::error::ErrorCode;
 use crate::operator::{Action, Binding, Connector, ConnectorError, Policy};
 use crate::store::AnyStore;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 
 pub type Answer<T> = Result<Result<T, ConnectorError>, SutError>;
 
-/// One record AIP holds that the connector consults (approval, queue entry, lifecycle entry).
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct AipRecord {
-    pub namespace: &'static str,
-    pub key: String,
-    pub value: Value,
-}
+pub use super::message::AipRecord;
 
 /// A connector instance.
 #[derive(Clone, Debug)]
@@ -51,15 +46,13 @@ fn connector_error(kind: &str, f: &super::protocol::SutFailure) -> Option<Connec
 }
 
 impl Conn {
-    async fn call(&self, op: &str, fields: Value) -> Answer<Value> {
+    async fn call(&self, req: Request) -> Answer<Value> {
+        let op = req.op().name();
         let Conn::Remote(p, label) = self else {
             return Err(SutError::Harness(format!("{op}: not a process")));
         };
-        let fields = match fields {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        match p.call(op, fields).await {
+        // Operator requests carry no case clock (the connector keeps its own).
+        match p.call(op, req.fields()).await {
             Ok(Ok(v)) => Ok(Ok(v)),
             Ok(Err(f)) => match connector_error(&f.kind.clone(), &f) {
                 Some(e) => Ok(Err(e)),
@@ -79,7 +72,7 @@ impl Conn {
     pub async fn invoke(&self, a: &Action) -> Answer<OperatorResult> {
         match self {
             Conn::Local(c) => Ok(c.invoke(a).await),
-            Conn::Remote(..) => match self.call("invoke", json!({"action": a})).await? {
+            Conn::Remote(..) => match self.call(Request::Invoke { action: a.clone() }).await? {
                 Ok(v) => Ok(Ok(Self::decode("invoke", v)?)),
                 Err(e) => Ok(Err(e)),
             },
@@ -97,7 +90,10 @@ impl Conn {
             Conn::Local(c) => Ok(c.delegate(req).await),
             Conn::Remote(..) => {
                 match self
-                    .call("delegate", json!({"request": req, "aip_records": records}))
+                    .call(Request::Delegate {
+                        request: req.clone(),
+                        aip_records: records.to_vec(),
+                    })
                     .await?
                 {
                     Ok(v) => Ok(Ok(Self::decode("delegate", v)?)),
@@ -110,7 +106,12 @@ impl Conn {
     pub async fn cancel(&self, action_id: &str) -> Answer<Binding> {
         match self {
             Conn::Local(c) => Ok(c.cancel(action_id).await),
-            Conn::Remote(..) => match self.call("cancel", json!({"action_id": action_id})).await? {
+            Conn::Remote(..) => match self
+                .call(Request::Cancel {
+                    action_id: action_id.into(),
+                })
+                .await?
+            {
                 Ok(v) => Ok(Ok(Self::decode("cancel", v)?)),
                 Err(e) => Ok(Err(e)),
             },
@@ -122,16 +123,15 @@ impl Conn {
             Conn::Local(c) => Ok(c.binding(action_id).await),
             Conn::Remote(..) => {
                 match self
-                    .call("binding", json!({"action_id": action_id}))
+                    .call(Request::Binding {
+                        action_id: action_id.into(),
+                    })
                     .await?
                 {
                     Ok(Value::Null) => Ok(Ok(None)),
                     Ok(v) => {
-                        let version = v["version"].as_u64().ok_or_else(|| {
-                            SutError::Harness(format!("binding answered without `version`: {v}"))
-                        })?;
-                        let b: Binding = Self::decode("binding", v["binding"].clone())?;
-                        Ok(Ok(Some((version, b))))
+                        let r: reply::Binding = Self::decode("binding", v)?;
+                        Ok(Ok(Some((r.version, r.binding))))
                     }
                     Err(e) => Ok(Err(e)),
                 }
@@ -150,7 +150,7 @@ impl Conn {
     pub async fn manifest(&self) -> Result<Value, SutError> {
         match self {
             Conn::Local(c) => Ok(c.manifest()),
-            Conn::Remote(..) => match self.call("manifest", json!({})).await? {
+            Conn::Remote(..) => match self.call(Request::Manifest).await? {
                 Ok(v) => Ok(v),
                 Err(e) => Err(SutError::Harness(format!("manifest: {e}"))),
             },
@@ -163,7 +163,9 @@ impl Conn {
         &self,
         policy: &Policy,
     ) -> Result<Option<ConnectorError>, SutError> {
-        Ok(self.call("policy", json!({"policy": policy})).await?.err())
+        let policy =
+            serde_json::to_value(policy).map_err(|e| SutError::Harness(format!("policy: {e}")))?;
+        Ok(self.call(Request::Policy { policy }).await?.err())
     }
 
     /// SIGKILL for a process; a local connector is simply dropped by the caller.

@@ -6,7 +6,7 @@
 use crate::aoc::binding::{EvidenceBinding, ProviderBinding};
 use crate::aoc::ids::{AttemptId, Millis};
 use crate::aoc::profile::{Evidence, EvidenceKind, NativeResult, ProviderProfile};
-use crate::report::Digest;
+use crate::digest::Digest;
 use fake_payments::contract;
 use serde_json::{Value, json};
 

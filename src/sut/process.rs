@@ -3,7 +3,8 @@
 //! is killed, and SIGKILL on demand for crash faults. A hung, crashing or garbling implementation
 //! becomes a typed [`CallError`] quoting what it did, never a hung harness.
 
-use super::protocol::{self, MAX_LINE, Request, SutFailure, Violation};
+use super::message::{self, Hello, Init};
+use super::protocol::{self, MAX_LINE, RawRequest, SutFailure, Violation};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,15 +15,6 @@ use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::oneshot;
-
-/// What the implementation said about itself in answer to `init`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Hello {
-    pub protocol: String,
-    pub name: String,
-    pub version: String,
-    pub operations: Vec<String>,
-}
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
@@ -258,7 +250,7 @@ impl SutProcess {
             return Err(e);
         }
         let id = self.inner.next.fetch_add(1, Ordering::SeqCst) + 1;
-        let req = Request {
+        let req = RawRequest {
             id,
             op: op.into(),
             fields,
@@ -301,15 +293,26 @@ impl SutProcess {
         }
     }
 
-    /// The handshake: `init` with the given fields; checks the protocol version.
-    pub async fn init(&self, mut fields: Map<String, Value>) -> Result<Hello, CallError> {
-        fields.insert("protocol".into(), protocol::PROTOCOL.into());
+    /// Sends one typed request, stamped with the case clock.
+    pub async fn request(&self, now: u64, req: &message::Request) -> Reply {
+        let mut fields = req.fields();
+        fields.insert("now".into(), now.into());
+        self.call(req.op().name(), fields).await
+    }
+
+    /// The handshake: `init`; checks the protocol version and the shape of the answer.
+    pub async fn init(&self, init: &Init) -> Result<Hello, CallError> {
         let bad = |reason: String| CallError::Violation {
             op: "init".into(),
             violation: Violation::Malformed {
                 reason,
                 quote: String::new(),
             },
+        };
+        let fields = match serde_json::to_value(init) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => Map::new(),
+            Err(e) => return Err(CallError::Io(format!("cannot encode init: {e}"))),
         };
         let ok = match self.call("init", fields).await? {
             Ok(v) => v,
@@ -353,6 +356,38 @@ impl SutProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The smallest `init` the scripted implementations below accept (they ignore it).
+    fn test_init() -> Init {
+        Init {
+            protocol: protocol::PROTOCOL.into(),
+            executor: message::ExecutorInit {
+                name: "e1".into(),
+                generation: Some(1),
+                credential: None,
+            },
+            store: message::StoreInit::Sqlite {
+                path: "unused.db".into(),
+            },
+            providers: message::Providers {
+                payments: message::PaymentsInit {
+                    base_url: "http://127.0.0.1:9".into(),
+                    account: "acct_a".into(),
+                    api_key: "sk_test_a".into(),
+                },
+                hermes: None,
+            },
+            limits: crate::aoc::domain::Limits {
+                max_pending: 1,
+                max_in_flight: 1,
+            },
+            domain: message::DomainInit::default(),
+            operator: None,
+            case: None,
+            seed: None,
+            now: None,
+        }
+    }
 
     /// A scripted implementation in Python: answers per the `mode` argument.
     const SCRIPT: &str = r#"
@@ -399,7 +434,7 @@ for line in sys.stdin:
     async fn a_handshake_and_a_call_round_trip_and_stderr_is_captured() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "echo", 10_000);
-        let hello = p.init(Map::new()).await.expect("init");
+        let hello = p.init(&test_init()).await.expect("init");
         assert_eq!(hello.name, "scripted");
         assert_eq!(hello.operations, vec!["state".to_string()]);
         let r = p
@@ -421,7 +456,7 @@ for line in sys.stdin:
     async fn a_second_answer_to_one_request_is_a_violation() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "twice", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         // The second answer to the first request kills the process: the next call says why.
         let _ = p.call("state", Map::new()).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -442,7 +477,7 @@ for line in sys.stdin:
     async fn concurrent_requests_each_get_their_own_answer() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "echo", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let (a, b) = tokio::join!(
             p.call("state", fields(serde_json::json!({"n": 1}))),
             p.call("lane", fields(serde_json::json!({"n": 2})))
@@ -455,7 +490,7 @@ for line in sys.stdin:
     async fn a_kill_fails_the_requests_in_flight() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "hang", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let q = p.clone();
         let waiting = tokio::spawn(async move { q.call("invoke", Map::new()).await });
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -468,7 +503,7 @@ for line in sys.stdin:
     async fn a_typed_refusal_is_returned_as_such() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "refuse", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let f = p
             .call("execute", Map::new())
             .await
@@ -483,7 +518,7 @@ for line in sys.stdin:
     async fn a_hung_implementation_is_killed_at_the_deadline() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "hang", 500);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let started = std::time::Instant::now();
         let e = p
             .call("execute", Map::new())
@@ -498,7 +533,7 @@ for line in sys.stdin:
     async fn garbage_on_stdout_is_a_violation_quoting_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "garble", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let e = p.call("execute", Map::new()).await.expect_err("violation");
         assert!(e.to_string().contains("this is not json"), "{e}");
     }
@@ -507,7 +542,7 @@ for line in sys.stdin:
     async fn an_exit_is_reported_with_status_and_stderr_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "die", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let e = p.call("execute", Map::new()).await.expect_err("exited");
         let text = e.to_string();
         assert!(matches!(e, CallError::Exited { .. }), "{text}");
@@ -521,7 +556,7 @@ for line in sys.stdin:
     async fn another_protocol_version_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "old", 10_000);
-        let e = p.init(Map::new()).await.expect_err("version");
+        let e = p.init(&test_init()).await.expect_err("version");
         assert!(matches!(e, CallError::Version { .. }), "{e}");
         assert!(e.to_string().contains("aocheck-sut/0"));
     }
@@ -530,7 +565,7 @@ for line in sys.stdin:
     async fn sigkill_ends_the_implementation_itself() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = start(dir.path(), "echo", 10_000);
-        p.init(Map::new()).await.expect("init");
+        p.init(&test_init()).await.expect("init");
         let pid = p.pid().expect("pid");
         p.kill().await.expect("kill");
         // `exec` replaced the shell, so the killed pid was the implementation's.

@@ -12,9 +12,10 @@ pub const MAX_LINE: usize = 1 << 20;
 /// How much of an offending line a violation quotes.
 const QUOTE: usize = 200;
 
-/// A request from aocheck.
+/// A request line as the framing sees it: an id, an operation name and its fields (the typed
+/// requests are `message.rs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Request {
+pub struct RawRequest {
     pub id: u64,
     pub op: String,
     #[serde(flatten)]
@@ -167,7 +168,7 @@ mod tests {
     fn requests_are_one_flat_object_per_line() {
         let mut fields = Map::new();
         fields.insert("occurrence".into(), "occ_1".into());
-        let r = Request {
+        let r = RawRequest {
             id: 3,
             op: "reserve".into(),
             fields,

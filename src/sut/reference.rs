@@ -477,7 +477,7 @@ impl ReferenceSut {
             "native_key" => b.native_key = Some(value.into()),
             "profile_version" => b.profile_version = value.into(),
             "status_source" => b.status_source = value.into(),
-            "request" => b.request_digest = crate::report::Digest::of_bytes(value.as_bytes()),
+            "request" => b.request_digest = crate::digest::Digest::of_bytes(value.as_bytes()),
             "provider_ref" => {}
             other => {
                 return Err(SutError::Harness(format!(
@@ -506,7 +506,7 @@ impl ReferenceSut {
         authorization: &str,
     ) -> Result<OccurrenceId, SutError> {
         let holder = self.exec(name)?.holder.clone();
-        let digest = crate::report::Digest::of_bytes(format!("refund {occ}").as_bytes());
+        let digest = crate::digest::Digest::of_bytes(format!("refund {occ}").as_bytes());
         Ok(self
             .domain
             .remedy(
@@ -550,7 +550,7 @@ impl ReferenceSut {
             .submit(
                 &self.lane,
                 key,
-                &crate::report::Digest::of_bytes(key.as_bytes()),
+                &crate::digest::Digest::of_bytes(key.as_bytes()),
             )
             .await?)
     }

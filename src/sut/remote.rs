@@ -3,16 +3,20 @@
 //! checkers always see what is durable in the implementation's store, whichever executor was just
 //! killed. A crash is a SIGKILL; a successor is a new process on the same store.
 
-use super::process::{CallError, Hello, SutProcess};
+use super::message::{
+    self, DomainInit, ExecutorInit, Hello, HermesInit, Init, OperatorInit, PaymentsInit, Providers,
+    Request, StoreInit, reply,
+};
+use super::process::{CallError, SutProcess};
 use super::protocol::SutFailure;
 use super::reference::SutError;
-use crate::aoc::admission::{Admission, AdmissionEnd};
-use crate::aoc::history::{ChainedEntry, ReleaseReason};
+use crate::aoc::admission::Admission;
+use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
 use crate::aoc::{Refusal, RefusalKind, Req};
 use crate::clock::{Clock, ManualClock};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,18 +57,21 @@ pub struct Spawner {
 struct SpawnerInner {
     spec: ProcessSpec,
     case_dir: PathBuf,
-    init: Map<String, Value>,
+    /// The case's `init`; each process gets its own `executor`, `now` and, for connector
+    /// instances, `providers.hermes` and `operator`.
+    init: Init,
     clock: ManualClock,
     spawned: AtomicU64,
     log: Mutex<Vec<String>>,
 }
 
 impl Spawner {
-    /// Starts `name` (the n-th process of the case) and sends `init` with `extra` fields.
+    /// Starts `name` (the n-th process of the case) and sends `init`; a connector instance also
+    /// gets the Hermes endpoint and the operator configuration.
     pub async fn spawn(
         &self,
         name: &str,
-        extra: Map<String, Value>,
+        operator: Option<(HermesInit, OperatorInit)>,
     ) -> Result<(SutProcess, Hello, String), SutError> {
         let i = &self.inner;
         let n = i.spawned.fetch_add(1, Ordering::SeqCst);
@@ -76,25 +83,20 @@ impl Spawner {
         let log = i.case_dir.join(format!("{name}-{n}.stderr"));
         let p = SutProcess::spawn(&i.spec.command, &log, i.spec.timeout)
             .map_err(|e| call_error(&label, e))?;
-        let mut fields = i.init.clone();
-        // One level deep: `providers.hermes` joins `providers.payments`.
-        for (k, v) in extra {
-            match (fields.get_mut(&k), v) {
-                (Some(Value::Object(have)), Value::Object(add)) => have.extend(add),
-                (_, v) => {
-                    fields.insert(k, v);
-                }
-            }
+        let mut init = i.init.clone();
+        if let Some((hermes, op)) = operator {
+            init.providers.hermes = Some(hermes);
+            init.operator = Some(op);
         }
         // A secret unique to this process: an implementation may use it to authenticate its
         // lease holder; aocheck never reuses it.
-        let credential = format!("cred_{}", uuid::Uuid::new_v4().simple());
-        fields.insert(
-            "executor".into(),
-            json!({"name": name, "generation": n, "credential": credential}),
-        );
-        fields.insert("now".into(), i.clock.now().0.into());
-        let hello = p.init(fields).await.map_err(|e| match e {
+        init.executor = ExecutorInit {
+            name: name.into(),
+            generation: Some(n),
+            credential: Some(format!("cred_{}", uuid::Uuid::new_v4().simple())),
+        };
+        init.now = Some(i.clock.now().0);
+        let hello = p.init(&init).await.map_err(|e| match e {
             CallError::Version { .. } => SutError::Harness(format!("version: {e}")),
             e => call_error(&label, e),
         })?;
@@ -176,14 +178,17 @@ impl ProcessSut {
     pub async fn start(
         spec: ProcessSpec,
         case: &str,
-        mut init: Map<String, Value>,
+        payments: PaymentsInit,
+        limits: crate::aoc::domain::Limits,
+        domain: DomainInit,
+        seed: u64,
         clock: ManualClock,
     ) -> Result<Self, SutError> {
         let case_dir = spec.dir.join("sut").join(case);
         std::fs::create_dir_all(&case_dir)
             .map_err(|e| SutError::Harness(format!("{}: {e}", case_dir.display())))?;
         let store = match &spec.postgres {
-            Some(url) => json!({"kind": "postgres", "url": url}),
+            Some(url) => StoreInit::Postgres { url: url.clone() },
             None => {
                 let path = case_dir.join("store.db");
                 for suffix in ["", "-wal", "-shm"] {
@@ -191,11 +196,30 @@ impl ProcessSut {
                 }
                 let abs = std::path::absolute(&path)
                     .map_err(|e| SutError::Harness(format!("{}: {e}", path.display())))?;
-                json!({"kind": "sqlite", "path": abs.display().to_string()})
+                StoreInit::Sqlite {
+                    path: abs.display().to_string(),
+                }
             }
         };
-        init.insert("store".into(), store);
-        init.insert("case".into(), case.into());
+        let init = Init {
+            protocol: message::PROTOCOL.into(),
+            executor: ExecutorInit {
+                name: OBSERVER.into(),
+                generation: None,
+                credential: None,
+            },
+            store,
+            providers: Providers {
+                payments,
+                hermes: None,
+            },
+            limits,
+            domain,
+            operator: None,
+            case: Some(case.into()),
+            seed: Some(seed),
+            now: None,
+        };
         let spawner = Spawner {
             inner: Arc::new(SpawnerInner {
                 spec,
@@ -206,7 +230,7 @@ impl ProcessSut {
                 log: Mutex::new(Vec::new()),
             }),
         };
-        let (observer, hello, _) = spawner.spawn(OBSERVER, Map::new()).await?;
+        let (observer, hello, _) = spawner.spawn(OBSERVER, None).await?;
         Ok(ProcessSut {
             spawner,
             observer,
@@ -243,40 +267,46 @@ impl ProcessSut {
         p: &SutProcess,
         who: &str,
         now: u64,
-        op: &str,
-        fields: Value,
+        req: &Request,
     ) -> Result<Value, SutError> {
-        let mut f = match fields {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        };
-        f.insert("now".into(), now.into());
-        match p.call(op, f).await {
+        match p.request(now, req).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(fail)) => Err(failure_error(op, fail)),
+            Ok(Err(fail)) => Err(failure_error(req.op().name(), fail)),
             Err(e) => Err(call_error(who, e)),
         }
     }
 
-    async fn call(&mut self, who: &str, op: &str, fields: Value) -> Result<Value, SutError> {
+    /// Sends `req` to the executor `who` and returns its ok result.
+    pub async fn call(&mut self, who: &str, req: Request) -> Result<Value, SutError> {
         let now = self.spawner.clock().now().0;
         let e = self.exec(who)?;
         let label = e.label.clone();
-        Self::call_on(&e.process, &label, now, op, fields).await
+        Self::call_on(&e.process, &label, now, &req).await
     }
 
-    async fn observe(&mut self, op: &str, fields: Value) -> Result<Value, SutError> {
+    /// Sends `req` to the executor `who` and decodes its typed ok result.
+    pub async fn ask<T: serde::de::DeserializeOwned>(
+        &mut self,
+        who: &str,
+        req: Request,
+    ) -> Result<T, SutError> {
+        let op = req.op();
+        let v = self.call(who, req).await?;
+        decode(op, v)
+    }
+
+    async fn observe(&mut self, req: Request) -> Result<Value, SutError> {
         let now = self.spawner.clock().now().0;
-        Self::call_on(&self.observer, OBSERVER, now, op, fields).await
+        Self::call_on(&self.observer, OBSERVER, now, &req).await
     }
 
     /// Whether the implementation lists an operation.
-    pub fn supports(&self, op: &str) -> bool {
-        self.hello.operations.iter().any(|o| o == op)
+    pub fn supports(&self, op: message::Op) -> bool {
+        self.hello.supports(op)
     }
 
-    async fn start_executor(&mut self, name: &str, op: &str) -> Result<(), SutError> {
-        let (p, _, label) = self.spawner.spawn(name, Map::new()).await?;
+    async fn start_executor(&mut self, name: &str, req: Request) -> Result<(), SutError> {
+        let (p, _, label) = self.spawner.spawn(name, None).await?;
         if let Some(old) = self.executors.insert(
             name.into(),
             Exec {
@@ -288,15 +318,15 @@ impl ProcessSut {
             self.executors.insert(format!("{name}#{}", old.label), old);
         }
         self.killed.remove(name);
-        self.call(name, op, json!({})).await.map(|_| ())
+        self.ask::<reply::Generation>(name, req).await.map(|_| ())
     }
 
     pub async fn join(&mut self, name: &str) -> Result<(), SutError> {
-        self.start_executor(name, "join").await
+        self.start_executor(name, Request::Join).await
     }
 
     pub async fn replace(&mut self, name: &str) -> Result<(), SutError> {
-        self.start_executor(name, "takeover").await
+        self.start_executor(name, Request::Takeover).await
     }
 
     /// SIGKILL: the process and everything in its memory die now.
@@ -314,69 +344,11 @@ impl ProcessSut {
         Ok(())
     }
 
-    pub async fn create(
-        &mut self,
-        who: &str,
-        key: &str,
-        amount: i64,
-        simulate: Option<&str>,
-    ) -> Result<OccurrenceId, SutError> {
-        let mut f = json!({"key": key, "amount": amount});
-        if let Some(s) = simulate {
-            f["simulate"] = s.into();
-        }
-        let v = self.call(who, "create", f).await?;
-        v["occurrence"]
-            .as_str()
-            .map(OccurrenceId::from_stored)
-            .ok_or_else(|| SutError::Harness(format!("create answered without `occurrence`: {v}")))
-    }
-
-    pub async fn occ_op(
-        &mut self,
-        who: &str,
-        op: &str,
-        occ: &OccurrenceId,
-        extra: Value,
-    ) -> Result<Value, SutError> {
-        let mut f = json!({"occurrence": occ});
-        if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
-            m.extend(x);
-        }
-        self.call(who, op, f).await
-    }
-
-    pub async fn release(
-        &mut self,
-        who: &str,
-        occ: &OccurrenceId,
-        reason: ReleaseReason,
-    ) -> Result<(), SutError> {
-        self.occ_op(who, "release", occ, json!({"reason": reason}))
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn remedy(
-        &mut self,
-        who: &str,
-        occ: &OccurrenceId,
-        authorization: &str,
-    ) -> Result<OccurrenceId, SutError> {
-        let v = self
-            .occ_op(who, "remedy", occ, json!({"authorization": authorization}))
-            .await?;
-        v["occurrence"]
-            .as_str()
-            .map(OccurrenceId::from_stored)
-            .ok_or_else(|| SutError::Harness(format!("remedy answered without `occurrence`: {v}")))
-    }
-
     /// Every live executor finishes its background work.
     pub async fn settle(&mut self) -> Result<(), SutError> {
         let names: Vec<String> = self.executors.keys().cloned().collect();
         for n in names {
-            self.call(&n, "settle", json!({})).await?;
+            self.call(&n, Request::Settle).await?;
         }
         Ok(())
     }
@@ -387,7 +359,11 @@ impl ProcessSut {
         &mut self,
         occ: &OccurrenceId,
     ) -> Result<(Result<OccurrenceState, String>, Vec<ChainedEntry>), SutError> {
-        let v = self.observe("state", json!({"occurrence": occ})).await?;
+        let v = self
+            .observe(Request::State {
+                occurrence: occ.clone(),
+            })
+            .await?;
         let history: Vec<ChainedEntry> =
             serde_json::from_value(v["history"].clone()).map_err(|e| {
                 SutError::Corrupt(format!(
@@ -403,68 +379,28 @@ impl ProcessSut {
     }
 
     pub async fn lane_generation(&mut self) -> Result<Option<u64>, SutError> {
-        let v = self.observe("lane", json!({})).await?;
+        let v = self.observe(Request::Lane).await?;
         Ok(v["generation"].as_u64())
     }
 
     pub async fn submit(&mut self, key: &str) -> Result<AdmissionId, SutError> {
-        let v = self.observe("submit", json!({"key": key})).await?;
+        let v = self.observe(Request::Submit { key: key.into() }).await?;
         v["admission"]
             .as_str()
             .map(AdmissionId::from_stored)
             .ok_or_else(|| SutError::Harness(format!("submit answered without `admission`: {v}")))
     }
 
-    pub async fn claim(&mut self, who: &str) -> Result<Option<AdmissionId>, SutError> {
-        let v = self.call(who, "claim", json!({})).await?;
-        Ok(v["admission"].as_str().map(AdmissionId::from_stored))
-    }
-
-    pub async fn adm_op(
-        &mut self,
-        who: &str,
-        op: &str,
-        adm: &AdmissionId,
-        extra: Value,
-    ) -> Result<(), SutError> {
-        let mut f = json!({"admission": adm});
-        if let (Value::Object(m), Value::Object(x)) = (&mut f, extra) {
-            m.extend(x);
-        }
-        self.call(who, op, f).await.map(|_| ())
-    }
-
-    pub async fn finish(
-        &mut self,
-        who: &str,
-        adm: &AdmissionId,
-        end: AdmissionEnd,
-    ) -> Result<(), SutError> {
-        self.adm_op(who, "finish", adm, json!({"end": end})).await
-    }
-
     pub async fn admission(&mut self, adm: &AdmissionId) -> Result<Admission, SutError> {
-        let v = self.observe("admission", json!({"admission": adm})).await?;
-        serde_json::from_value(v.clone())
-            .map_err(|e| SutError::Harness(format!("admission answer does not parse ({e}): {v}")))
-    }
-
-    pub async fn lease_call(&mut self, who: &str, release: bool) -> Result<(), SutError> {
-        let op = if release {
-            "lease_release"
-        } else {
-            "lease_refresh"
+        let req = Request::Admission {
+            admission: adm.clone(),
         };
-        self.call(who, op, json!({})).await.map(|_| ())
+        let v = self.observe(req).await?;
+        decode(message::Op::Admission, v)
     }
 
     pub async fn import(&mut self) -> Result<(), SutError> {
-        self.observe("import", json!({})).await.map(|_| ())
-    }
-
-    /// `{composition, bypass_paths}` as the implementation discloses them.
-    pub async fn describe(&mut self) -> Result<Value, SutError> {
-        self.observe("describe", json!({})).await
+        self.observe(Request::Import).await.map(|_| ())
     }
 
     /// `describe`, when the implementation lists it.
@@ -477,10 +413,10 @@ impl ProcessSut {
         )>,
         SutError,
     > {
-        if !self.supports("describe") {
+        if !self.supports(message::Op::Describe) {
             return Ok(None);
         }
-        let v = self.describe().await?;
+        let v = self.observe(Request::Describe).await?;
         let c = serde_json::from_value(v["composition"].clone()).map_err(|e| {
             SutError::Harness(format!("describe: `composition` does not parse: {e}"))
         })?;
@@ -512,8 +448,9 @@ impl ProcessSut {
     }
 }
 
-impl ProcessSut {
-    pub async fn recover(&mut self, who: &str) -> Result<(), SutError> {
-        self.call(who, "recover", json!({})).await.map(|_| ())
-    }
+/// An ok result as the type its operation answers with; anything else is a harness error that
+/// quotes the answer.
+pub fn decode<T: serde::de::DeserializeOwned>(op: message::Op, v: Value) -> Result<T, SutError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| SutError::Harness(format!("{op} answered something else ({e}): {v}")))
 }

@@ -6,147 +6,23 @@
 //! Requests are answered in order. A background `send` runs inside the process and dies with it,
 //! which is what a SIGKILL during a held provider request needs.
 
+use super::message::{
+    self, DecodeError, Hello, Incoming, Init, Op, PROTOCOL, Request, StoreInit, reply,
+};
 use super::payments::PaymentsClient;
-use super::protocol::{self, MAX_LINE, PROTOCOL};
+use super::protocol::{self, MAX_LINE};
 use super::reference::{ReferenceSut, SutError, Variant};
-use crate::aoc::admission::AdmissionEnd;
-use crate::aoc::composition::{AadpAccounting, BypassPath};
-use crate::aoc::domain::{DomainConfig, Limits};
-use crate::aoc::history::ReleaseReason;
-use crate::aoc::ids::{AdmissionId, OccurrenceId};
+use crate::aoc::domain::DomainConfig;
 use crate::aoc::{Domain, Req};
 use crate::clock::ManualClock;
 use crate::operator::connector::{ConnectorDefect, OperatorResult};
-use crate::operator::delegation::{DelegationRequest, Resolver};
+use crate::operator::delegation::Resolver;
 use crate::operator::error::ErrorCode;
-use crate::operator::{Action, Connector, ConnectorError, Policy};
+use crate::operator::{Connector, ConnectorError, Policy};
 use crate::store::{AnyStore, Store, StoreSpec};
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::io::{AsyncWriteExt, BufReader};
-
-/// Every operation this implementation answers (beyond `init`).
-pub const OPERATIONS: [&str; 32] = [
-    "join",
-    "takeover",
-    "create",
-    "reserve",
-    "enter",
-    "send",
-    "execute",
-    "settle",
-    "adopt",
-    "reconcile",
-    "release",
-    "rebind",
-    "remedy",
-    "state",
-    "lane",
-    "submit",
-    "claim",
-    "link",
-    "recover",
-    "resolve_unknown",
-    "finish",
-    "admission",
-    "lease_refresh",
-    "lease_release",
-    "import",
-    "describe",
-    "invoke",
-    "delegate",
-    "cancel",
-    "binding",
-    "manifest",
-    "policy",
-];
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Init {
-    protocol: String,
-    executor: ExecutorInit,
-    store: StoreInit,
-    providers: Providers,
-    limits: Limits,
-    #[serde(default)]
-    domain: DomainInit,
-    #[serde(default)]
-    operator: OperatorInit,
-    #[serde(default)]
-    case: Option<String>,
-    #[serde(default)]
-    seed: Option<u64>,
-    #[serde(default)]
-    now: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecutorInit {
-    name: String,
-    #[serde(default)]
-    generation: Option<u64>,
-    #[serde(default)]
-    credential: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum StoreInit {
-    Sqlite { path: String },
-    Postgres { url: String },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Providers {
-    payments: PaymentsInit,
-    #[serde(default)]
-    hermes: Option<HermesInit>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HermesInit {
-    base_url: String,
-    api_key: String,
-    endpoint_id: String,
-}
-
-/// The operator connector's configuration (Hermes cases).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct OperatorInit {
-    #[serde(default)]
-    policy: Option<Value>,
-    #[serde(default)]
-    tenant: Option<String>,
-    #[serde(default)]
-    resolver: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PaymentsInit {
-    base_url: String,
-    account: String,
-    api_key: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct DomainInit {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    bypass_paths: Vec<BypassPath>,
-    #[serde(default)]
-    aadp: AadpAccounting,
-    #[serde(default)]
-    action_fence: bool,
-}
 
 struct Served {
     sut: ReferenceSut,
@@ -191,219 +67,228 @@ fn sut_failure(e: &SutError) -> Value {
     }
 }
 
-fn field<'a>(f: &'a Map<String, Value>, k: &str) -> Result<&'a str, Value> {
-    f.get(k).and_then(Value::as_str).ok_or_else(|| {
-        failure(
-            "invalid",
-            None,
-            format!("`{k}` (a string) is required"),
-            true,
-        )
-    })
-}
-
-fn occ(f: &Map<String, Value>) -> Result<OccurrenceId, Value> {
-    field(f, "occurrence").map(OccurrenceId::from_stored)
-}
-
-fn adm(f: &Map<String, Value>) -> Result<AdmissionId, Value> {
-    field(f, "admission").map(AdmissionId::from_stored)
-}
-
 impl Served {
-    async fn handle(&mut self, op: &str, f: &Map<String, Value>) -> Result<Value, Value> {
-        if let Some(now) = f.get("now").and_then(Value::as_u64) {
+    async fn handle(&mut self, now: Option<u64>, req: Request) -> Result<Value, Value> {
+        if let Some(now) = now {
             self.clock.set(now);
         }
         let name = self.name.clone();
         let e = |e: SutError| sut_failure(&e);
-        let done = || Ok(json!({}));
-        match op {
-            "join" => {
+        let ok = |v: &dyn erased::Encode| v.encode();
+        let done = || ok(&reply::Done {});
+        match req {
+            Request::Join => {
                 let h = self.sut.join(&name).await.map_err(e)?;
-                Ok(json!({"generation": h.generation.0}))
+                ok(&reply::Generation {
+                    generation: Some(h.generation.0),
+                })
             }
-            "takeover" => {
+            Request::Takeover => {
                 let h = self.sut.replace(&name).await.map_err(e)?;
-                Ok(json!({"generation": h.generation.0}))
+                ok(&reply::Generation {
+                    generation: Some(h.generation.0),
+                })
             }
-            "create" => {
-                let key = field(f, "key")?;
-                let amount = f.get("amount").and_then(Value::as_i64).unwrap_or(1250);
-                let simulate = f.get("simulate").and_then(Value::as_str);
-                let id = self
+            Request::Create {
+                key,
+                amount,
+                simulate,
+            } => {
+                let occurrence = self
                     .sut
-                    .create(&name, key, amount, simulate)
+                    .create(&name, &key, amount, simulate.as_deref())
                     .await
                     .map_err(e)?;
-                Ok(json!({"occurrence": id}))
+                ok(&reply::Occurrence { occurrence })
             }
-            "reserve" => {
-                let amount = f.get("amount").and_then(Value::as_u64).unwrap_or(1250);
-                self.sut.reserve(&name, &occ(f)?, amount).await.map_err(e)?;
-                done()
-            }
-            "enter" => {
-                self.sut.enter(&name, &occ(f)?).await.map_err(e)?;
-                done()
-            }
-            "send" => {
-                let background = f
-                    .get("background")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
+            Request::Reserve { occurrence, amount } => {
                 self.sut
-                    .send(&name, &occ(f)?, background)
+                    .reserve(&name, &occurrence, amount)
                     .await
                     .map_err(e)?;
                 done()
             }
-            "execute" => {
-                self.sut.execute(&name, &occ(f)?).await.map_err(e)?;
+            Request::Enter { occurrence } => {
+                self.sut.enter(&name, &occurrence).await.map_err(e)?;
                 done()
             }
-            "settle" => {
+            Request::Send {
+                occurrence,
+                background,
+            } => {
+                self.sut
+                    .send(&name, &occurrence, background)
+                    .await
+                    .map_err(e)?;
+                done()
+            }
+            Request::Execute { occurrence } => {
+                self.sut.execute(&name, &occurrence).await.map_err(e)?;
+                done()
+            }
+            Request::Settle => {
                 self.sut.settle().await.map_err(e)?;
                 done()
             }
-            "adopt" => {
-                self.sut.adopt(&name, &occ(f)?).await.map_err(e)?;
+            Request::Adopt { occurrence } => {
+                self.sut.adopt(&name, &occurrence).await.map_err(e)?;
                 done()
             }
-            "reconcile" => {
-                self.sut.reconcile(&name, &occ(f)?).await.map_err(e)?;
+            Request::Reconcile { occurrence } => {
+                self.sut.reconcile(&name, &occurrence).await.map_err(e)?;
                 done()
             }
-            "release" => {
-                let reason = match f.get("reason").and_then(Value::as_str) {
-                    None => ReleaseReason::PredecessorNeverEntered,
-                    Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
-                        failure(
-                            "invalid",
-                            None,
-                            format!("unknown release reason {r:?}"),
-                            true,
-                        )
-                    })?,
-                };
-                self.sut.release(&name, &occ(f)?, reason).await.map_err(e)?;
-                done()
-            }
-            "rebind" => {
-                let (fld, value) = (field(f, "field")?, field(f, "value")?);
+            Request::Release { occurrence, reason } => {
                 self.sut
-                    .rebind(&name, &occ(f)?, fld, value)
+                    .release(&name, &occurrence, reason)
                     .await
                     .map_err(e)?;
                 done()
             }
-            "remedy" => {
-                let auth = field(f, "authorization")?;
-                let r = self.sut.remedy(&name, &occ(f)?, auth).await.map_err(e)?;
-                Ok(json!({"occurrence": r}))
+            Request::Rebind {
+                occurrence,
+                field,
+                value,
+            } => {
+                self.sut
+                    .rebind(&name, &occurrence, &field, &value)
+                    .await
+                    .map_err(e)?;
+                done()
             }
-            "state" => {
-                let o = occ(f)?;
-                let history = self.sut.history(&o).await.map_err(e)?;
-                let state = self.sut.state(&o).await.map_err(e)?;
-                Ok(json!({"state": state, "history": history}))
+            Request::Remedy {
+                occurrence,
+                authorization,
+            } => {
+                let occurrence = self
+                    .sut
+                    .remedy(&name, &occurrence, &authorization)
+                    .await
+                    .map_err(e)?;
+                ok(&reply::Occurrence { occurrence })
             }
-            "lane" => {
+            Request::State { occurrence } => {
+                let history = self.sut.history(&occurrence).await.map_err(e)?;
+                let state = self.sut.state(&occurrence).await.map_err(e)?;
+                ok(&reply::State {
+                    history,
+                    state: Some(state),
+                })
+            }
+            Request::Lane => {
                 let lease = self
                     .sut
                     .domain
                     .lease(self.sut.lane())
                     .await
                     .map_err(|d| e(d.into()))?;
-                Ok(json!({"generation": lease.map(|l| l.holder.generation.0)}))
+                ok(&reply::Generation {
+                    generation: lease.map(|l| l.holder.generation.0),
+                })
             }
-            "submit" => {
-                let a = self.sut.submit(field(f, "key")?).await.map_err(e)?;
-                Ok(json!({"admission": a.id}))
+            Request::Submit { key } => {
+                let a = self.sut.submit(&key).await.map_err(e)?;
+                ok(&reply::Admitted {
+                    admission: Some(a.id),
+                })
             }
-            "claim" => {
+            Request::Claim => {
                 let a = self.sut.claim(&name).await.map_err(e)?;
-                Ok(json!({"admission": a.map(|a| a.id)}))
+                ok(&reply::Admitted {
+                    admission: a.map(|a| a.id),
+                })
             }
-            "link" => {
-                self.sut.link(&name, &adm(f)?, &occ(f)?).await.map_err(e)?;
-                done()
-            }
-            "recover" => {
-                let n = self.sut.recover(&name).await.map_err(e)?;
-                Ok(json!({"count": n}))
-            }
-            "resolve_unknown" => {
-                self.sut.resolve_unknown(&name, &adm(f)?).await.map_err(e)?;
-                done()
-            }
-            "finish" => {
-                let end = field(f, "end")?;
-                let end = AdmissionEnd::parse(end).ok_or_else(|| {
-                    failure(
-                        "invalid",
-                        None,
-                        format!("unknown admission end {end:?}"),
-                        true,
-                    )
-                })?;
-                self.sut.finish(&name, &adm(f)?, end).await.map_err(e)?;
-                done()
-            }
-            "admission" => {
-                let a = self
-                    .sut
-                    .domain
-                    .admission(&adm(f)?)
-                    .await
-                    .map_err(|d| e(d.into()))?;
-                Ok(json!(a))
-            }
-            "lease_refresh" | "lease_release" => {
+            Request::Link {
+                admission,
+                occurrence,
+            } => {
                 self.sut
-                    .lease_call(&name, op == "lease_release")
+                    .link(&name, &admission, &occurrence)
                     .await
                     .map_err(e)?;
                 done()
             }
-            "import" => {
+            Request::Recover => {
+                let count = self.sut.recover(&name).await.map_err(e)?;
+                ok(&reply::Recovered {
+                    count: count as u64,
+                })
+            }
+            Request::ResolveUnknown { admission } => {
+                self.sut
+                    .resolve_unknown(&name, &admission)
+                    .await
+                    .map_err(e)?;
+                done()
+            }
+            Request::Finish { admission, end } => {
+                self.sut.finish(&name, &admission, end).await.map_err(e)?;
+                done()
+            }
+            Request::Admission { admission } => {
+                let a = self
+                    .sut
+                    .domain
+                    .admission(&admission)
+                    .await
+                    .map_err(|d| e(d.into()))?;
+                ok(&a)
+            }
+            Request::LeaseRefresh | Request::LeaseRelease => {
+                self.sut
+                    .lease_call(&name, req == Request::LeaseRelease)
+                    .await
+                    .map_err(e)?;
+                done()
+            }
+            Request::Import => {
                 self.sut
                     .domain
                     .import_from_other_domain(&[])
                     .map_err(|d| e(d.into()))?;
                 done()
             }
-            "describe" => Ok(json!({
-                "composition": self.sut.domain.composition(),
-                "bypass_paths": self.sut.domain.bypass_paths(),
-            })),
+            Request::Describe => ok(&reply::Describe {
+                composition: self.sut.domain.composition(),
+                bypass_paths: self.sut.domain.bypass_paths().to_vec(),
+            }),
             other => Err(failure(
-                "unsupported",
+                "internal",
                 None,
-                format!("operation {other:?} is not implemented"),
+                format!(
+                    "`{}` is an operator operation, answered elsewhere",
+                    other.op()
+                ),
                 true,
             )),
         }
     }
 }
 
-/// The operator operations: answered concurrently (a `cancel` must reach the connector while the
-/// `invoke` it cancels is still waiting for its run).
-const OPERATOR_OPS: [&str; 6] = [
-    "invoke", "delegate", "cancel", "binding", "manifest", "policy",
-];
+/// Encoding an ok result (a typed reply) as the `ok` object.
+mod erased {
+    pub trait Encode {
+        fn encode(&self) -> Result<serde_json::Value, serde_json::Value>;
+    }
+    impl<T: serde::Serialize> Encode for T {
+        fn encode(&self) -> Result<serde_json::Value, serde_json::Value> {
+            serde_json::to_value(self)
+                .map_err(|e| super::failure("internal", None, format!("cannot encode: {e}"), false))
+        }
+    }
+}
 
+/// The operator operations ([`Op::is_operator`]), answered concurrently.
 struct OperatorSide {
     connector: Option<Arc<Connector<AnyStore>>>,
     store: Arc<AnyStore>,
 }
 
 impl OperatorSide {
-    async fn operator(&self, op: &str, f: &Map<String, Value>) -> Result<Value, Value> {
-        if op == "policy" {
+    async fn operator(&self, req: Request) -> Result<Value, Value> {
+        if let Request::Policy { policy } = req {
             // Validation only: the policy a later process would be started with.
-            let p: Policy = serde_json::from_value(f.get("policy").cloned().unwrap_or(json!({})))
-                .map_err(|e| {
+            let p: Policy = serde_json::from_value(policy).map_err(|e| {
                 connector_failure(&ConnectorError::new(
                     ErrorCode::OperatorPolicy,
                     format!("policy: {e}"),
@@ -420,56 +305,58 @@ impl OperatorSide {
                 true,
             )
         })?;
-        let parse = |k: &str| {
-            f.get(k)
-                .cloned()
-                .ok_or_else(|| failure("invalid", None, format!("`{k}` is required"), true))
-        };
         let invalid = |e: serde_json::Error| failure("invalid", None, e.to_string(), true);
         let encode = |r: OperatorResult| serde_json::to_value(r).map_err(invalid);
-        match op {
-            "invoke" => {
-                let a: Action = serde_json::from_value(parse("action")?).map_err(invalid)?;
-                encode(c.invoke(&a).await.map_err(|e| connector_failure(&e))?)
+        match req {
+            Request::Invoke { action } => {
+                encode(c.invoke(&action).await.map_err(|e| connector_failure(&e))?)
             }
-            "delegate" => {
-                let r: DelegationRequest =
-                    serde_json::from_value(parse("request")?).map_err(invalid)?;
+            Request::Delegate {
+                request,
+                aip_records,
+            } => {
                 // AIP's records the connector consults (approvals, queue, lifecycle), as AIP
                 // holds them; written once, like AIP would.
-                if let Some(Value::Array(recs)) = f.get("aip_records") {
-                    for rec in recs {
-                        let (Some(ns), Some(key)) =
-                            (rec["namespace"].as_str(), rec["key"].as_str())
-                        else {
-                            return Err(failure(
-                                "invalid",
-                                None,
-                                "aip_records[]: {namespace, key, value}".into(),
-                                true,
-                            ));
-                        };
-                        match self.store.record_cas(ns, key, None, &rec["value"]).await {
-                            Ok(_) | Err(crate::store::StoreError::Conflict { .. }) => {}
-                            Err(e) => return Err(failure("internal", None, e.to_string(), false)),
-                        }
+                for rec in aip_records {
+                    match self
+                        .store
+                        .record_cas(&rec.namespace, &rec.key, None, &rec.value)
+                        .await
+                    {
+                        Ok(_) | Err(crate::store::StoreError::Conflict { .. }) => {}
+                        Err(e) => return Err(failure("internal", None, e.to_string(), false)),
                     }
                 }
-                encode(c.delegate(&r).await.map_err(|e| connector_failure(&e))?)
+                encode(
+                    c.delegate(&request)
+                        .await
+                        .map_err(|e| connector_failure(&e))?,
+                )
             }
-            "cancel" => {
-                let id = field(f, "action_id")?;
-                let b = c.cancel(id).await.map_err(|e| connector_failure(&e))?;
+            Request::Cancel { action_id } => {
+                let b = c
+                    .cancel(&action_id)
+                    .await
+                    .map_err(|e| connector_failure(&e))?;
                 Ok(json!(b))
             }
-            "binding" => {
-                let id = field(f, "action_id")?;
-                match c.binding(id).await.map_err(|e| connector_failure(&e))? {
-                    Some((version, b)) => Ok(json!({"version": version, "binding": b})),
+            Request::Binding { action_id } => {
+                match c
+                    .binding(&action_id)
+                    .await
+                    .map_err(|e| connector_failure(&e))?
+                {
+                    Some((version, binding)) => Ok(json!(reply::Binding { version, binding })),
                     None => Ok(Value::Null),
                 }
             }
-            _ => Ok(c.manifest()),
+            Request::Manifest => Ok(c.manifest()),
+            other => Err(failure(
+                "internal",
+                None,
+                format!("`{}` is not an operator operation", other.op()),
+                true,
+            )),
         }
     }
 }
@@ -523,11 +410,12 @@ async fn start(
         init.executor.credential,
         init.seed,
     );
+    let operator = init.operator.clone().unwrap_or_default();
     let connector = match &init.providers.hermes {
         None => None,
         Some(h) => {
             let policy: Policy =
-                serde_json::from_value(init.operator.policy.clone().unwrap_or(json!({})))
+                serde_json::from_value(operator.policy.clone().unwrap_or(json!({})))
                     .map_err(|e| format!("operator.policy: {e}"))?;
             let mut c = Connector::new(
                 store.clone(),
@@ -542,9 +430,9 @@ async fn start(
             if let Some(d) = defect {
                 c = c.with_defect_for_tests(d);
             }
-            if init.operator.resolver {
+            if operator.resolver {
                 c = c.with_resolver(Resolver {
-                    tenant: init.operator.tenant.clone().unwrap_or_else(|| "t1".into()),
+                    tenant: operator.tenant.clone().unwrap_or_else(|| "t1".into()),
                 });
             }
             Some(Arc::new(c))
@@ -605,9 +493,8 @@ pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
                 return crate::exit::INVALID_INPUT;
             }
         };
-        let req: protocol::Request = match serde_json::from_slice(&line) {
-            Ok(r) => r,
-            Err(e) => {
+        let (id, answer) = match (message::decode(&line), served.as_mut()) {
+            (Err(DecodeError::NoId(e)), _) => {
                 // Without an id there is nothing to answer: say why on stderr and stop.
                 eprintln!(
                     "aocheck-reference: not a request ({e}): {}",
@@ -615,49 +502,66 @@ pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
                 );
                 return crate::exit::INVALID_INPUT;
             }
-        };
-        let answer = match (req.op.as_str(), served.as_mut()) {
-            ("init", None) => {
-                let parsed: Result<Init, String> =
-                    serde_json::from_value(Value::Object(req.fields.clone()))
-                        .map_err(|e| format!("init: {e}"));
-                match parsed {
-                    Ok(init) => match start(init, variant, defect).await {
-                        Ok(s) => {
-                            eprintln!("aocheck-reference: executor {} ready", s.name);
-                            served = Some(s);
-                            Ok(json!({"protocol": PROTOCOL, "name": "aocheck-reference",
-                                "version": env!("CARGO_PKG_VERSION"), "operations": OPERATIONS}))
-                        }
-                        Err(m) => Err(failure("invalid", None, m, true)),
-                    },
-                    Err(m) => Err(failure("invalid", None, m, true)),
-                }
+            (Err(DecodeError::Unsupported { id, op }), _) => (
+                id,
+                Err(failure(
+                    "unsupported",
+                    None,
+                    format!("operation {op:?} is not implemented"),
+                    true,
+                )),
+            ),
+            (Err(DecodeError::Invalid { id, op, reason }), _) => {
+                let m = if op == "init" {
+                    format!("init: {reason}")
+                } else {
+                    format!("`{op}`: {reason}")
+                };
+                (id, Err(failure("invalid", None, m, true)))
             }
-            ("init", Some(_)) => Err(failure(
-                "invalid",
-                None,
-                "init was already answered".into(),
-                true,
-            )),
-            (_, None) => Err(failure(
-                "invalid",
-                None,
-                format!("`{}` before init", req.op),
-                true,
-            )),
-            (op, Some(s)) if OPERATOR_OPS.contains(&op) => {
+            (Ok(Incoming::Init { id, init }), None) => match start(*init, variant, defect).await {
+                Ok(s) => {
+                    eprintln!("aocheck-reference: executor {} ready", s.name);
+                    served = Some(s);
+                    let hello = Hello {
+                        protocol: PROTOCOL.into(),
+                        name: "aocheck-reference".into(),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        operations: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
+                    };
+                    (id, Ok(json!(hello)))
+                }
+                Err(m) => (id, Err(failure("invalid", None, m, true))),
+            },
+            (Ok(Incoming::Init { id, .. }), Some(_)) => (
+                id,
+                Err(failure(
+                    "invalid",
+                    None,
+                    "init was already answered".into(),
+                    true,
+                )),
+            ),
+            (Ok(Incoming::Request(env)), None) => (
+                env.id,
+                Err(failure(
+                    "invalid",
+                    None,
+                    format!("`{}` before init", env.request.op()),
+                    true,
+                )),
+            ),
+            (Ok(Incoming::Request(env)), Some(s)) if env.request.op().is_operator() => {
                 let side = OperatorSide {
                     connector: s.connector.clone(),
                     store: s.store.clone(),
                 };
-                let (id, op, fields) = (req.id, op.to_string(), req.fields);
                 let send = send.clone();
-                tokio::spawn(async move { send(id, side.operator(&op, &fields).await) });
+                tokio::spawn(async move { send(env.id, side.operator(env.request).await) });
                 continue;
             }
-            (op, Some(s)) => s.handle(op, &req.fields).await,
+            (Ok(Incoming::Request(env)), Some(s)) => (env.id, s.handle(env.now, env.request).await),
         };
-        send(req.id, answer);
+        send(id, answer);
     }
 }

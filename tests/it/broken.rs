@@ -71,7 +71,7 @@ async fn the_reference_passes_every_case_and_evaluates_every_requirement() {
         assert_eq!(q.verdict, Verdict::Pass, "{} is {:?}", q.id, q.verdict);
         assert!(!q.cases.is_empty(), "{} is evaluated by no case", q.id);
     }
-    assert_eq!(r.exit_code(), 0);
+    assert_eq!(aocheck::exit::of_report(&r), 0);
 }
 
 #[rstest]
@@ -109,7 +109,7 @@ async fn each_broken_variant_is_caught_for_the_right_requirement(
         .find(|q| q.id == req)
         .expect("requirement");
     assert_eq!(q.verdict, Verdict::Fail);
-    assert_eq!(r.exit_code(), 1);
+    assert_eq!(aocheck::exit::of_report(&r), 1);
     // No case errs: the harness decided everything it ran.
     assert!(
         r.cases.iter().all(|c| c.verdict != Verdict::HarnessError),
@@ -160,7 +160,7 @@ async fn each_broken_connector_is_caught_for_the_right_requirement(
         "{defect:?} failed {case} but not for {req}: {:?}",
         c.failures
     );
-    assert_eq!(r.exit_code(), 1);
+    assert_eq!(aocheck::exit::of_report(&r), 1);
     // The AOC cases do not use the connector: a connector defect must not leak into them.
     for other in r.cases.iter().filter(|c| c.id.starts_with("AOC-")) {
         assert_eq!(other.verdict, Verdict::Pass, "{} was disturbed", other.id);

@@ -14,7 +14,7 @@ use aocheck::aoc::history::{
 use aocheck::aoc::ids::{AttemptId, Holder, Millis, OccurrenceId, OwnerToken};
 use aocheck::aoc::profile::{EvidenceKind, MissingKnowledge, NativeResult};
 use aocheck::aoc::{Phase, ProviderBinding};
-use aocheck::report::Digest;
+use aocheck::digest::Digest;
 use aocheck::store::AnyStore;
 use aocheck::{Domain, DomainError, ManualClock, Refusal, Req};
 use rstest::rstest;

@@ -17,7 +17,7 @@ use aocheck::aoc::history::{
 use aocheck::aoc::ids::{AttemptId, Generation, Holder, OccurrenceId, OwnerToken};
 use aocheck::aoc::profile::{EvidenceKind, NativeResult};
 use aocheck::aoc::{Domain, DomainError, Req};
-use aocheck::report::Digest;
+use aocheck::digest::Digest;
 use aocheck::store::AnyStore;
 use aocheck::{Clock, ManualClock};
 use proptest::prelude::*;

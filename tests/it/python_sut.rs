@@ -79,5 +79,5 @@ async fn the_python_example_is_judged_like_any_implementation() {
             assert_eq!(c.checker_runs, 0, "{}", c.id);
         }
     }
-    assert_eq!(r.exit_code(), 1);
+    assert_eq!(aocheck::exit::of_report(&r), 1);
 }

@@ -113,7 +113,12 @@ fn junit_marks_failures_errors_and_skips() {
             .join("aoc")
             .join("AOC-CASE-001-normal-success.yaml"),
     );
-    let mut fail = CaseReport::new(&cases[0].case, &cases[0].path);
+    let mut fail = CaseReport::new(
+        &cases[0].case.id,
+        &cases[0].case.title,
+        &cases[0].path,
+        cases[0].case.requirements.clone(),
+    );
     fail.verdict = Verdict::Fail;
     fail.failures.push(Failure {
         requirement: aocheck::Req::R010,
@@ -138,7 +143,7 @@ fn junit_marks_failures_errors_and_skips() {
         provider_profile: None,
         store: serde_json::json!({}),
         test_input_digest: "d".into(),
-        requirements: Report::aggregate(&[fail.clone(), err.clone(), skip.clone()]),
+        requirements: aocheck::runner::aggregate(&[fail.clone(), err.clone(), skip.clone()]),
         summary: aocheck::report::model::Summary {
             cases: 3,
             pass: 0,
@@ -155,7 +160,7 @@ fn junit_marks_failures_errors_and_skips() {
         "{x}"
     );
     assert!(x.contains("<skipped message=\"unsupported\"/>"));
-    assert_eq!(report.exit_code(), 1);
+    assert_eq!(aocheck::exit::of_report(&report), 1);
 }
 
 /// Our envelopes verify with the independent `dsse` crate, and its envelopes verify with ours.
@@ -182,7 +187,7 @@ fn dsse_interoperates_both_directions() {
     bad.payload = bad.payload.replacen('e', "f", 1);
     assert!(dsse::verify(&bad, &[&verifier], 1).is_err());
     // theirs → ours
-    let payload = aocheck::report::canonical_bytes(&attest::statement(&report).expect("statement"))
+    let payload = aocheck::digest::canonical_bytes(&attest::statement(&report).expect("statement"))
         .expect("bytes");
     let signer = dsse::Ed25519Signer::from_bytes(&seed).expect("signer");
     let theirs = dsse::sign(attest::PAYLOAD_TYPE, &payload, &signer)

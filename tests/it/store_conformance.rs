@@ -10,7 +10,7 @@ use aocheck::aoc::history::{ChainedEntry, EntryBody, ReleaseReason, verify_chain
 use aocheck::aoc::ids::{Generation, Millis, OccurrenceId};
 use aocheck::aoc::lease::{AcquireMode, LeaseError};
 use aocheck::aoc::{DomainError, Phase, RefusalKind, Req};
-use aocheck::report::Digest;
+use aocheck::digest::Digest;
 use aocheck::store::{
     Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, Store, StoreError,
 };

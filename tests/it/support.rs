@@ -11,7 +11,7 @@ use aocheck::aoc::profile::{
     Evidence, EvidenceKind, NativeResult, ProviderProfile, SourceKind, StatusClass, StatusMapping,
     StatusSource,
 };
-use aocheck::report::Digest;
+use aocheck::digest::Digest;
 use aocheck::store::{AnyStore, Store, StoreSpec};
 use aocheck::{Domain, DomainConfig, ManualClock};
 use std::collections::BTreeMap;
