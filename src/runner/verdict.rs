@@ -10,8 +10,14 @@
 //! passes only if every case that evaluates it passed, and is otherwise as undecided as the worst
 //! case that evaluates it. The exit code follows from the case verdicts (`crate::exit`).
 
+use super::assemble::{admission_label, outcome_label, state_label};
+use super::world::World;
+use crate::aoc::composition::CompositionStatus;
 use crate::aoc::requirement::Req;
-use crate::report::model::{CaseReport, RequirementReport, Verdict};
+use crate::check::hermes::runs_of;
+use crate::check::{Violation, effects_for};
+use crate::report::model::RequirementReport;
+use crate::report::model::{CaseReport, Failure, Verdict};
 
 /// Aggregates requirement verdicts: fail if any case failure names the requirement; else a
 /// harness error, not-run or other unknown if any case evaluating it had one; pass only if every
@@ -59,4 +65,277 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
             }
         })
         .collect()
+}
+
+pub(super) fn primary(reqs: &[String]) -> Req {
+    reqs.first()
+        .and_then(|r| Req::parse(r))
+        .unwrap_or(Req::R001)
+}
+
+pub(super) fn push_violation(failures: &mut Vec<Failure>, v: Violation, step: usize) {
+    let msg = format!(
+        "[{}] {}{}",
+        v.checker,
+        v.occurrence.map(|o| format!("{o}: ")).unwrap_or_default(),
+        v.msg
+    );
+    if !failures.iter().any(|f| f.msg == msg) {
+        failures.push(Failure {
+            requirement: v.requirement,
+            step: Some(step),
+            msg,
+        });
+    }
+}
+
+impl World {
+    pub(super) async fn final_expectations(&mut self, case: &crate::case::Case) -> Vec<Failure> {
+        let mut out = Vec::new();
+        let has = |r: Req| case.requirements.iter().any(|x| Req::parse(x) == Some(r));
+        let pick = |r: Req| {
+            if has(r) {
+                r
+            } else {
+                primary(&case.requirements)
+            }
+        };
+        let ledger = self.provider.ledger();
+        for (label, e) in &case.expect.occurrences {
+            let Some(id) = self.occurrences.get(label).cloned() else {
+                out.push(Failure {
+                    requirement: primary(&case.requirements),
+                    step: None,
+                    msg: format!("{label}: never created"),
+                });
+                continue;
+            };
+            let st = match self.sut.state(&id).await {
+                Ok(s) => s,
+                Err(err) => {
+                    out.push(Failure {
+                        requirement: Req::R004,
+                        step: None,
+                        msg: format!("{label}: state unreadable: {err}"),
+                    });
+                    continue;
+                }
+            };
+            let mut fail = |req: Req, msg: String| {
+                out.push(Failure {
+                    requirement: req,
+                    step: None,
+                    msg: format!("{label}: {msg}"),
+                })
+            };
+            let state = state_label(&st);
+            if let Some(want) = &e.state
+                && want != state
+            {
+                fail(
+                    pick(Req::R009),
+                    format!("state is {state}, expected {want}"),
+                );
+            }
+            if let Some(want) = &e.outcome {
+                let got = outcome_label(&st);
+                if got.as_deref() != Some(want.as_str()) {
+                    fail(
+                        pick(Req::R011),
+                        format!(
+                            "outcome is {}, expected {want}",
+                            got.unwrap_or_else(|| "none".into())
+                        ),
+                    );
+                }
+            }
+            if let Some(want) = e.entry_attempts
+                && st.entry_attempts != want
+            {
+                fail(
+                    pick(Req::R010),
+                    format!(
+                        "{} provider entry attempts, expected {want}",
+                        st.entry_attempts
+                    ),
+                );
+            }
+            if let Some(want) = e.provider_effects {
+                let got = effects_for(&ledger, id.as_str()).len() as u32;
+                if got != want {
+                    fail(
+                        pick(Req::R010),
+                        format!("{got} provider effects (ground truth), expected {want}"),
+                    );
+                }
+            }
+            for flag in &e.missing_knowledge {
+                let present = st.missing.iter().any(|m| {
+                    serde_json::to_value(m)
+                        .ok()
+                        .and_then(|v| v["flag"].as_str().map(str::to_string))
+                        .as_deref()
+                        == Some(flag.as_str())
+                });
+                if !present {
+                    fail(
+                        pick(Req::R009),
+                        format!("missing-knowledge flag {flag} not raised"),
+                    );
+                }
+            }
+            if let Some(want) = &e.authority
+                && st.authority.state_label() != want
+            {
+                fail(
+                    pick(Req::R012),
+                    format!(
+                        "authority is {}, expected {want}",
+                        st.authority.state_label()
+                    ),
+                );
+            }
+            if let Some(want) = e.remedies
+                && st.remedies.len() as u32 != want
+            {
+                fail(
+                    pick(Req::R012),
+                    format!("{} remedies linked, expected {want}", st.remedies.len()),
+                );
+            }
+        }
+        if !case.expect.operators.is_empty() {
+            let h = self.operator.hermes().await.ok().map(|(_, h)| h);
+            let c = self.operator.reader().await.ok();
+            for (label, e) in &case.expect.operators {
+                let id = self.operator.action_id(label);
+                let (Some(h), Some(c)) = (&h, &c) else { break };
+                let ledger = h.ledger();
+                let b = c.binding_of(&id).await;
+                let mut fail = |req: Req, msg: String| {
+                    out.push(Failure {
+                        requirement: req,
+                        step: None,
+                        msg: format!("{label}: {msg}"),
+                    })
+                };
+                if let Some(want) = &e.status {
+                    let got = b
+                        .as_ref()
+                        .and_then(|b| serde_json::to_value(b.status).ok())
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| "no binding".into());
+                    if &got != want {
+                        fail(
+                            pick(Req::R011),
+                            format!("binding is {got}, expected {want}"),
+                        );
+                    }
+                }
+                let run = b.as_ref().and_then(|b| b.run_id.clone());
+                if let Some(want) = e.runs {
+                    let got = runs_of(&ledger, &id).len() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R010),
+                            format!("{got} Hermes runs started (ground truth), expected {want}"),
+                        );
+                    }
+                }
+                if let Some(want) = e.approvals {
+                    let got = ledger
+                        .approvals
+                        .iter()
+                        .filter(|a| Some(&a.run_id) == run.as_ref())
+                        .count() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R010),
+                            format!(
+                                "{got} approval decisions applied (ground truth), expected {want}"
+                            ),
+                        );
+                    }
+                }
+                if let Some(want) = e.stops {
+                    let got = ledger
+                        .stops
+                        .iter()
+                        .filter(|a| Some(&a.run_id) == run.as_ref() && a.effective)
+                        .count() as u32;
+                    if got != want {
+                        fail(
+                            pick(Req::R011),
+                            format!("{got} stops applied (ground truth), expected {want}"),
+                        );
+                    }
+                }
+            }
+        }
+        for (sub, want) in &case.expect.admissions {
+            let got = match self.submissions.get(sub) {
+                Some(id) => match self.sut.admission(&id.clone()).await {
+                    Ok(a) => admission_label(&a.state),
+                    Err(e) => format!("unreadable ({e})"),
+                },
+                None => "never admitted".into(),
+            };
+            if &got != want {
+                out.push(Failure {
+                    requirement: pick(Req::R005),
+                    step: None,
+                    msg: format!("admission {sub} is {got}, expected {want}"),
+                });
+            }
+        }
+        let described =
+            if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
+                match self.sut.describe().await {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        out.push(Failure {
+                            requirement: pick(Req::R013),
+                            step: None,
+                            msg: format!("the implementation did not describe itself: {e}"),
+                        });
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+        if let Some(want) = &case.expect.composition
+            && let Some((composition, _)) = &described
+        {
+            let got = match composition {
+                CompositionStatus::Supported => "supported",
+                CompositionStatus::Unsupported { .. } => "unsupported",
+            };
+            if got != want {
+                out.push(Failure {
+                    requirement: pick(Req::R013),
+                    step: None,
+                    msg: format!("composition reported {got}, expected {want}"),
+                });
+            }
+        }
+        for kind in &case.expect.bypass_disclosed {
+            let paths = described.as_ref().map(|d| d.1.as_slice()).unwrap_or(&[]);
+            let disclosed = paths.iter().any(|b| {
+                serde_json::to_value(b.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .as_deref()
+                    == Some(kind.as_str())
+            });
+            if !disclosed {
+                out.push(Failure {
+                    requirement: pick(Req::R001),
+                    step: None,
+                    msg: format!("bypass path {kind} is not disclosed"),
+                });
+            }
+        }
+        out
+    }
 }

@@ -1,0 +1,347 @@
+//! The Hermes operator checkers and oracles (seed 000): binding transitions, the pinned
+//! manifest, the delegated-result resolver, operator answers, and durability across instances.
+
+use crate::aoc::requirement::Req;
+use crate::check::Violation;
+use crate::operator::{ConnectorError, OperatorResult};
+use crate::sut::reference::SutError;
+
+/// Seed 000 item 10: each binding read again through a fresh handle (`fresh`) must be the one
+/// read before. With no binding written nothing is proven: never a vacuous pass.
+pub(crate) fn judge_durability<T: PartialEq>(
+    seen: Vec<(String, Option<T>, Option<T>)>,
+    fresh: &str,
+) -> Result<(), SutError> {
+    for (label, before, after) in &seen {
+        if before != after {
+            return Err(SutError::Mismatch(
+                Req::R005,
+                format!("{label}: the binding {fresh} reads differs from the one written before"),
+            ));
+        }
+    }
+    if seen.iter().all(|(_, before, _)| before.is_none()) {
+        return Err(SutError::Harness(
+            "operator_durability found no binding to compare; invoke an Action first".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The Hermes runs fake-hermes really started for a source Action (ground truth).
+pub(crate) fn runs_of<'a>(
+    ledger: &'a fake_hermes::app::Ledger,
+    action_id: &str,
+) -> Vec<&'a fake_hermes::app::RunStarted> {
+    let session = crate::operator::session_id(action_id);
+    ledger
+        .runs
+        .iter()
+        .filter(|r| r.session_id == session)
+        .collect()
+}
+
+/// The AOC invariants re-expressed for an operator binding between two looks: the binding is
+/// constant (AOC-REQ-003), its approval command ledger and event sequence only grow
+/// (AOC-REQ-004), and a terminal or unresolved status is never cleared (AOC-REQ-005).
+pub(crate) fn binding_monotonic(
+    label: &str,
+    prev: &crate::operator::Binding,
+    now: &crate::operator::Binding,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut v = |checker: &'static str, requirement: Req, msg: String| {
+        out.push(Violation {
+            checker,
+            requirement,
+            occurrence: Some(label.to_string()),
+            msg,
+        })
+    };
+    if prev.request_fingerprint != now.request_fingerprint
+        || prev.endpoint_id != now.endpoint_id
+        || prev.session_id != now.session_id
+        || prev.action_id != now.action_id
+    {
+        v(
+            "binding_constant",
+            Req::R003,
+            "the binding's fingerprint, endpoint, session or Action id changed".into(),
+        );
+    }
+    if prev.run_id.is_some() && prev.run_id != now.run_id {
+        v(
+            "binding_constant",
+            Req::R003,
+            format!(
+                "the bound run changed from {:?} to {:?}",
+                prev.run_id, now.run_id
+            ),
+        );
+    }
+    let kept = prev.approval_commands.len() <= now.approval_commands.len()
+        && prev
+            .approval_commands
+            .iter()
+            .zip(&now.approval_commands)
+            .all(|(a, b)| {
+                a.action_id == b.action_id
+                    && a.request_fingerprint == b.request_fingerprint
+                    && a.claim_id == b.claim_id
+                    && a.choice == b.choice
+            });
+    if !kept {
+        v(
+            "history_append_only",
+            Req::R004,
+            "an approval command was removed or rewritten".into(),
+        );
+    }
+    if now.next_sequence < prev.next_sequence {
+        v(
+            "history_append_only",
+            Req::R004,
+            format!(
+                "the event sequence went back from {} to {}",
+                prev.next_sequence, now.next_sequence
+            ),
+        );
+    }
+    // Unknown may still be resolved by provider evidence (judged by terminal_only_from_provider);
+    // it may never go back to an attemptable state, and a resolved binding never changes.
+    let resolved_by_evidence = prev.status == crate::operator::BindingStatus::OutcomeUnknown
+        && now.status.is_terminal()
+        && !(prev.run_id.is_none() && now.run_id.is_some());
+    if prev.status.is_terminal() && now.status != prev.status && !resolved_by_evidence {
+        v(
+            "unresolved_kept",
+            Req::R005,
+            if prev.run_id.is_none() && now.run_id.is_some() {
+                format!(
+                    "an unknown unbound start was followed by run {:?}: the start was attempted again",
+                    now.run_id
+                )
+            } else {
+                format!("the binding left {:?} for {:?}", prev.status, now.status)
+            },
+        );
+    }
+    out
+}
+
+/// Seed 000's contract for `cap:hermes_agent:<endpoint>:operator`, as JSON pointers into the
+/// manifest: the harness's oracle for item 1 (the connector's manifest is judged against it).
+pub(crate) fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    vec![
+        (
+            "/id",
+            json!(format!("cap:hermes_agent:{endpoint}:operator")),
+        ),
+        ("/kind", json!("agent")),
+        ("/stability", json!("stable")),
+        ("/risk", json!("high")),
+        ("/approval/required", json!(true)),
+        ("/approval/policy", json!("tenant")),
+        ("/approval/validity_seconds", json!(900)),
+        ("/idempotency/required", json!(true)),
+        ("/idempotency/scope", json!("capability")),
+        ("/idempotency/ttl_seconds", json!(86400)),
+        ("/idempotency/on_replay", json!("return_original_result")),
+        (
+            "/effects",
+            json!([
+                "read",
+                "write",
+                "send_message",
+                "external_network",
+                "code_execution"
+            ]),
+        ),
+        ("/modes", json!(["sync", "async", "streaming", "cancel"])),
+        ("/async_expected", json!(true)),
+        ("/timeout_ms", json!(900000)),
+        ("/transaction/supported", json!(false)),
+        ("/input_schema/additionalProperties", json!(false)),
+        (
+            "/input_schema/properties/resume/properties/choice/enum",
+            json!(["once", "session", "always", "deny"]),
+        ),
+        (
+            "/output_schema/required",
+            json!(["endpoint_id", "session_id", "source_action_id", "status"]),
+        ),
+    ]
+}
+
+/// The harness's own truth about a delegated child against what the connector returned: a
+/// result is accepted only from a consistent queue and lifecycle, and only as the lifecycle says.
+pub(crate) fn judge_delegated_result(
+    r: &Result<OperatorResult, ConnectorError>,
+    child: &str,
+    label: &str,
+) -> Result<(), SutError> {
+    let Ok(o) = r else { return Ok(()) };
+    let d = &o.output["provider"]["delegated"];
+    if d.is_null() {
+        // No delegated result claimed (e.g. waiting for approval, unknown start).
+        return Ok(());
+    }
+    if d["authority"] != "aip_native_lifecycle" {
+        return Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "{label}: the delegated result came from {} instead of the AIP lifecycle",
+                d["authority"]
+            ),
+        ));
+    }
+    match child {
+        "ran" if d["result"] == serde_json::json!({"updated": label}) => Ok(()),
+        "ran" => Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "{label}: delegated result {} is not the lifecycle's",
+                d["result"]
+            ),
+        )),
+        "never" => Err(SutError::Mismatch(
+            Req::R011,
+            format!("{label}: a result was reported for a child that never ran"),
+        )),
+        other => Err(SutError::Mismatch(
+            Req::R007,
+            format!("{label}: a result was accepted from a child with {other}"),
+        )),
+    }
+}
+
+pub(crate) fn check_operator_result(
+    r: &Result<OperatorResult, ConnectorError>,
+    result: &Option<String>,
+    error: &Option<String>,
+) -> Result<(), SutError> {
+    let got_status = match r {
+        Ok(o) => serde_json::to_value(o.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        Err(_) => "error".into(),
+    };
+    let got_error = match r {
+        Ok(o) => o.error.as_ref().map(|e| e.code.as_str().to_string()),
+        Err(e) => Some(e.code.as_str().to_string()),
+    };
+    let detail = match r {
+        Ok(o) => o.error.as_ref().map(|e| e.message.clone()),
+        Err(e) => Some(e.message.clone()),
+    }
+    .map_or(String::new(), |m| format!(": {m}"));
+    if let Some(want) = error
+        && !got_error
+            .as_deref()
+            .is_some_and(|g| g.ends_with(want.as_str()))
+    {
+        let req = if want.contains("outcome_unknown") {
+            Req::R009
+        } else {
+            Req::R010
+        };
+        return Err(SutError::Mismatch(
+            req,
+            format!(
+                "expected failure {want}, got {} ({got_status}){detail}",
+                got_error.unwrap_or_else(|| "none".into())
+            ),
+        ));
+    }
+    if let Some(want) = result
+        && &got_status != want
+    {
+        return Err(SutError::Mismatch(
+            Req::R011,
+            format!(
+                "expected result {want}, got {got_status} {}{detail}",
+                got_error.unwrap_or_default()
+            ),
+        ));
+    }
+    if error.is_none() && result.is_none() && r.is_err() {
+        return Err(SutError::Mismatch(
+            Req::R010,
+            format!("invocation failed: {}", got_error.unwrap_or_default()),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod binding_tests {
+    use super::binding_monotonic;
+    use crate::operator::{Binding, BindingStatus as B};
+
+    fn b(status: B, run: Option<&str>) -> Binding {
+        Binding {
+            action_id: "act_1".into(),
+            request_fingerprint: "fp".into(),
+            endpoint_id: "primary".into(),
+            run_id: run.map(str::to_string),
+            session_id: "aip-operator-act_1".into(),
+            start_claim: None,
+            delegation_id: None,
+            parent_action_id: None,
+            status,
+            cancel_requested: false,
+            last_event: None,
+            next_sequence: 3,
+            approval_generation: 0,
+            approval_commands: Vec::new(),
+            pending_approval: None,
+            output: None,
+            error: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[rstest::rstest]
+    #[case::running_to_completed(b(B::Running, Some("r1")), b(B::Completed, Some("r1")), None)]
+    #[case::unknown_resolved_same_run(
+        b(B::OutcomeUnknown, Some("r1")),
+        b(B::Completed, Some("r1")),
+        None
+    )]
+    #[case::completed_reopened(
+        b(B::Completed, Some("r1")),
+        b(B::Running, Some("r1")),
+        Some("unresolved_kept")
+    )]
+    #[case::unknown_reset(
+        b(B::OutcomeUnknown, None),
+        b(B::Starting, None),
+        Some("unresolved_kept")
+    )]
+    #[case::unknown_started_again(
+        b(B::OutcomeUnknown, None),
+        b(B::Completed, Some("r2")),
+        Some("unresolved_kept")
+    )]
+    #[case::run_swapped(
+        b(B::Running, Some("r1")),
+        b(B::Running, Some("r2")),
+        Some("binding_constant")
+    )]
+    #[case::fingerprint_changed(b(B::Running, Some("r1")), Binding { request_fingerprint: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::sequence_back(b(B::Running, Some("r1")), Binding { next_sequence: 1, ..b(B::Running, Some("r1")) }, Some("history_append_only"))]
+    fn binding_transitions_are_judged(
+        #[case] prev: Binding,
+        #[case] now: Binding,
+        #[case] want: Option<&str>,
+    ) {
+        let v = binding_monotonic("a1", &prev, &now);
+        match want {
+            None => assert!(v.is_empty(), "{v:?}"),
+            Some(c) => assert!(v.iter().any(|x| x.checker == c), "{v:?}"),
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Report assembly: what a case found about each occurrence and each Hermes binding, in the
+//! report model's terms.
+
+use super::world::World;
+use crate::aoc::occurrence::Phase;
+use crate::check::effects_for;
+use crate::report::model::OccurrenceReport;
+
+use crate::check::hermes::runs_of;
+
+pub fn state_label(st: &crate::aoc::OccurrenceState) -> &'static str {
+    if st.is_unresolved() {
+        "unresolved"
+    } else {
+        match st.phase {
+            Phase::Created | Phase::Reserved => "pending",
+            Phase::Released => "released",
+            _ => "resolved",
+        }
+    }
+}
+
+pub fn outcome_label(st: &crate::aoc::OccurrenceState) -> Option<String> {
+    use crate::aoc::history::Outcome;
+    st.outcome.map(|o| match o {
+        Outcome::Success => "success".into(),
+        Outcome::NotAccepted => "not_accepted".into(),
+        Outcome::FinalFailure { no_effect: false } => "final_failure".into(),
+        Outcome::FinalFailure { no_effect: true } => "final_failure_no_effect".into(),
+    })
+}
+
+pub(super) fn admission_label(s: &crate::aoc::admission::AdmissionState) -> String {
+    use crate::aoc::admission::{AdmissionEnd, AdmissionState};
+    match s {
+        AdmissionState::Queued => "queued".into(),
+        AdmissionState::Started { .. } => "started".into(),
+        AdmissionState::Unknown { .. } => "unknown".into(),
+        AdmissionState::Ended { end } => format!(
+            "ended:{}",
+            match end {
+                AdmissionEnd::Completed => "completed",
+                AdmissionEnd::Failed => "failed",
+                AdmissionEnd::Cancelled => "cancelled",
+                AdmissionEnd::NotExecuted => "not_executed",
+            }
+        ),
+    }
+}
+
+impl World {
+    /// Every operator binding of the case against fake-hermes's ledger, with what the pinned
+    /// Hermes cannot tell flagged as missing knowledge.
+    pub(super) async fn operator_reports(&mut self) -> Vec<crate::report::model::OperatorReport> {
+        use crate::operator::BindingStatus as B;
+        let mut out = Vec::new();
+        let Some((_, h, _)) = &self.operator.hermes else {
+            return out;
+        };
+        let ledger = h.ledger();
+        let Ok(c) = self.operator.reader().await else {
+            return out;
+        };
+        let delegated: Vec<String> = self
+            .operator
+            .delegations
+            .iter()
+            .map(|(l, _)| l.clone())
+            .collect();
+        let actions: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .filter(|(l, _)| l.as_str() != "parent" && !self.operator.resumes.contains(*l))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (label, id) in actions {
+            let b = c.binding_of(&id).await;
+            let runs = runs_of(&ledger, &id);
+            let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
+            let approvals = ledger
+                .approvals
+                .iter()
+                .filter(|a| in_runs(&a.run_id))
+                .count() as u32;
+            let stops = ledger.stops.iter().filter(|a| in_runs(&a.run_id)).count() as u32;
+            let status = b.as_ref().map_or("no_binding".to_string(), |b| {
+                serde_json::to_value(b.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            });
+            let delegation_error = self.operator.delegation_errors.get(&label);
+            let aoc_state = match b.as_ref().map(|b| b.status) {
+                None => "not_entered",
+                Some(B::Completed) if delegation_error.is_some() => "unresolved",
+                Some(B::OutcomeUnknown) => "unresolved",
+                Some(s) if s.is_terminal() => "resolved",
+                Some(B::Starting) if b.as_ref().is_some_and(|b| b.run_id.is_none()) => "pending",
+                Some(_) => "unresolved",
+            };
+            let mut mk = Vec::new();
+            if b.as_ref()
+                .is_some_and(|b| b.status == B::OutcomeUnknown && b.run_id.is_none())
+            {
+                // No provider idempotency key or lookup by session: whether the start happened
+                // cannot be asked of the pinned Hermes.
+                mk.push("start_unverifiable_no_provider_idempotency".to_string());
+            }
+            if b.as_ref()
+                .is_some_and(|b| b.status == B::OutcomeUnknown && b.run_id.is_some())
+            {
+                mk.push("provider_effect_unresolved".to_string());
+            }
+            if approvals > 0
+                && ledger
+                    .approvals
+                    .iter()
+                    .any(|a| in_runs(&a.run_id) && a.request_id.is_none())
+            {
+                // The pinned Hermes resolves the oldest pending prompt: which prompt a decision
+                // answered is not in its reply.
+                mk.push("approval_target_fifo".to_string());
+            }
+            if let Some(code) = delegation_error
+                && b.is_some()
+            {
+                // Hermes finished, but the child's result was not established.
+                mk.push(format!(
+                    "delegated_result_unverified:{}",
+                    code.trim_start_matches("connector.hermes_agent.")
+                ));
+            }
+            if b.as_ref()
+                .is_some_and(|b| b.run_id.is_some() && !b.status.is_terminal())
+            {
+                // Still running at the end: a status 404 after a restart would prove nothing.
+                mk.push("run_status_not_terminal".to_string());
+            }
+            out.push(crate::report::model::OperatorReport {
+                label: label.clone(),
+                status,
+                aoc_state: aoc_state.into(),
+                runs: runs.len() as u32,
+                approvals,
+                stops,
+                delegated: delegated.contains(&label),
+                missing_knowledge: mk,
+            });
+        }
+        out
+    }
+
+    pub(super) async fn occurrence_reports(&mut self) -> Vec<OccurrenceReport> {
+        let ledger = self.provider.ledger();
+        let mut out = Vec::new();
+        for (label, id) in &self.occurrences.clone() {
+            let Ok(st) = self.sut.state(id).await else {
+                continue;
+            };
+            out.push(OccurrenceReport {
+                label: label.clone(),
+                occurrence_id: id.to_string(),
+                executor_generation: st.owner_generation.0,
+                provider_binding_digest: st.binding_digest.as_ref().map(|d| d.to_string()),
+                state: state_label(&st).into(),
+                phase: st.phase.label().into(),
+                outcome: outcome_label(&st),
+                provider_entry_state: if st.entry_attempts > 0 {
+                    "entered".into()
+                } else {
+                    "not_entered".into()
+                },
+                authority_state: st.authority.state_label().into(),
+                entry_attempts: st.entry_attempts,
+                evidence_sources: st.evidence_sources.iter().cloned().collect(),
+                missing_knowledge: st.missing.iter().map(|m| m.to_string()).collect(),
+                provider_effects: effects_for(&ledger, id.as_str()).len() as u32,
+                history_len: st.len,
+            });
+        }
+        out
+    }
+}

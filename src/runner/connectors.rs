@@ -1,0 +1,357 @@
+//! The Hermes side of a case: fake-hermes (started on first use), the connector instances the
+//! case names, the reader that answers `binding` for the checkers, and the Actions invoked.
+
+use crate::operator::connector::ConnectorDefect;
+use crate::operator::{Action, Connector, OperatorResult};
+use crate::store::AnyStore;
+use crate::sut::message::{HermesInit, OperatorInit};
+use crate::sut::operator::{AipRecord, Answer, Conn};
+use crate::sut::reference::SutError;
+use crate::sut::remote::Spawner;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The Hermes side of a case: fake-hermes (started on first use), connector processes and the
+/// Actions invoked.
+pub(super) struct OperatorWorld {
+    pub(super) store: Arc<AnyStore>,
+    pub(super) hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
+    pub(super) connectors: BTreeMap<String, Conn>,
+    pub(super) actions: BTreeMap<String, String>,
+    pub(super) background: Vec<(String, tokio::task::JoinHandle<Answer<OperatorResult>>)>,
+    /// Set when the connector runs as implementation processes (`--sut`).
+    pub(super) remote: Option<Spawner>,
+    /// The reading process of a remote connector (never invoked, never killed by a case).
+    pub(super) remote_reader: Option<Conn>,
+    pub(super) defect: Option<ConnectorDefect>,
+    pub(super) case_key: String,
+    /// Case-set policy fields, overlaid on the harness's fast defaults.
+    pub(super) policy_overlay: serde_json::Map<String, serde_json::Value>,
+    pub(super) tenant: String,
+    pub(super) resolver: bool,
+    /// Delegated children (label, the child Action as AIP holds it).
+    pub(super) delegations: Vec<(String, serde_json::Value)>,
+    /// Set when a step cannot be exercised on this configuration.
+    pub(super) unsupported: Option<String>,
+    /// Resume Actions (their effect is counted on the source binding).
+    pub(super) resumes: std::collections::BTreeSet<String>,
+    /// The last failure code of each delegation (absent when its result was established).
+    pub(super) delegation_errors: BTreeMap<String, String>,
+    /// Each binding as last seen, for the monotonic checks.
+    pub(super) seen: BTreeMap<String, crate::operator::Binding>,
+}
+
+impl Drop for OperatorWorld {
+    fn drop(&mut self) {
+        if let Some((_, _, t)) = &self.hermes {
+            t.abort();
+        }
+        for (_, t) in &self.background {
+            t.abort();
+        }
+    }
+}
+
+impl OperatorWorld {
+    pub(super) async fn hermes(&mut self) -> Result<(String, fake_hermes::Handle), SutError> {
+        if self.hermes.is_none() {
+            let config = fake_hermes::Config {
+                stream_wait_ms: 200,
+                ..fake_hermes::Config::default()
+            };
+            let (app, handle) =
+                fake_hermes::router(config).map_err(|d| SutError::Harness(d.join("; ")))?;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| SutError::Harness(format!("bind fake-hermes: {e}")))?;
+            let base = format!(
+                "http://{}",
+                listener
+                    .local_addr()
+                    .map_err(|e| SutError::Harness(e.to_string()))?
+            );
+            let task = tokio::spawn(async move {
+                let _ = fake_hermes::serve(listener, app).await;
+            });
+            self.hermes = Some((base, handle, task));
+        }
+        let (b, h, _) = self
+            .hermes
+            .as_ref()
+            .ok_or_else(|| SutError::Harness("fake-hermes did not start".into()))?;
+        Ok((b.clone(), h.clone()))
+    }
+
+    /// What a remote connector process is told at `init` beyond the case's common fields.
+    /// The reader gets the harness's defaults, not the case's policy: it only reads, and a case
+    /// may configure a policy it expects to be refused.
+    pub(super) async fn remote_init(
+        &mut self,
+        reader: bool,
+    ) -> Result<(HermesInit, OperatorInit), SutError> {
+        let (base, _) = self.hermes().await?;
+        let policy = if reader {
+            self.base_policy()
+        } else {
+            self.policy()
+                .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?
+        };
+        let policy = serde_json::to_value(policy)
+            .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+        Ok((
+            HermesInit {
+                base_url: base,
+                api_key: "hermes-test-key".into(),
+                endpoint_id: "primary".into(),
+            },
+            OperatorInit {
+                policy: Some(policy),
+                tenant: Some(self.tenant.clone()),
+                resolver: self.resolver,
+            },
+        ))
+    }
+
+    /// Stops a connector instance (SIGKILL for a process; its requests in flight fail with it)
+    /// and records why in the case's process log.
+    pub(super) async fn stop(&self, c: &Conn, why: &str) {
+        c.kill().await;
+        if let (Conn::Remote(_, label), Some(sp)) = (c, &self.remote) {
+            sp.note(label, why);
+        }
+    }
+
+    /// Where bindings are read: a local connector, or the remote reading process.
+    pub(super) async fn reader(&mut self) -> Result<Conn, SutError> {
+        let Some(spawner) = self.remote.clone() else {
+            return self.connector("p1").await;
+        };
+        if let Some(r) = &self.remote_reader {
+            return Ok(r.clone());
+        }
+        let extra = self.remote_init(true).await?;
+        let (p, _, label) = spawner
+            .spawn("aocheck-operator-reader", Some(extra))
+            .await?;
+        let c = Conn::Remote(p, label);
+        self.remote_reader = Some(c.clone());
+        Ok(c)
+    }
+
+    pub(super) async fn connector(&mut self, instance: &str) -> Result<Conn, SutError> {
+        if let Some(c) = self.connectors.get(instance) {
+            return Ok(c.clone());
+        }
+        if let Some(spawner) = self.remote.clone() {
+            let extra = self.remote_init(false).await?;
+            let (p, _, label) = spawner.spawn(instance, Some(extra)).await?;
+            let c = Conn::Remote(p, label);
+            self.connectors.insert(instance.into(), c.clone());
+            return Ok(c);
+        }
+        let (base, _) = self.hermes().await?;
+        let policy = self
+            .policy()
+            .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+        let mut c = Connector::new(
+            self.store.clone(),
+            "primary",
+            &base,
+            "hermes-test-key",
+            policy,
+            instance,
+            Arc::new(crate::clock::SystemClock),
+        )
+        .map_err(|e| SutError::Harness(e.to_string()))?;
+        if let Some(d) = self.defect {
+            c = c.with_defect_for_tests(d);
+        }
+        if self.resolver {
+            c = c.with_resolver(crate::operator::delegation::Resolver {
+                tenant: self.tenant.clone(),
+            });
+        }
+        let c = Conn::Local(Arc::new(c));
+        self.connectors.insert(instance.into(), c.clone());
+        Ok(c)
+    }
+
+    /// The harness's fast defaults with the case's overlay.
+    pub(super) fn base_policy(&self) -> crate::operator::Policy {
+        crate::operator::Policy {
+            poll_interval_ms: 20,
+            start_claim_ttl_ms: 1_000,
+            cancel_grace_ms: 1_000,
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn policy(&self) -> Result<crate::operator::Policy, serde_json::Error> {
+        let mut v = serde_json::to_value(self.base_policy())?;
+        if let Some(m) = v.as_object_mut() {
+            m.extend(self.policy_overlay.clone());
+        }
+        serde_json::from_value(v)
+    }
+
+    /// Writes what the durable approval store and AIP's queue and lifecycle hold for a delegated
+    /// child, and returns the child Action and the request.
+    pub(super) async fn stage_delegation(
+        &mut self,
+        label: &str,
+        capability: &str,
+        scope: Vec<String>,
+        chain: u32,
+        approval: &str,
+        child: &str,
+    ) -> Result<
+        (
+            crate::operator::delegation::DelegationRequest,
+            Vec<AipRecord>,
+        ),
+        SutError,
+    > {
+        let mut records: Vec<AipRecord> = Vec::new();
+        use crate::operator::delegation::*;
+        use crate::store::Store;
+        use serde_json::json;
+        let id = self.action_id(label);
+        let principal = "agent:hermes_operator:primary";
+        let identity = json!({"sub": "hermes@primary", "tenant": self.tenant});
+        let approval_id = format!("apr_{id}");
+        let mut action = json!({
+            "id": id, "capability": capability, "input": {"case": label},
+            "mode": "async", "idempotency": {"key": format!("idem-{label}")},
+            "identity": identity,
+            "memory": {"notes": label, "_aip": {"trace": "harness"}},
+        });
+        if approval != "none" {
+            action["approval"] = json!({"id": approval_id, "decision": "approved"});
+        }
+        // Staging is idempotent: a replayed delegation finds the records already written.
+        let store_err = |e: crate::store::StoreError| match e {
+            crate::store::StoreError::Conflict { .. } => Ok(0),
+            e => Err(SutError::Harness(format!("staging: {e}"))),
+        };
+        if approval != "none" && approval != "unstored" {
+            let rec = ApprovalRecord {
+                approval_id: approval_id.clone(),
+                decision: "approved".into(),
+                action_id: if approval == "other_action" {
+                    "act_other".into()
+                } else {
+                    id.clone()
+                },
+                capability_id: capability.into(),
+                expires_at: if approval == "expired" { 1 } else { u64::MAX },
+            };
+            records.push(AipRecord {
+                namespace: APPROVALS.into(),
+                key: approval_id.clone(),
+                value: json!(rec),
+            });
+        }
+        if child != "never" {
+            let result = json!({"updated": label});
+            let mut queued = action.clone();
+            if child == "altered_contract" {
+                queued["input"] = json!({"case": label, "amount": 1_000_000});
+            }
+            let q = QueueEntry {
+                action: queued,
+                owner: if child == "forged_owner" {
+                    "agent:mallory".into()
+                } else {
+                    principal.into()
+                },
+                status: "completed".into(),
+                result: Some(result.clone()),
+                authenticated: AuthenticatedPrincipal {
+                    principal: principal.into(),
+                    scopes: vec!["action:write".into()],
+                    expires_at: u64::MAX,
+                    identity: if child == "identity_drift" {
+                        json!({"sub": "someone-else"})
+                    } else {
+                        identity.clone()
+                    },
+                },
+                actor: principal.into(),
+                tenant: if child == "tenant_drift" {
+                    "t-other".into()
+                } else {
+                    self.tenant.clone()
+                },
+                tenant_expires_at: None,
+            };
+            let l = LifecycleEntry {
+                action_id: id.clone(),
+                status: "completed".into(),
+                result: Some(if child == "stores_disagree" {
+                    json!({"updated": "forged"})
+                } else {
+                    result
+                }),
+            };
+            records.push(AipRecord {
+                namespace: QUEUE.into(),
+                key: id.clone(),
+                value: json!(q),
+            });
+            records.push(AipRecord {
+                namespace: LIFECYCLE.into(),
+                key: id.clone(),
+                value: json!(l),
+            });
+        }
+        if !self.delegations.iter().any(|(l, _)| l == label) {
+            self.delegations.push((label.to_string(), action.clone()));
+        }
+        // AIP's records: written to the shared store for a local connector, handed to a
+        // process with its request.
+        if self.remote.is_none() {
+            for r in &records {
+                self.store
+                    .record_cas(&r.namespace, &r.key, None, &r.value)
+                    .await
+                    .or_else(store_err)?;
+            }
+        }
+        let req = DelegationRequest {
+            delegation_id: format!("del_{label}"),
+            parent_action_id: self.action_id("parent"),
+            requested_by: "agent:planner".into(),
+            delegate: principal.into(),
+            scope,
+            delegation_chain: (0..chain).map(|i| format!("agent:hop{i}")).collect(),
+            child: action,
+        };
+        Ok((req, records))
+    }
+
+    pub(super) fn action_id(&mut self, label: &str) -> String {
+        let key = format!("{}-{label}", self.case_key);
+        self.actions
+            .entry(label.to_string())
+            .or_insert_with(|| {
+                format!(
+                    "act_{}",
+                    &crate::digest::Digest::of_bytes(key.as_bytes()).hex()[..32]
+                )
+            })
+            .clone()
+    }
+
+    pub(super) fn action(&mut self, label: &str, input: serde_json::Value) -> Action {
+        Action {
+            id: self.action_id(label),
+            idempotency_key: format!("idem-{label}"),
+            capability: "cap:hermes_agent:primary:operator".into(),
+            input,
+            deadline_ms: Some(20_000),
+            identity: None,
+            approval: None,
+            delegation: None,
+        }
+    }
+}

@@ -1,0 +1,879 @@
+//! The World: what each case step means, as a typed `aocheck-sut` request to the implementation
+//! or a verb on a provider simulator, and the checkers run after every step.
+
+use super::connectors::OperatorWorld;
+use crate::aoc::domain::Limits;
+use crate::aoc::history::ReleaseReason;
+use crate::aoc::ids::{AdmissionId, OccurrenceId};
+use crate::aoc::requirement::Req;
+use crate::case::Step;
+use crate::check::{Checker, Observed, Snapshot, Violation, effects_for};
+use crate::clock::ManualClock;
+use crate::sut::Sut;
+use crate::sut::message::Op;
+use crate::sut::operator::Conn;
+use crate::sut::reference::SutError;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::check::hermes::{
+    binding_monotonic, check_operator_result, judge_delegated_result, judge_durability,
+    pinned_manifest, runs_of,
+};
+
+pub(super) struct World {
+    pub(super) sut: Sut,
+    /// Set when the implementation could not be observed after a step (a harness error).
+    pub(super) observe_error: Option<String>,
+    pub(super) provider: fake_payments::Handle,
+    pub(super) clock: ManualClock,
+    pub(super) occurrences: BTreeMap<String, OccurrenceId>,
+    pub(super) submissions: BTreeMap<String, AdmissionId>,
+    pub(super) current: Option<String>,
+    pub(super) checker: Checker,
+    pub(super) limits: Limits,
+    pub(super) operator: OperatorWorld,
+}
+
+/// The `aocheck-sut/1` operations a case needs: every case needs `state`, `lane` and `settle`;
+/// each step needs the operation the World sends for it; every operator step also reads the
+/// connector's durable binding.
+pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> {
+    let mut out: std::collections::BTreeSet<Op> = [Op::State, Op::Lane].into();
+    for s in &case.steps {
+        let op = match s.verb().as_str() {
+            "join" => Op::Join,
+            "replace" => Op::Takeover,
+            "create" => Op::Create,
+            "reserve" => Op::Reserve,
+            "enter" => Op::Enter,
+            "send" => Op::Send,
+            "execute" => Op::Execute,
+            "settle" => Op::Settle,
+            "adopt" => Op::Adopt,
+            "reconcile" => Op::Reconcile,
+            "release" => Op::Release,
+            "rebind" => Op::Rebind,
+            "remedy" => Op::Remedy,
+            "submit" => Op::Submit,
+            "claim" => Op::Claim,
+            "link" => Op::Link,
+            "recover" => Op::Recover,
+            "resolve_unknown" => Op::ResolveUnknown,
+            "finish" => Op::Finish,
+            "lease_refresh" => Op::LeaseRefresh,
+            "lease_release" => Op::LeaseRelease,
+            "import" => Op::Import,
+            "operator_invoke" => Op::Invoke,
+            "operator_cancel" => Op::Cancel,
+            "operator_delegate" => Op::Delegate,
+            "operator_manifest" => Op::Manifest,
+            "operator_configure" => Op::Policy,
+            // The connector's own durable binding is read for every operator step.
+            v if v.starts_with("operator_") || v.starts_with("hermes_") => Op::Binding,
+            _ => continue,
+        };
+        out.insert(op);
+        if s.verb().starts_with("operator_") {
+            out.insert(Op::Binding);
+        }
+    }
+    if !case.expect.admissions.is_empty() {
+        out.insert(Op::Admission);
+    }
+    if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
+        out.insert(Op::Describe);
+    }
+    // Any delayed background work is finished by `settle` at the end of every case.
+    out.insert(Op::Settle);
+    out
+}
+
+impl World {
+    pub(super) fn who(&self, e: &Option<String>) -> Result<String, SutError> {
+        e.clone()
+            .or_else(|| self.current.clone())
+            .ok_or_else(|| SutError::Harness("no executor has joined".into()))
+    }
+    pub(super) fn occ(&self, label: &str) -> Result<OccurrenceId, SutError> {
+        self.occurrences.get(label).cloned().ok_or_else(|| {
+            SutError::Harness(format!(
+                "occurrence {label:?} does not exist (its creation failed?)"
+            ))
+        })
+    }
+    pub(super) fn adm(&self, label: &str) -> Result<AdmissionId, SutError> {
+        self.submissions
+            .get(label)
+            .cloned()
+            .ok_or_else(|| SutError::Harness(format!("submission {label:?} was not admitted")))
+    }
+
+    pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
+            Step::Join { executor, .. } => {
+                self.sut.join(executor).await?;
+                self.current = Some(executor.clone());
+            }
+            Step::Replace { executor, .. } => {
+                self.sut.replace(executor).await?;
+                self.current = Some(executor.clone());
+            }
+            Step::Crash {
+                executor, at_hold, ..
+            } => {
+                // Synchronised with the provider: the request is parked, then the sender dies.
+                if let Some(hold) = at_hold
+                    && !self
+                        .provider
+                        .wait_parked(hold, 1, Duration::from_secs(10))
+                        .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "no request was parked at hold {hold:?} to crash during"
+                    )));
+                }
+                self.sut.crash(executor).await?;
+                // The provider must have seen the sender go before the case releases the hold:
+                // a dead process's socket (or an aborted in-process send) closes asynchronously.
+                if let Some(hold) = at_hold
+                    && !self
+                        .provider
+                        .wait_client_gone(hold, Duration::from_secs(10))
+                        .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "{executor} was killed, but the provider still holds a live client at hold {hold:?}"
+                    )));
+                }
+            }
+            Step::Create {
+                occurrence,
+                executor,
+                key,
+                amount,
+                simulate,
+                ..
+            } => {
+                let who = self.who(executor)?;
+                let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
+                let id = self
+                    .sut
+                    .create(&who, &key, amount.unwrap_or(1250), simulate.as_deref())
+                    .await?;
+                self.occurrences.insert(occurrence.clone(), id);
+            }
+            Step::Reserve {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.reserve(&who, &o, 1250).await?
+            }
+            Step::Enter {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.enter(&who, &o).await?
+            }
+            Step::Send {
+                occurrence,
+                executor,
+                background,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.send(&who, &o, *background).await?
+            }
+            Step::Execute {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.execute(&who, &o).await?
+            }
+            Step::Settle { .. } => self.sut.settle().await?,
+            Step::Adopt {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.adopt(&who, &o).await?;
+            }
+            Step::Reconcile {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.reconcile(&who, &o).await?
+            }
+            Step::Release {
+                occurrence,
+                executor,
+                reason,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let reason = match reason.as_deref() {
+                    None => ReleaseReason::PredecessorNeverEntered,
+                    Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
+                        SutError::Harness(format!("release reason {r:?} is unknown"))
+                    })?,
+                };
+                self.sut.release(&who, &o, reason).await?
+            }
+            Step::Rebind {
+                occurrence,
+                field,
+                value,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                self.sut.rebind(&who, &o, field, value).await?
+            }
+            Step::Remedy {
+                occurrence,
+                remedy,
+                authorization,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let r = self.sut.remedy(&who, &o, authorization).await?;
+                self.occurrences.insert(remedy.clone(), r);
+            }
+            Step::ProviderFault { .. } => {
+                let rule = step
+                    .payments_rule()
+                    .ok_or_else(|| SutError::Harness("not a provider fault".into()))?;
+                self.provider
+                    .add_rule(rule)
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::ProviderRelease { hold, reject } => {
+                if !self
+                    .provider
+                    .wait_parked(hold, 1, Duration::from_secs(10))
+                    .await
+                {
+                    return Err(SutError::Harness(format!(
+                        "no request was parked at hold {hold:?}"
+                    )));
+                }
+                let action = match reject {
+                    Some(status) => fake_payments::app::ReleaseAction::Reject { status: *status },
+                    None => fake_payments::app::ReleaseAction::Proceed,
+                };
+                self.provider.release(hold, action);
+            }
+            Step::ProviderStatus { occurrence, status } => {
+                let o = self.occ(occurrence)?;
+                let effect = self
+                    .provider
+                    .ledger()
+                    .effects
+                    .iter()
+                    .find(|e| e.idempotency_key.as_deref() == Some(o.as_str()))
+                    .map(|e| e.payment_id.clone());
+                let id = effect.ok_or_else(|| {
+                    SutError::Harness(format!("the provider has no payment for {occurrence:?}"))
+                })?;
+                self.provider
+                    .set_status(&id, status)
+                    .map_err(SutError::Harness)?;
+            }
+            Step::ProviderExpire { occurrence } => match occurrence {
+                Some(label) => {
+                    let o = self.occ(label)?;
+                    let ids: Vec<String> = effects_for(&self.provider.ledger(), o.as_str())
+                        .iter()
+                        .map(|e| e.payment_id.clone())
+                        .collect();
+                    for id in ids {
+                        self.provider.expire(Some(&id));
+                    }
+                }
+                None => {
+                    self.provider.expire(None);
+                }
+            },
+            Step::Advance { ms } => self.clock.advance(*ms),
+            Step::Submit { submission, .. } => {
+                let a = self.sut.submit(submission).await?;
+                self.submissions.insert(submission.clone(), a);
+            }
+            Step::Claim {
+                submission,
+                executor,
+                ..
+            } => {
+                let who = self.who(executor)?;
+                let want = self.adm(submission)?;
+                let wrong = |msg: String| {
+                    SutError::Refused(crate::aoc::Refusal::new(
+                        None,
+                        Req::R005,
+                        crate::aoc::RefusalKind::Admission { msg },
+                    ))
+                };
+                match self.sut.claim(&who).await? {
+                    Some(a) if a == want => {}
+                    Some(a) => {
+                        let label = self
+                            .submissions
+                            .iter()
+                            .find(|(_, id)| **id == a)
+                            .map(|(l, _)| l.clone())
+                            .unwrap_or_else(|| a.to_string());
+                        return Err(wrong(format!(
+                            "claimed {label:?} instead of {submission:?}"
+                        )));
+                    }
+                    None => return Err(wrong("nothing to claim".into())),
+                }
+            }
+            Step::Link {
+                submission,
+                occurrence,
+                executor,
+                ..
+            } => {
+                let (who, a, o) = (
+                    self.who(executor)?,
+                    self.adm(submission)?,
+                    self.occ(occurrence)?,
+                );
+                self.sut.link(&who, &a, &o).await?
+            }
+            Step::Recover { executor, .. } => {
+                let who = self.who(executor)?;
+                self.sut.recover(&who).await?;
+            }
+            Step::ResolveUnknown {
+                submission,
+                executor,
+                ..
+            } => {
+                let (who, a) = (self.who(executor)?, self.adm(submission)?);
+                self.sut.resolve_unknown(&who, &a).await?;
+            }
+            Step::Finish {
+                submission,
+                end,
+                executor,
+                ..
+            } => {
+                let (who, a) = (self.who(executor)?, self.adm(submission)?);
+                let end = crate::aoc::admission::AdmissionEnd::parse(end).ok_or_else(|| {
+                    SutError::Harness(format!("admission end {end:?} is unknown"))
+                })?;
+                self.sut.finish(&who, &a, end).await?
+            }
+            Step::LeaseRefresh { executor, .. } => self.sut.lease_call(executor, false).await?,
+            Step::LeaseRelease { executor, .. } => self.sut.lease_call(executor, true).await?,
+            Step::Import { .. } => self.sut.import().await?,
+            Step::OperatorInvoke {
+                action,
+                objective,
+                resume,
+                choice,
+                instance,
+                background,
+                result,
+                error,
+            } => {
+                let instance = instance.clone().unwrap_or_else(|| "p1".into());
+                let input = match (objective, resume) {
+                    (Some(o), _) => {
+                        serde_json::json!({"objective": o, "context": {"case": action}})
+                    }
+                    (None, Some(src)) => {
+                        self.operator.resumes.insert(action.clone());
+                        let sid = self.operator.action_id(src);
+                        serde_json::json!({"resume": {"source_action_id": sid, "choice": choice.clone().unwrap_or_default()}})
+                    }
+                    _ => return Err(SutError::Harness("objective or resume".into())),
+                };
+                let a = self.operator.action(action, input);
+                let c = self.operator.connector(&instance).await?;
+                if *background {
+                    self.operator
+                        .background
+                        .push((instance, tokio::spawn(async move { c.invoke(&a).await })));
+                } else {
+                    let r = c.invoke(&a).await?;
+                    check_operator_result(&r, result, error)?;
+                }
+            }
+            Step::OperatorManifest {} => {
+                let c = self.operator.connector("p1").await?;
+                let m = c.manifest().await?;
+                let wrong: Vec<String> = pinned_manifest("primary")
+                    .into_iter()
+                    .filter_map(|(ptr, want)| {
+                        let got = m.pointer(ptr).cloned().unwrap_or(serde_json::Value::Null);
+                        (got != want).then(|| format!("{ptr} is {got}, the contract pins {want}"))
+                    })
+                    .collect();
+                if !wrong.is_empty() {
+                    return Err(SutError::Mismatch(
+                        Req::R009,
+                        format!(
+                            "the manifest departs from seed 000's contract: {}",
+                            wrong.join("; ")
+                        ),
+                    ));
+                }
+            }
+            Step::OperatorDurability {} if self.operator.remote.is_some() => {
+                self.remote_durability().await?
+            }
+            Step::OperatorDurability {} => {
+                for (_, t) in self.operator.background.drain(..) {
+                    t.abort();
+                }
+                self.operator.connectors.clear();
+                let Some(reopened) = self.operator.store.reopen().await else {
+                    self.operator.unsupported = Some(
+                        "the memory store claims no durability: run with --store sqlite:PATH or postgres:URL to exercise seed 000 item 10".into(),
+                    );
+                    return Ok(());
+                };
+                let reopened = Arc::new(
+                    reopened.map_err(|e| SutError::Harness(format!("reopen the store: {e}")))?,
+                );
+                use crate::store::Store;
+                let ids: Vec<(String, String)> = self
+                    .operator
+                    .actions
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut seen = Vec::new();
+                for (label, id) in ids {
+                    let harness = |e: crate::store::StoreError| SutError::Harness(e.to_string());
+                    let ns = crate::operator::NAMESPACE;
+                    let before = self
+                        .operator
+                        .store
+                        .record_get(ns, &id)
+                        .await
+                        .map_err(harness)?;
+                    let after = reopened.record_get(ns, &id).await.map_err(harness)?;
+                    seen.push((label, before, after));
+                }
+                judge_durability(seen, "a fresh store handle")?;
+                self.operator.store = reopened;
+            }
+            Step::OperatorConfigure {
+                policy,
+                tenant,
+                resolver,
+                error,
+            } => {
+                self.operator.policy_overlay = policy.clone();
+                self.operator.resolver = *resolver;
+                if let Some(t) = tenant {
+                    self.operator.tenant = t.clone();
+                }
+                // New policy, new connector processes.
+                let mut stopped: Vec<Conn> = std::mem::take(&mut self.operator.connectors)
+                    .into_values()
+                    .collect();
+                stopped.extend(self.operator.remote_reader.take());
+                for c in stopped {
+                    self.operator
+                        .stop(&c, "stopped: the case changed the connector's policy")
+                        .await;
+                }
+                let policy = self
+                    .operator
+                    .policy()
+                    .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+                let got = if self.operator.remote.is_some() {
+                    // The implementation decides whether it accepts the policy.
+                    self.operator
+                        .reader()
+                        .await?
+                        .validate_policy(&policy)
+                        .await?
+                } else {
+                    policy.validate().err()
+                };
+                match (error, got) {
+                    (None, None) => {}
+                    (Some(want), Some(e)) if e.code.as_str().ends_with(want.as_str()) => {}
+                    (want, got) => {
+                        return Err(SutError::Mismatch(
+                            Req::R001,
+                            format!(
+                                "policy validation: expected {}, got {}",
+                                want.as_deref().unwrap_or("acceptance"),
+                                got.map_or("acceptance".into(), |e| e.to_string())
+                            ),
+                        ));
+                    }
+                }
+            }
+            Step::OperatorDelegate {
+                action,
+                capability,
+                scope,
+                chain,
+                approval,
+                child,
+                instance,
+                result,
+                error,
+            } => {
+                let child = child.as_deref().unwrap_or("ran");
+                let (req, records) = self
+                    .operator
+                    .stage_delegation(
+                        action,
+                        capability.as_deref().unwrap_or("cap:crm:update"),
+                        scope.clone().unwrap_or_else(|| vec!["crm:write".into()]),
+                        chain.unwrap_or(1),
+                        approval.as_deref().unwrap_or("approved"),
+                        child,
+                    )
+                    .await?;
+                let c = self
+                    .operator
+                    .connector(instance.as_deref().unwrap_or("p1"))
+                    .await?;
+                let r = c.delegate(&req, &records).await?;
+                match &r {
+                    Err(e) => {
+                        self.operator
+                            .delegation_errors
+                            .insert(action.clone(), e.code.as_str().to_string());
+                    }
+                    Ok(_) => {
+                        self.operator.delegation_errors.remove(action);
+                    }
+                }
+                judge_delegated_result(&r, child, action)?;
+                check_operator_result(&r, result, error)?;
+            }
+            Step::OperatorCancel {
+                action,
+                instance,
+                status,
+            } => {
+                let id = self.operator.action_id(action);
+                let c = self
+                    .operator
+                    .connector(instance.as_deref().unwrap_or("p1"))
+                    .await?;
+                let b = c
+                    .cancel(&id)
+                    .await?
+                    .map_err(|e| SutError::Mismatch(Req::R011, format!("cancel failed: {e}")))?;
+                if let Some(want) = status {
+                    let got = serde_json::to_value(b.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    if &got != want {
+                        return Err(SutError::Mismatch(
+                            Req::R011,
+                            format!("binding is {got} after the cancel, expected {want}"),
+                        ));
+                    }
+                }
+            }
+            Step::OperatorWaitBound { action } => {
+                let id = self.operator.action_id(action);
+                let c = self.operator.reader().await?;
+                let mut bound = false;
+                for _ in 0..500 {
+                    if let Some(b) = c.binding_of(&id).await
+                        && (b.run_id.is_some() || b.status.is_terminal())
+                    {
+                        bound = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if !bound {
+                    return Err(SutError::Harness(format!(
+                        "{action}: no run was bound within 5 s"
+                    )));
+                }
+            }
+            Step::OperatorSettle {} => {
+                for (_, t) in std::mem::take(&mut self.operator.background) {
+                    let _ = t.await;
+                }
+            }
+            Step::OperatorKill { instance } => {
+                let (kill, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operator.background)
+                    .into_iter()
+                    .partition(|(i, _)| i == instance);
+                if let Some(c) = self.operator.connectors.remove(instance) {
+                    // A process dies by SIGKILL; its requests in flight fail with it.
+                    self.operator.stop(&c, "killed with SIGKILL").await;
+                }
+                for (_, t) in kill {
+                    t.abort();
+                    let _ = t.await;
+                }
+                self.operator.background = keep;
+            }
+            Step::HermesFault { .. } => {
+                let (_, h) = self.operator.hermes().await?;
+                let rule = step
+                    .hermes_rule()
+                    .ok_or_else(|| SutError::Harness("not a Hermes fault".into()))?;
+                h.add_rule(rule)
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::HermesScript { script } => {
+                let (_, h) = self.operator.hermes().await?;
+                h.set_scripts(Vec::new(), Some(script.clone()))
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            }
+            Step::HermesWaitParked { hold } => {
+                let (_, h) = self.operator.hermes().await?;
+                if !h.wait_parked(hold, 1, Duration::from_secs(10)).await {
+                    return Err(SutError::Harness(format!(
+                        "nothing parked at hold {hold:?}"
+                    )));
+                }
+            }
+            Step::HermesRelease { hold, reject } => {
+                let (_, h) = self.operator.hermes().await?;
+                let action = match reject {
+                    Some(status) => fake_hermes::app::ReleaseAction::Reject { status: *status },
+                    None => fake_hermes::app::ReleaseAction::Proceed,
+                };
+                if h.release(hold, action) == 0 {
+                    return Err(SutError::Harness(format!(
+                        "nothing parked at hold {hold:?}"
+                    )));
+                }
+            }
+            Step::HermesForget {} => {
+                let (_, h) = self.operator.hermes().await?;
+                h.forget();
+            }
+        }
+        Ok(())
+    }
+
+    /// Seed 000 item 10 through the protocol: every connector process is killed, then a fresh
+    /// process must read each binding exactly as the killed ones left it.
+    pub(super) async fn remote_durability(&mut self) -> Result<(), SutError> {
+        let before_reader = self.operator.reader().await?;
+        for (_, c) in std::mem::take(&mut self.operator.connectors) {
+            self.operator.stop(&c, "killed with SIGKILL").await;
+        }
+        for (_, t) in self.operator.background.drain(..) {
+            t.abort();
+        }
+        let ids: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut before = Vec::new();
+        for (label, id) in &ids {
+            before.push((
+                label.clone(),
+                before_reader.binding(id).await?.ok().flatten(),
+            ));
+        }
+        self.operator
+            .stop(&before_reader, "stopped for the durability check")
+            .await;
+        self.operator.remote_reader = None;
+        let fresh = self.operator.reader().await?;
+        let mut seen = Vec::new();
+        for ((label, id), (_, b)) in ids.iter().zip(before) {
+            let after = fresh.binding(id).await?.ok().flatten();
+            seen.push((label.clone(), b, after));
+        }
+        judge_durability(seen, "a fresh process")
+    }
+
+    pub(super) async fn check(&mut self) -> Vec<Violation> {
+        let mut occs = Vec::new();
+        for (label, id) in &self.occurrences {
+            let (state, history) = match self.sut.observe(id).await {
+                Ok(x) => x,
+                Err(SutError::Corrupt(m)) => (Err(m.clone()), Vec::new()),
+                Err(e) => {
+                    // Without the implementation's view nothing can be judged honestly.
+                    self.observe_error = Some(format!("cannot observe {label}: {e}"));
+                    return Vec::new();
+                }
+            };
+            occs.push(Observed {
+                label: label.clone(),
+                id: id.to_string(),
+                state,
+                history,
+            });
+        }
+        let generation = match self.sut.lane_generation().await {
+            Ok(g) => crate::aoc::ids::Generation(g),
+            Err(e) => {
+                self.observe_error = Some(format!("cannot read the lane: {e}"));
+                return Vec::new();
+            }
+        };
+        let snap = Snapshot {
+            occurrences: occs,
+            provider: self.provider.ledger(),
+            generation,
+            limits: self.limits,
+        };
+        let mut out = self.checker.check(&snap);
+        out.extend(self.operator_checks().await);
+        out
+    }
+
+    /// Checks over every operator binding against fake-hermes's ledger (ground truth).
+    pub(super) async fn operator_checks(&mut self) -> Vec<Violation> {
+        let mut out = Vec::new();
+        let Some((_, h, _)) = &self.operator.hermes else {
+            return out;
+        };
+        let h = h.clone();
+        // What Hermes really received for each delegation is the exact `aip_call` arguments.
+        // One copy of the ledger per look; refreshed only while waiting for a terminal status.
+        let mut ledger = h.ledger();
+        for (label, child) in &self.operator.delegations {
+            let id = child["id"].as_str().unwrap_or_default();
+            let Ok(want) = crate::operator::delegation::aip_call_arguments(child) else {
+                continue;
+            };
+            for run in runs_of(&ledger, id) {
+                let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
+                let exact = sent.as_ref().is_some_and(|p| {
+                    p["aip_call_arguments"] == want
+                        && p["execution_contract"]["arguments"] == want
+                        && p["execution_contract"]["tool"] == "aip_call"
+                        && p["execution_contract"]["invocations"] == 1
+                });
+                if !exact {
+                    out.push(Violation {
+                        checker: "delegation_payload_exact",
+                        requirement: Req::R003,
+                        occurrence: Some(label.clone()),
+                        msg: format!(
+                            "run {} did not carry the exact aip_call arguments (child id as action_id, identity removed, one invocation)",
+                            run.run_id
+                        ),
+                    });
+                }
+            }
+        }
+        let c = if self.operator.remote.is_some() {
+            if self.operator.connectors.is_empty() && self.operator.remote_reader.is_none() {
+                return out;
+            }
+            match self.operator.reader().await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read the bindings: {e}"));
+                    return out;
+                }
+            }
+        } else {
+            match self.operator.connectors.values().next().cloned() {
+                Some(c) => c,
+                None => return out,
+            }
+        };
+        let actions: Vec<(String, String)> = self
+            .operator
+            .actions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (label, id) in actions {
+            // No binding yet is normal; a binding that cannot be read would leave every check
+            // below vacuous, so it is a harness error.
+            let read = match c.binding(&id).await {
+                Ok(Ok(b)) => Ok(b),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            let b = match read {
+                Ok(Some((_, b))) => b,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read the binding of {label}: {e}"));
+                    return out;
+                }
+            };
+            if let Some(prev) = self.operator.seen.get(&label) {
+                out.extend(binding_monotonic(&label, prev, &b));
+            }
+            self.operator.seen.insert(label.clone(), b.clone());
+            let runs = runs_of(&ledger, &id).len();
+            if runs > 1 {
+                out.push(Violation {
+                    checker: "one_run_per_action",
+                    requirement: Req::R010,
+                    occurrence: Some(label.clone()),
+                    msg: format!("{runs} Hermes runs started for one source Action (ground truth)"),
+                });
+            }
+            if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed && runs > 0
+            {
+                out.push(Violation { checker: "no_failure_without_evidence", requirement: Req::R009, occurrence: Some(label.clone()), msg: format!("binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)") });
+            }
+            if let Some(run) = &b.run_id {
+                let applied = ledger.approvals.iter().filter(|a| &a.run_id == run).count();
+                if applied > b.approval_commands.len() {
+                    out.push(Violation {
+                        checker: "one_command_per_resume",
+                        requirement: Req::R010,
+                        occurrence: Some(label.clone()),
+                        msg: format!(
+                            "{applied} approval decisions applied for {} resume command(s)",
+                            b.approval_commands.len()
+                        ),
+                    });
+                }
+                let want = match b.status {
+                    crate::operator::BindingStatus::Cancelled => Some("cancelled"),
+                    crate::operator::BindingStatus::Completed => Some("completed"),
+                    _ => None,
+                };
+                if let Some(want) = want {
+                    if !ledger.terminal.contains_key(run) {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        ledger = h.ledger();
+                    }
+                    let got = ledger
+                        .terminal
+                        .get(run)
+                        .cloned()
+                        .unwrap_or_else(|| "not terminal".into());
+                    if got != want {
+                        out.push(Violation {
+                            checker: "terminal_only_from_provider",
+                            requirement: Req::R011,
+                            occurrence: Some(label.clone()),
+                            msg: format!("binding says {want}, but Hermes's run is {got}"),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
