@@ -338,10 +338,10 @@ pub async fn run(cli: Cli) -> u8 {
             if let Ok(d) =
                 serde_json::from_value::<crate::operator::connector::ConnectorDefect>(v.clone())
             {
-                return crate::sut::serve::serve(crate::sut::Variant::Conforming, Some(d)).await;
+                return crate::reference::serve::serve(crate::sut::Variant::Conforming, Some(d)).await;
             }
             match serde_json::from_value::<crate::sut::Variant>(v) {
-                Ok(v) => crate::sut::serve::serve(v, None).await,
+                Ok(v) => crate::reference::serve::serve(v, None).await,
                 Err(_) => {
                     eprintln!(
                         "error: --variant {variant:?}: use conforming; a domain variant (replay_unknown, retired_enters, rebind_account, release_on_timeout, restore_authority, overwrite_history, trust_unauthenticated, reset_unknown_to_queued); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval)"

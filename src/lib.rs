@@ -15,6 +15,7 @@ pub mod clock;
 pub mod digest;
 pub mod exit;
 pub mod operator;
+pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod store;

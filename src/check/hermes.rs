@@ -4,7 +4,7 @@
 use crate::aoc::requirement::Req;
 use crate::check::Violation;
 use crate::operator::{ConnectorError, OperatorResult};
-use crate::sut::reference::SutError;
+use crate::sut::SutError;
 
 /// Seed 000 item 10: each binding read again through a fresh handle (`fresh`) must be the one
 /// read before. With no binding written nothing is proven: never a vacuous pass.

@@ -6,7 +6,7 @@ use crate::operator::{Action, Connector, OperatorResult};
 use crate::store::AnyStore;
 use crate::sut::message::{HermesInit, OperatorInit};
 use crate::sut::operator::{AipRecord, Answer, Conn};
-use crate::sut::reference::SutError;
+use crate::sut::SutError;
 use crate::sut::remote::Spawner;
 use std::collections::BTreeMap;
 use std::sync::Arc;

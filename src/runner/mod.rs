@@ -40,7 +40,8 @@ use crate::report::model::{CaseReport, Failure, FaultReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::message::Op;
-use crate::sut::reference::{ReferenceSut, SutError, Variant};
+use crate::reference::{ReferenceSut, Variant};
+use crate::sut::SutError;
 use crate::sut::remote::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
@@ -120,7 +121,7 @@ pub async fn run_case(
         let _ = fake_payments::serve(listener, app).await;
     });
     let client =
-        match crate::sut::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a").await {
+        match crate::reference::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a").await {
             Ok(c) => c,
             Err(e) => {
                 server.abort();
@@ -515,7 +516,7 @@ pub async fn run_suite(
             .iter()
             .find_map(|c| c.implementation.clone())
             .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
-        None => crate::sut::reference::implementation(),
+        None => crate::reference::implementation(),
     };
     if opts.variant != Variant::Conforming && opts.sut.is_none() {
         implementation["variant"] = serde_json::to_value(opts.variant).unwrap_or_default();

@@ -12,7 +12,7 @@ use crate::clock::ManualClock;
 use crate::sut::Sut;
 use crate::sut::message::Op;
 use crate::sut::operator::Conn;
-use crate::sut::reference::SutError;
+use crate::sut::SutError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

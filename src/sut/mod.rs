@@ -5,12 +5,9 @@
 
 pub mod message;
 pub mod operator;
-pub mod payments;
 pub mod process;
 pub mod protocol;
-pub mod reference;
 pub mod remote;
-pub mod serve;
 
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::composition::{BypassPath, CompositionStatus};
@@ -18,8 +15,38 @@ use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
 use message::{Request, reply};
-pub use reference::{ReferenceSut, SutError, Variant};
+pub use crate::reference::{ReferenceSut, Variant};
 use remote::ProcessSut;
+
+/// What went wrong with one SUT call.
+#[derive(Debug, thiserror::Error)]
+pub enum SutError {
+    #[error(transparent)]
+    Refused(crate::aoc::Refusal),
+    /// The SUT's own state is impossible (a corrupt history): a finding, not a harness error.
+    #[error("corrupt: {0}")]
+    Corrupt(String),
+    /// The harness could not decide (an unknown executor, a store that failed …).
+    #[error("{0}")]
+    Harness(String),
+    /// The implementation answered, but not as the step requires.
+    #[error("{1}")]
+    Mismatch(crate::aoc::Req, String),
+    /// An implementation refused (through the protocol) without naming the requirement.
+    #[error("{0}")]
+    RefusedUnnamed(String),
+}
+
+impl From<crate::aoc::DomainError> for SutError {
+    fn from(e: crate::aoc::DomainError) -> Self {
+        match e {
+            crate::aoc::DomainError::Refused(r) => SutError::Refused(r),
+            crate::aoc::DomainError::Corrupt { .. } => SutError::Corrupt(e.to_string()),
+            other => SutError::Harness(other.to_string()),
+        }
+    }
+}
+
 
 /// The system under test the runner drives.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 
 use super::message::{Request, reply};
 use super::process::SutProcess;
-use super::reference::SutError;
+use super::SutError;
 use super::remote::failure_error;
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;

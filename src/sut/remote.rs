@@ -9,7 +9,7 @@ use super::message::{
 };
 use super::process::{CallError, SutProcess};
 use super::protocol::SutFailure;
-use super::reference::SutError;
+use super::SutError;
 use crate::aoc::admission::Admission;
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};

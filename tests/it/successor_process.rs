@@ -7,8 +7,8 @@ use aocheck::aoc::Domain;
 use aocheck::aoc::domain::DomainConfig;
 use aocheck::store::AnyStore;
 use aocheck::sut::Variant;
-use aocheck::sut::payments::PaymentsClient;
-use aocheck::sut::reference::ReferenceSut;
+use aocheck::reference::payments::PaymentsClient;
+use aocheck::reference::ReferenceSut;
 use aocheck::{ManualClock, SystemClock};
 use std::sync::Arc;
 

@@ -6,13 +6,14 @@
 //! [`Variant`] selects a deliberately broken implementation for the harness's own tests.
 
 use super::payments::PaymentsClient;
+use crate::sut::SutError;
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::binding::ProviderBinding;
 use crate::aoc::domain::{CreateRequest, Defect, EntryPermit, RemedyRequest};
 use crate::aoc::history::{ChainedEntry, EntryBody, ReleaseReason};
 use crate::aoc::ids::{ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken};
 use crate::aoc::occurrence::OccurrenceState;
-use crate::aoc::{Domain, DomainError, Refusal};
+use crate::aoc::Domain;
 use crate::store::{AnyStore, Store};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -53,35 +54,6 @@ impl Variant {
         Variant::TrustUnauthenticated,
         Variant::ResetUnknownToQueued,
     ];
-}
-
-/// What went wrong with one SUT call.
-#[derive(Debug, thiserror::Error)]
-pub enum SutError {
-    #[error(transparent)]
-    Refused(Refusal),
-    /// The SUT's own state is impossible (a corrupt history): a finding, not a harness error.
-    #[error("corrupt: {0}")]
-    Corrupt(String),
-    /// The harness could not decide (an unknown executor, a store that failed …).
-    #[error("{0}")]
-    Harness(String),
-    /// The implementation answered, but not as the step requires.
-    #[error("{1}")]
-    Mismatch(crate::aoc::Req, String),
-    /// An implementation refused (through the protocol) without naming the requirement.
-    #[error("{0}")]
-    RefusedUnnamed(String),
-}
-
-impl From<DomainError> for SutError {
-    fn from(e: DomainError) -> Self {
-        match e {
-            DomainError::Refused(r) => SutError::Refused(r),
-            DomainError::Corrupt { .. } => SutError::Corrupt(e.to_string()),
-            other => SutError::Harness(other.to_string()),
-        }
-    }
 }
 
 #[derive(Debug)]

@@ -6,12 +6,13 @@
 //! Requests are answered in order. A background `send` runs inside the process and dies with it,
 //! which is what a SIGKILL during a held provider request needs.
 
-use super::message::{
+use crate::sut::message::{
     self, DecodeError, Hello, Incoming, Init, Op, PROTOCOL, Request, StoreInit, reply,
 };
 use super::payments::PaymentsClient;
-use super::protocol::{self, MAX_LINE};
-use super::reference::{ReferenceSut, SutError, Variant};
+use crate::sut::protocol::{self, MAX_LINE};
+use super::executor::{ReferenceSut, Variant};
+use crate::sut::SutError;
 use crate::aoc::domain::DomainConfig;
 use crate::aoc::{Domain, Req};
 use crate::clock::ManualClock;
