@@ -338,7 +338,8 @@ pub async fn run(cli: Cli) -> u8 {
             if let Ok(d) =
                 serde_json::from_value::<crate::operator::connector::ConnectorDefect>(v.clone())
             {
-                return crate::reference::serve::serve(crate::sut::Variant::Conforming, Some(d)).await;
+                return crate::reference::serve::serve(crate::sut::Variant::Conforming, Some(d))
+                    .await;
             }
             match serde_json::from_value::<crate::sut::Variant>(v) {
                 Ok(v) => crate::reference::serve::serve(v, None).await,

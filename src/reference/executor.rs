@@ -6,15 +6,15 @@
 //! [`Variant`] selects a deliberately broken implementation for the harness's own tests.
 
 use super::payments::PaymentsClient;
-use crate::sut::SutError;
+use crate::aoc::Domain;
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::binding::ProviderBinding;
 use crate::aoc::domain::{CreateRequest, Defect, EntryPermit, RemedyRequest};
 use crate::aoc::history::{ChainedEntry, EntryBody, ReleaseReason};
 use crate::aoc::ids::{ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken};
 use crate::aoc::occurrence::OccurrenceState;
-use crate::aoc::Domain;
 use crate::store::{AnyStore, Store};
+use crate::sut::SutError;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -97,6 +97,13 @@ fn domain_defect(v: Variant) -> Option<Defect> {
     }
 }
 
+/// A dropped reference is a dead process: nothing it started in the background outlives it.
+impl Drop for ReferenceSut {
+    fn drop(&mut self) {
+        self.abort_background();
+    }
+}
+
 impl ReferenceSut {
     pub fn new(domain: Domain<AnyStore>, mut client: PaymentsClient, variant: Variant) -> Self {
         client.trust_unauthenticated = variant == Variant::TrustUnauthenticated;
@@ -169,6 +176,13 @@ impl ReferenceSut {
                 permits: HashMap::new(),
             },
         );
+    }
+
+    /// Every background send dies now (the provider sees its connection go).
+    pub fn abort_background(&mut self) {
+        for (_, t) in self.background.drain(..) {
+            t.abort();
+        }
     }
 
     /// The executor process dies: everything it held in memory is gone.

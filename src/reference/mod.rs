@@ -2,6 +2,7 @@
 //! ([`executor`]), its fake-payments client ([`payments`]: tag verification, evidence), and the
 //! `aocheck-sut/1` server ([`serve`], `aocheck sut reference`).
 
+pub mod dispatch;
 pub mod executor;
 pub mod payments;
 pub mod serve;

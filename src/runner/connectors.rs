@@ -4,9 +4,9 @@
 use crate::operator::connector::ConnectorDefect;
 use crate::operator::{Action, Connector, OperatorResult};
 use crate::store::AnyStore;
+use crate::sut::SutError;
 use crate::sut::message::{HermesInit, OperatorInit};
 use crate::sut::operator::{AipRecord, Answer, Conn};
-use crate::sut::SutError;
 use crate::sut::remote::Spawner;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -36,12 +36,12 @@ use crate::case::{Expected, LoadedCase, Step};
 use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
 use crate::operator::connector::ConnectorDefect;
+use crate::reference::{ReferenceSut, Variant};
 use crate::report::model::{CaseReport, Failure, FaultReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
-use crate::sut::message::Op;
-use crate::reference::{ReferenceSut, Variant};
 use crate::sut::SutError;
+use crate::sut::message::Op;
 use crate::sut::remote::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
@@ -121,7 +121,9 @@ pub async fn run_case(
         let _ = fake_payments::serve(listener, app).await;
     });
     let client =
-        match crate::reference::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a").await {
+        match crate::reference::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a")
+            .await
+        {
             Ok(c) => c,
             Err(e) => {
                 server.abort();

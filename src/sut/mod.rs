@@ -14,8 +14,8 @@ use crate::aoc::composition::{BypassPath, CompositionStatus};
 use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
-use message::{Request, reply};
 pub use crate::reference::{ReferenceSut, Variant};
+use message::{Request, reply};
 use remote::ProcessSut;
 
 /// What went wrong with one SUT call.
@@ -46,7 +46,6 @@ impl From<crate::aoc::DomainError> for SutError {
         }
     }
 }
-
 
 /// The system under test the runner drives.
 #[derive(Debug)]

@@ -6,9 +6,9 @@
 //! connector's own answer (judged by the case), the outer one means aocheck could not talk to the
 //! implementation (a harness error).
 
+use super::SutError;
 use super::message::{Request, reply};
 use super::process::SutProcess;
-use super::SutError;
 use super::remote::failure_error;
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;

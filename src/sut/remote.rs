@@ -3,13 +3,13 @@
 //! checkers always see what is durable in the implementation's store, whichever executor was just
 //! killed. A crash is a SIGKILL; a successor is a new process on the same store.
 
+use super::SutError;
 use super::message::{
     self, DomainInit, ExecutorInit, Hello, HermesInit, Init, OperatorInit, PaymentsInit, Providers,
     Request, StoreInit, reply,
 };
 use super::process::{CallError, SutProcess};
 use super::protocol::SutFailure;
-use super::SutError;
 use crate::aoc::admission::Admission;
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};

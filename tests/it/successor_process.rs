@@ -5,10 +5,10 @@
 
 use aocheck::aoc::Domain;
 use aocheck::aoc::domain::DomainConfig;
+use aocheck::reference::ReferenceSut;
+use aocheck::reference::payments::PaymentsClient;
 use aocheck::store::AnyStore;
 use aocheck::sut::Variant;
-use aocheck::reference::payments::PaymentsClient;
-use aocheck::reference::ReferenceSut;
 use aocheck::{ManualClock, SystemClock};
 use std::sync::Arc;
 
