@@ -392,6 +392,7 @@ impl Dispatch {
         let spec = match &init.store {
             StoreInit::Sqlite { path } => StoreSpec::Sqlite(path.into()),
             StoreInit::Postgres { url } => StoreSpec::Postgres(url.clone()),
+            StoreInit::InProcess => return Err("a process cannot open an in-process store".into()),
         };
         let store = spec
             .open()

@@ -4,6 +4,7 @@
 
 pub mod dispatch;
 pub mod executor;
+pub mod in_process;
 pub mod payments;
 pub mod serve;
 

@@ -1,29 +1,25 @@
 //! The Hermes side of a case: fake-hermes (started on first use), the connector instances the
 //! case names, the reader that answers `binding` for the checkers, and the Actions invoked.
 
-use crate::operator::connector::ConnectorDefect;
-use crate::operator::{Action, Connector, OperatorResult};
-use crate::store::AnyStore;
+use crate::operator::{Action, OperatorResult};
+use crate::sut::Connect;
 use crate::sut::SutError;
 use crate::sut::message::{HermesInit, OperatorInit};
 use crate::sut::operator::{AipRecord, Answer, Conn};
-use crate::sut::remote::Spawner;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The Hermes side of a case: fake-hermes (started on first use), connector processes and the
 /// Actions invoked.
 pub(super) struct OperatorWorld {
-    pub(super) store: Arc<AnyStore>,
     pub(super) hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
     pub(super) connectors: BTreeMap<String, Conn>,
     pub(super) actions: BTreeMap<String, String>,
     pub(super) background: Vec<(String, tokio::task::JoinHandle<Answer<OperatorResult>>)>,
-    /// Set when the connector runs as implementation processes (`--sut`).
-    pub(super) remote: Option<Spawner>,
-    /// The reading process of a remote connector (never invoked, never killed by a case).
-    pub(super) remote_reader: Option<Conn>,
-    pub(super) defect: Option<ConnectorDefect>,
+    /// Where connector instances come from (the implementation under test).
+    pub(super) connect: Arc<dyn Connect>,
+    /// The instance that reads bindings for the checkers (never invoked, never killed by a case).
+    pub(super) reader: Option<Conn>,
     pub(super) case_key: String,
     /// Case-set policy fields, overlaid on the harness's fast defaults.
     pub(super) policy_overlay: serde_json::Map<String, serde_json::Value>,
@@ -115,26 +111,21 @@ impl OperatorWorld {
     /// Stops a connector instance (SIGKILL for a process; its requests in flight fail with it)
     /// and records why in the case's process log.
     pub(super) async fn stop(&self, c: &Conn, why: &str) {
-        c.kill().await;
-        if let (Conn::Remote(_, label), Some(sp)) = (c, &self.remote) {
-            sp.note(label, why);
-        }
+        c.stop(why).await;
     }
 
-    /// Where bindings are read: a local connector, or the remote reading process.
+    /// Where bindings are read: an instance of its own, started with the harness's default
+    /// policy.
     pub(super) async fn reader(&mut self) -> Result<Conn, SutError> {
-        let Some(spawner) = self.remote.clone() else {
-            return self.connector("p1").await;
-        };
-        if let Some(r) = &self.remote_reader {
+        if let Some(r) = &self.reader {
             return Ok(r.clone());
         }
-        let extra = self.remote_init(true).await?;
-        let (p, _, label) = spawner
-            .spawn("aocheck-operator-reader", Some(extra))
+        let (hermes, operator) = self.remote_init(true).await?;
+        let c = self
+            .connect
+            .connect("aocheck-operator-reader", hermes, operator)
             .await?;
-        let c = Conn::Remote(p, label);
-        self.remote_reader = Some(c.clone());
+        self.reader = Some(c.clone());
         Ok(c)
     }
 
@@ -142,36 +133,8 @@ impl OperatorWorld {
         if let Some(c) = self.connectors.get(instance) {
             return Ok(c.clone());
         }
-        if let Some(spawner) = self.remote.clone() {
-            let extra = self.remote_init(false).await?;
-            let (p, _, label) = spawner.spawn(instance, Some(extra)).await?;
-            let c = Conn::Remote(p, label);
-            self.connectors.insert(instance.into(), c.clone());
-            return Ok(c);
-        }
-        let (base, _) = self.hermes().await?;
-        let policy = self
-            .policy()
-            .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
-        let mut c = Connector::new(
-            self.store.clone(),
-            "primary",
-            &base,
-            "hermes-test-key",
-            policy,
-            instance,
-            Arc::new(crate::clock::SystemClock),
-        )
-        .map_err(|e| SutError::Harness(e.to_string()))?;
-        if let Some(d) = self.defect {
-            c = c.with_defect_for_tests(d);
-        }
-        if self.resolver {
-            c = c.with_resolver(crate::operator::delegation::Resolver {
-                tenant: self.tenant.clone(),
-            });
-        }
-        let c = Conn::Local(Arc::new(c));
+        let (hermes, operator) = self.remote_init(false).await?;
+        let c = self.connect.connect(instance, hermes, operator).await?;
         self.connectors.insert(instance.into(), c.clone());
         Ok(c)
     }
@@ -213,7 +176,7 @@ impl OperatorWorld {
     > {
         let mut records: Vec<AipRecord> = Vec::new();
         use crate::operator::delegation::*;
-        use crate::store::Store;
+
         use serde_json::json;
         let id = self.action_id(label);
         let principal = "agent:hermes_operator:primary";
@@ -229,7 +192,7 @@ impl OperatorWorld {
             action["approval"] = json!({"id": approval_id, "decision": "approved"});
         }
         // Staging is idempotent: a replayed delegation finds the records already written.
-        let store_err = |e: crate::store::StoreError| match e {
+        let _store_err = |e: crate::store::StoreError| match e {
             crate::store::StoreError::Conflict { .. } => Ok(0),
             e => Err(SutError::Harness(format!("staging: {e}"))),
         };
@@ -307,16 +270,7 @@ impl OperatorWorld {
         if !self.delegations.iter().any(|(l, _)| l == label) {
             self.delegations.push((label.to_string(), action.clone()));
         }
-        // AIP's records: written to the shared store for a local connector, handed to a
-        // process with its request.
-        if self.remote.is_none() {
-            for r in &records {
-                self.store
-                    .record_cas(&r.namespace, &r.key, None, &r.value)
-                    .await
-                    .or_else(store_err)?;
-            }
-        }
+        // AIP's records are handed to the instance with its request.
         let req = DelegationRequest {
             delegation_id: format!("del_{label}"),
             parent_action_id: self.action_id("parent"),

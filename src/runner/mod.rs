@@ -36,12 +36,13 @@ use crate::case::{Expected, LoadedCase, Step};
 use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
 use crate::operator::connector::ConnectorDefect;
-use crate::reference::{ReferenceSut, Variant};
+use crate::reference::Variant;
+use crate::reference::in_process::InProcess;
 use crate::report::model::{CaseReport, Failure, FaultReport, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::SutError;
-use crate::sut::message::Op;
+use crate::sut::message::{DomainInit, Init, Op, PaymentsInit, StoreInit};
 use crate::sut::remote::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
@@ -158,42 +159,58 @@ pub async fn run_case(
     report.bypass_paths = domain.bypass_paths().to_vec();
     report.composition = composition_status(domain.config().aadp);
     report.limits = Some(limits);
-    let sut = match &opts.sut {
-        None => Sut::Local(Box::new(ReferenceSut::new(domain, client, opts.variant))),
-        Some(spec) => {
-            let payments = crate::sut::message::PaymentsInit {
-                base_url: base.clone(),
-                account: "acct_a".into(),
-                api_key: "sk_test_a".into(),
-            };
-            let dinit = crate::sut::message::DomainInit {
-                id: Some(domain.config().domain_id.clone()),
-                bypass_paths: domain.config().bypass_paths.clone(),
-                aadp: domain.config().aadp,
-                action_fence: domain.config().action_fence,
-            };
-            let started_sut = ProcessSut::start(
-                spec.clone(),
+    let payments = PaymentsInit {
+        base_url: base.clone(),
+        account: "acct_a".into(),
+        api_key: "sk_test_a".into(),
+    };
+    let dinit = DomainInit {
+        id: Some(domain.config().domain_id.clone()),
+        bypass_paths: domain.config().bypass_paths.clone(),
+        aadp: domain.config().aadp,
+        action_fence: domain.config().action_fence,
+    };
+    let sut: Result<Box<dyn Sut>, SutError> = match &opts.sut {
+        None => {
+            let init = Init::for_case(
+                StoreInit::InProcess,
                 &case.id,
                 payments,
                 limits,
                 dinit,
                 opts.seed,
+            );
+            InProcess::start(
+                store_for_operator,
+                init,
+                opts.variant,
+                opts.connector_defect,
                 clock.clone(),
             )
-            .await;
-            match started_sut {
-                Ok(p) => {
-                    report.implementation = Some(p.implementation(&spec.command));
-                    Sut::Process(Box::new(p))
-                }
-                Err(e) => {
-                    server.abort();
-                    return report.harness_error(e.to_string(), started);
-                }
-            }
+            .await
+            .map(|s| Box::new(s) as Box<dyn Sut>)
+        }
+        Some(spec) => ProcessSut::start(
+            spec.clone(),
+            &case.id,
+            payments,
+            limits,
+            dinit,
+            opts.seed,
+            clock.clone(),
+        )
+        .await
+        .map(|s| Box::new(s) as Box<dyn Sut>),
+    };
+    let sut = match sut {
+        Ok(s) => s,
+        Err(e) => {
+            server.abort();
+            return report.harness_error(e.to_string(), started);
         }
     };
+    report.implementation = sut.implementation();
+    let connect = sut.connectors();
     let mut world = World {
         sut,
         provider: provider.clone(),
@@ -205,14 +222,12 @@ pub async fn run_case(
         limits,
         observe_error: None,
         operator: OperatorWorld {
-            store: store_for_operator,
             hermes: None,
             connectors: BTreeMap::new(),
-            remote: None,
-            remote_reader: None,
+            connect,
+            reader: None,
             actions: BTreeMap::new(),
             background: Vec::new(),
-            defect: opts.connector_defect,
             case_key: format!("{}-{}", opts.run_id, case.id),
             policy_overlay: serde_json::Map::new(),
             tenant: "t1".into(),
@@ -224,13 +239,11 @@ pub async fn run_case(
             seen: BTreeMap::new(),
         },
     };
-    if let Sut::Process(p) = &world.sut {
-        world.operator.remote = Some(p.spawner());
-    }
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
     // A case that needs an operation the implementation does not list is never run partly.
-    if let Sut::Process(p) = &mut world.sut {
+    {
+        let p = &mut world.sut;
         let mut missing: Vec<&str> = required_ops(case)
             .into_iter()
             .filter(|op| !p.supports(*op))
@@ -441,10 +454,8 @@ pub async fn run_case(
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
     report.checker_runs = world.checker.runs;
-    if let Sut::Process(p) = &mut world.sut {
-        p.shutdown().await;
-        report.sut_processes = p.processes();
-    }
+    world.sut.shutdown().await;
+    report.sut_processes = world.sut.processes();
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
     // harness problem is then a consequence, kept in the report); otherwise an undecided case is

@@ -14,7 +14,6 @@ use crate::sut::SutError;
 use crate::sut::message::Op;
 use crate::sut::operator::Conn;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::check::hermes::{
@@ -23,7 +22,7 @@ use crate::check::hermes::{
 };
 
 pub(super) struct World {
-    pub(super) sut: Sut,
+    pub(super) sut: Box<dyn Sut>,
     /// Set when the implementation could not be observed after a step (a harness error).
     pub(super) observe_error: Option<String>,
     pub(super) provider: fake_payments::Handle,
@@ -433,46 +432,7 @@ impl World {
                     ));
                 }
             }
-            Step::OperatorDurability {} if self.operator.remote.is_some() => {
-                self.remote_durability().await?
-            }
-            Step::OperatorDurability {} => {
-                for (_, t) in self.operator.background.drain(..) {
-                    t.abort();
-                }
-                self.operator.connectors.clear();
-                let Some(reopened) = self.operator.store.reopen().await else {
-                    self.operator.unsupported = Some(
-                        "the memory store claims no durability: run with --store sqlite:PATH or postgres:URL to exercise seed 000 item 10".into(),
-                    );
-                    return Ok(());
-                };
-                let reopened = Arc::new(
-                    reopened.map_err(|e| SutError::Harness(format!("reopen the store: {e}")))?,
-                );
-                use crate::store::Store;
-                let ids: Vec<(String, String)> = self
-                    .operator
-                    .actions
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                let mut seen = Vec::new();
-                for (label, id) in ids {
-                    let harness = |e: crate::store::StoreError| SutError::Harness(e.to_string());
-                    let ns = crate::operator::NAMESPACE;
-                    let before = self
-                        .operator
-                        .store
-                        .record_get(ns, &id)
-                        .await
-                        .map_err(harness)?;
-                    let after = reopened.record_get(ns, &id).await.map_err(harness)?;
-                    seen.push((label, before, after));
-                }
-                judge_durability(seen, "a fresh store handle")?;
-                self.operator.store = reopened;
-            }
+            Step::OperatorDurability {} => self.durability().await?,
             Step::OperatorConfigure {
                 policy,
                 tenant,
@@ -488,7 +448,7 @@ impl World {
                 let mut stopped: Vec<Conn> = std::mem::take(&mut self.operator.connectors)
                     .into_values()
                     .collect();
-                stopped.extend(self.operator.remote_reader.take());
+                stopped.extend(self.operator.reader.take());
                 for c in stopped {
                     self.operator
                         .stop(&c, "stopped: the case changed the connector's policy")
@@ -498,16 +458,13 @@ impl World {
                     .operator
                     .policy()
                     .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
-                let got = if self.operator.remote.is_some() {
-                    // The implementation decides whether it accepts the policy.
-                    self.operator
-                        .reader()
-                        .await?
-                        .validate_policy(&policy)
-                        .await?
-                } else {
-                    policy.validate().err()
-                };
+                // The implementation decides whether it accepts the policy.
+                let got = self
+                    .operator
+                    .reader()
+                    .await?
+                    .validate_policy(&policy)
+                    .await?;
                 match (error, got) {
                     (None, None) => {}
                     (Some(want), Some(e)) if e.code.as_str().ends_with(want.as_str()) => {}
@@ -670,9 +627,9 @@ impl World {
         Ok(())
     }
 
-    /// Seed 000 item 10 through the protocol: every connector process is killed, then a fresh
-    /// process must read each binding exactly as the killed ones left it.
-    pub(super) async fn remote_durability(&mut self) -> Result<(), SutError> {
+    /// Seed 000 item 10: every connector instance is killed, then a fresh instance (on a fresh
+    /// store handle) must read each binding exactly as the killed ones left it.
+    pub(super) async fn durability(&mut self) -> Result<(), SutError> {
         let before_reader = self.operator.reader().await?;
         for (_, c) in std::mem::take(&mut self.operator.connectors) {
             self.operator.stop(&c, "killed with SIGKILL").await;
@@ -696,14 +653,20 @@ impl World {
         self.operator
             .stop(&before_reader, "stopped for the durability check")
             .await;
-        self.operator.remote_reader = None;
+        self.operator.reader = None;
+        if !self.operator.connect.reopen().await? {
+            self.operator.unsupported = Some(
+                "the memory store claims no durability: run with --store sqlite:PATH or postgres:URL to exercise seed 000 item 10".into(),
+            );
+            return Ok(());
+        }
         let fresh = self.operator.reader().await?;
         let mut seen = Vec::new();
         for ((label, id), (_, b)) in ids.iter().zip(before) {
             let after = fresh.binding(id).await?.ok().flatten();
             seen.push((label.clone(), b, after));
         }
-        judge_durability(seen, "a fresh process")
+        judge_durability(seen, "a fresh instance")
     }
 
     pub(super) async fn check(&mut self) -> Vec<Violation> {
@@ -779,21 +742,14 @@ impl World {
                 }
             }
         }
-        let c = if self.operator.remote.is_some() {
-            if self.operator.connectors.is_empty() && self.operator.remote_reader.is_none() {
+        if self.operator.connectors.is_empty() && self.operator.reader.is_none() {
+            return out;
+        }
+        let c = match self.operator.reader().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.observe_error = Some(format!("cannot read the bindings: {e}"));
                 return out;
-            }
-            match self.operator.reader().await {
-                Ok(c) => c,
-                Err(e) => {
-                    self.observe_error = Some(format!("cannot read the bindings: {e}"));
-                    return out;
-                }
-            }
-        } else {
-            match self.operator.connectors.values().next().cloned() {
-                Some(c) => c,
-                None => return out,
             }
         };
         let actions: Vec<(String, String)> = self

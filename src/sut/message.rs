@@ -425,6 +425,38 @@ pub struct Init {
     pub now: Option<u64>,
 }
 
+impl Init {
+    /// A case's `init`, before it names an executor (the observer's name until then).
+    pub fn for_case(
+        store: StoreInit,
+        case: &str,
+        payments: PaymentsInit,
+        limits: Limits,
+        domain: DomainInit,
+        seed: u64,
+    ) -> Init {
+        Init {
+            protocol: PROTOCOL.into(),
+            executor: ExecutorInit {
+                name: "aocheck-observer".into(),
+                generation: None,
+                credential: None,
+            },
+            store,
+            providers: Providers {
+                payments,
+                hermes: None,
+            },
+            limits,
+            domain,
+            operator: None,
+            case: Some(case.into()),
+            seed: Some(seed),
+            now: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorInit {
@@ -440,8 +472,15 @@ pub struct ExecutorInit {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StoreInit {
-    Sqlite { path: String },
-    Postgres { url: String },
+    Sqlite {
+        path: String,
+    },
+    Postgres {
+        url: String,
+    },
+    /// The in-process reference shares the harness's store handle; never on the wire.
+    #[serde(skip)]
+    InProcess,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

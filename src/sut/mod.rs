@@ -1,7 +1,12 @@
-//! Systems under test: the reference implementation in process ([`ReferenceSut`]), or any
-//! implementation as processes speaking `aocheck-sut/1` ([`remote::ProcessSut`]; the reference
-//! speaks it too, `aocheck sut reference`). [`Sut`] is what the runner drives: the same steps,
-//! the same checkers, whichever it is.
+//! The harness side of the boundary. The runner drives every implementation through one trait,
+//! [`Sut`], with the typed messages of [`message`]: the reference in process
+//! (`crate::reference::in_process`) and any implementation as processes speaking `aocheck-sut/1`
+//! ([`remote::ProcessSut`]) answer the same requests, are read by the same observer requests and
+//! are judged by the same checkers. Connector instances are started through [`Connect`] and
+//! answer through [`operator::Conn`], whichever they are.
+//!
+//! A refusal keeps the requirement the implementation names; anything else it reports is quoted
+//! in a [`SutError`] (see [`remote::failure_error`]).
 
 pub mod message;
 pub mod operator;
@@ -15,8 +20,11 @@ use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
 pub use crate::reference::{ReferenceSut, Variant};
-use message::{Request, reply};
-use remote::ProcessSut;
+use message::{Hello, HermesInit, Op, OperatorInit, Request, reply};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
 /// What went wrong with one SUT call.
 #[derive(Debug, thiserror::Error)]
@@ -47,31 +55,94 @@ impl From<crate::aoc::DomainError> for SutError {
     }
 }
 
-/// The system under test the runner drives.
-#[derive(Debug)]
-pub enum Sut {
-    Local(Box<ReferenceSut>),
-    Process(Box<ProcessSut>),
+/// A boxed future: the boundary's methods are called through `dyn`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a request goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum To<'a> {
+    /// The live executor of that name.
+    Executor(&'a str),
+    /// The observer: it never joins the lane and only reads (and submits, as a client would).
+    Observer,
 }
 
-impl Sut {
+/// The one boundary the runner drives.
+pub trait Sut: Send + std::fmt::Debug {
+    /// What the implementation said about itself at `init`.
+    fn hello(&self) -> &Hello;
+    /// Starts a new executor generation `name` (a process, or an in-process executor) and sends
+    /// it `req` (`join` or `takeover`). An earlier executor of that name is retired, not killed.
+    fn start<'a>(
+        &'a mut self,
+        name: &'a str,
+        req: Request,
+    ) -> BoxFuture<'a, Result<Value, SutError>>;
+    /// Sends one request and returns its ok result.
+    fn call<'a>(&'a mut self, to: To<'a>, req: Request) -> BoxFuture<'a, Result<Value, SutError>>;
+    /// The executor dies now, with everything in its memory and its background work.
+    fn crash<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Result<(), SutError>>;
+    /// Every executor still alive (retired ones included), by the name calls reach it under.
+    fn executors(&self) -> Vec<String>;
+    /// Where connector instances come from.
+    fn connectors(&self) -> Arc<dyn Connect>;
+    /// The implementation's self-description for the report (`None`: the in-process reference,
+    /// which the run's report describes).
+    fn implementation(&self) -> Option<Value>;
+    /// Every process started, with how it ended (empty in process).
+    fn processes(&self) -> Vec<String>;
+    /// The end of a case: every executor and instance stops.
+    fn shutdown(&mut self) -> BoxFuture<'_, ()>;
+}
+
+/// Starts Hermes connector instances for a case.
+pub trait Connect: Send + Sync + std::fmt::Debug {
+    /// Starts instance `instance` with the case's Hermes endpoint and operator configuration.
+    fn connect<'a>(
+        &'a self,
+        instance: &'a str,
+        hermes: HermesInit,
+        operator: OperatorInit,
+    ) -> BoxFuture<'a, Result<operator::Conn, SutError>>;
+    /// After every instance was stopped: instances started later open the store anew. `false`
+    /// when the store keeps nothing beyond one handle (the memory store).
+    fn reopen(&self) -> BoxFuture<'_, Result<bool, SutError>>;
+}
+
+/// An ok result as the type its operation answers with; anything else is a harness error that
+/// quotes the answer.
+pub fn decode<T: serde::de::DeserializeOwned>(op: Op, v: Value) -> Result<T, SutError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| SutError::Harness(format!("{op} answered something else ({e}): {v}")))
+}
+
+/// The typed requests the World sends, one method each, for every implementation alike.
+impl dyn Sut {
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &mut self,
+        to: To<'_>,
+        req: Request,
+    ) -> Result<T, SutError> {
+        let op = req.op();
+        let v = self.call(to, req).await?;
+        decode(op, v)
+    }
+
+    async fn exec(&mut self, who: &str, req: Request) -> Result<(), SutError> {
+        self.call(To::Executor(who), req).await.map(|_| ())
+    }
+
+    pub fn supports(&self, op: Op) -> bool {
+        self.hello().supports(op)
+    }
+
     pub async fn join(&mut self, name: &str) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.join(name).await.map(|_| ()),
-            Sut::Process(p) => p.join(name).await,
-        }
+        let v = self.start(name, Request::Join).await?;
+        decode::<reply::Generation>(Op::Join, v).map(|_| ())
     }
     pub async fn replace(&mut self, name: &str) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.replace(name).await.map(|_| ()),
-            Sut::Process(p) => p.replace(name).await,
-        }
-    }
-    pub async fn crash(&mut self, name: &str) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.crash(name),
-            Sut::Process(p) => p.crash(name).await,
-        }
+        let v = self.start(name, Request::Takeover).await?;
+        decode::<reply::Generation>(Op::Takeover, v).map(|_| ())
     }
     pub async fn create(
         &mut self,
@@ -80,20 +151,13 @@ impl Sut {
         amount: i64,
         simulate: Option<&str>,
     ) -> Result<OccurrenceId, SutError> {
-        match self {
-            Sut::Local(s) => s.create(who, key, amount, simulate).await,
-            Sut::Process(p) => p
-                .ask::<reply::Occurrence>(
-                    who,
-                    Request::Create {
-                        key: key.into(),
-                        amount,
-                        simulate: simulate.map(str::to_string),
-                    },
-                )
-                .await
-                .map(|r| r.occurrence),
-        }
+        let req = Request::Create {
+            key: key.into(),
+            amount,
+            simulate: simulate.map(str::to_string),
+        };
+        let r: reply::Occurrence = self.ask(To::Executor(who), req).await?;
+        Ok(r.occurrence)
     }
     pub async fn reserve(
         &mut self,
@@ -101,33 +165,13 @@ impl Sut {
         o: &OccurrenceId,
         amount: u64,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.reserve(who, o, amount).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Reserve {
-                        occurrence: o.clone(),
-                        amount,
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Reserve { occurrence, amount })
+            .await
     }
     pub async fn enter(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.enter(who, o).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Enter {
-                        occurrence: o.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Enter { occurrence }).await
     }
     pub async fn send(
         &mut self,
@@ -135,68 +179,35 @@ impl Sut {
         o: &OccurrenceId,
         background: bool,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.send(who, o, background).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Send {
-                        occurrence: o.clone(),
-                        background,
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(
+            who,
+            Request::Send {
+                occurrence,
+                background,
+            },
+        )
+        .await
     }
     /// Enter, then send if the entry was granted.
     pub async fn execute(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.execute(who, o).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Execute {
-                        occurrence: o.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Execute { occurrence }).await
     }
+    /// Every live executor finishes its background work.
     pub async fn settle(&mut self) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.settle().await,
-            Sut::Process(p) => p.settle().await,
+        for n in self.executors() {
+            self.exec(&n, Request::Settle).await?;
         }
+        Ok(())
     }
     pub async fn adopt(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.adopt(who, o).await.map(|_| ()),
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Adopt {
-                        occurrence: o.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Adopt { occurrence }).await
     }
     pub async fn reconcile(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.reconcile(who, o).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Reconcile {
-                        occurrence: o.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Reconcile { occurrence }).await
     }
     pub async fn release(
         &mut self,
@@ -204,19 +215,9 @@ impl Sut {
         o: &OccurrenceId,
         reason: ReleaseReason,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.release(who, o, reason).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Release {
-                        occurrence: o.clone(),
-                        reason,
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let occurrence = o.clone();
+        self.exec(who, Request::Release { occurrence, reason })
+            .await
     }
     pub async fn rebind(
         &mut self,
@@ -225,20 +226,12 @@ impl Sut {
         field: &str,
         value: &str,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.rebind(who, o, field, value).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Rebind {
-                        occurrence: o.clone(),
-                        field: field.into(),
-                        value: value.into(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let req = Request::Rebind {
+            occurrence: o.clone(),
+            field: field.into(),
+            value: value.into(),
+        };
+        self.exec(who, req).await
     }
     pub async fn remedy(
         &mut self,
@@ -246,63 +239,56 @@ impl Sut {
         o: &OccurrenceId,
         authorization: &str,
     ) -> Result<OccurrenceId, SutError> {
-        match self {
-            Sut::Local(s) => s.remedy(who, o, authorization).await,
-            Sut::Process(p) => p
-                .ask::<reply::Occurrence>(
-                    who,
-                    Request::Remedy {
-                        occurrence: o.clone(),
-                        authorization: authorization.into(),
-                    },
-                )
-                .await
-                .map(|r| r.occurrence),
-        }
+        let req = Request::Remedy {
+            occurrence: o.clone(),
+            authorization: authorization.into(),
+        };
+        let r: reply::Occurrence = self.ask(To::Executor(who), req).await?;
+        Ok(r.occurrence)
     }
-    /// What the implementation reports about an occurrence, and its raw stored history.
+    /// What the implementation reports about an occurrence, and its raw stored history, read by
+    /// the observer. The state is folded from the history when the implementation gives none.
     pub async fn observe(
         &mut self,
         o: &OccurrenceId,
     ) -> Result<(Result<OccurrenceState, String>, Vec<ChainedEntry>), SutError> {
-        match self {
-            Sut::Local(s) => Ok((
-                s.state(o).await.map_err(|e| e.to_string()),
-                s.history(o).await.unwrap_or_default(),
-            )),
-            Sut::Process(p) => p.observe_occurrence(o).await,
-        }
+        let req = Request::State {
+            occurrence: o.clone(),
+        };
+        let v = self.call(To::Observer, req).await?;
+        let history: Vec<ChainedEntry> =
+            serde_json::from_value(v["history"].clone()).map_err(|e| {
+                SutError::Corrupt(format!(
+                    "the history of {o} is not aocheck evidence (docs/sut-protocol.md): {e}"
+                ))
+            })?;
+        let state = match v.get("state") {
+            Some(s) if !s.is_null() => serde_json::from_value::<OccurrenceState>(s.clone())
+                .map_err(|e| format!("the state of {o} does not parse: {e}")),
+            _ => OccurrenceState::fold(&history).map_err(|e| e.to_string()),
+        };
+        Ok((state, history))
     }
     pub async fn state(&mut self, o: &OccurrenceId) -> Result<OccurrenceState, SutError> {
-        match self {
-            Sut::Local(s) => s.state(o).await,
-            Sut::Process(p) => p.observe_occurrence(o).await?.0.map_err(SutError::Corrupt),
-        }
+        self.observe(o).await?.0.map_err(SutError::Corrupt)
     }
     /// The lane's current generation (0 when nobody holds it).
     pub async fn lane_generation(&mut self) -> Result<u64, SutError> {
-        match self {
-            Sut::Local(s) => Ok(match s.domain.lease(s.lane()).await {
-                Ok(Some(l)) => l.holder.generation.0,
-                _ => 0,
-            }),
-            Sut::Process(p) => Ok(p.lane_generation().await?.unwrap_or(0)),
-        }
+        let v = self.call(To::Observer, Request::Lane).await?;
+        Ok(v["generation"].as_u64().unwrap_or(0))
     }
+    /// A client submission (through the observer: no executor submits).
     pub async fn submit(&mut self, key: &str) -> Result<AdmissionId, SutError> {
-        match self {
-            Sut::Local(s) => s.submit(key).await.map(|a| a.id),
-            Sut::Process(p) => p.submit(key).await,
-        }
+        let req = Request::Submit { key: key.into() };
+        let v = self.call(To::Observer, req).await?;
+        v["admission"]
+            .as_str()
+            .map(AdmissionId::from_stored)
+            .ok_or_else(|| SutError::Harness(format!("submit answered without `admission`: {v}")))
     }
     pub async fn claim(&mut self, who: &str) -> Result<Option<AdmissionId>, SutError> {
-        match self {
-            Sut::Local(s) => s.claim(who).await.map(|a| a.map(|a| a.id)),
-            Sut::Process(p) => p
-                .ask::<reply::Admitted>(who, Request::Claim)
-                .await
-                .map(|r| r.admission),
-        }
+        let r: reply::Admitted = self.ask(To::Executor(who), Request::Claim).await?;
+        Ok(r.admission)
     }
     pub async fn link(
         &mut self,
@@ -310,42 +296,20 @@ impl Sut {
         a: &AdmissionId,
         o: &OccurrenceId,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.link(who, a, o).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Link {
-                        admission: a.clone(),
-                        occurrence: o.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let req = Request::Link {
+            admission: a.clone(),
+            occurrence: o.clone(),
+        };
+        self.exec(who, req).await
     }
     pub async fn recover(&mut self, who: &str) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.recover(who).await.map(|_| ()),
-            Sut::Process(p) => p
-                .ask::<reply::Recovered>(who, Request::Recover)
-                .await
-                .map(|_| ()),
-        }
+        self.ask::<reply::Recovered>(To::Executor(who), Request::Recover)
+            .await
+            .map(|_| ())
     }
     pub async fn resolve_unknown(&mut self, who: &str, a: &AdmissionId) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.resolve_unknown(who, a).await.map(|_| ()),
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::ResolveUnknown {
-                        admission: a.clone(),
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let admission = a.clone();
+        self.exec(who, Request::ResolveUnknown { admission }).await
     }
     pub async fn finish(
         &mut self,
@@ -353,58 +317,47 @@ impl Sut {
         a: &AdmissionId,
         end: AdmissionEnd,
     ) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.finish(who, a, end).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    Request::Finish {
-                        admission: a.clone(),
-                        end,
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let admission = a.clone();
+        self.exec(who, Request::Finish { admission, end }).await
     }
     pub async fn admission(&mut self, a: &AdmissionId) -> Result<Admission, SutError> {
-        match self {
-            Sut::Local(s) => s.domain.admission(a).await.map_err(SutError::from),
-            Sut::Process(p) => p.admission(a).await,
-        }
+        let admission = a.clone();
+        self.ask(To::Observer, Request::Admission { admission })
+            .await
     }
     pub async fn lease_call(&mut self, who: &str, release: bool) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s.lease_call(who, release).await,
-            Sut::Process(p) => p
-                .call(
-                    who,
-                    if release {
-                        Request::LeaseRelease
-                    } else {
-                        Request::LeaseRefresh
-                    },
-                )
-                .await
-                .map(|_| ()),
-        }
+        let req = if release {
+            Request::LeaseRelease
+        } else {
+            Request::LeaseRefresh
+        };
+        self.exec(who, req).await
     }
     pub async fn import(&mut self) -> Result<(), SutError> {
-        match self {
-            Sut::Local(s) => s
-                .domain
-                .import_from_other_domain(&[])
-                .map_err(SutError::from),
-            Sut::Process(p) => p.import().await,
-        }
+        self.call(To::Observer, Request::Import).await.map(|_| ())
     }
-    /// The composition status and the bypass paths the implementation discloses.
-    pub async fn describe(&mut self) -> Result<(CompositionStatus, Vec<BypassPath>), SutError> {
-        match self {
-            Sut::Local(s) => Ok((s.domain.composition(), s.domain.bypass_paths().to_vec())),
-            Sut::Process(p) => p.describe_if_supported().await?.ok_or_else(|| {
-                SutError::Harness("the implementation does not list `describe`".into())
-            }),
+    /// The composition status and the bypass paths the implementation discloses, when it lists
+    /// `describe`.
+    pub async fn describe_if_supported(
+        &mut self,
+    ) -> Result<Option<(CompositionStatus, Vec<BypassPath>)>, SutError> {
+        if !self.supports(Op::Describe) {
+            return Ok(None);
         }
+        let v = self.call(To::Observer, Request::Describe).await?;
+        let c = serde_json::from_value(v["composition"].clone()).map_err(|e| {
+            SutError::Harness(format!("describe: `composition` does not parse: {e}"))
+        })?;
+        let b = serde_json::from_value(v["bypass_paths"].clone()).map_err(|e| {
+            SutError::Harness(format!("describe: `bypass_paths` does not parse: {e}"))
+        })?;
+        Ok(Some((c, b)))
+    }
+    /// As [`Self::describe_if_supported`]; an implementation that does not list it cannot be
+    /// judged on what it discloses.
+    pub async fn describe(&mut self) -> Result<(CompositionStatus, Vec<BypassPath>), SutError> {
+        self.describe_if_supported()
+            .await?
+            .ok_or_else(|| SutError::Harness("the implementation does not list `describe`".into()))
     }
 }

@@ -1,20 +1,18 @@
-//! The Hermes operator connector under test: the reference in process, or an implementation
-//! process answering the operator operations of `aocheck-sut/1` (`invoke`, `delegate`, `cancel`,
-//! `binding`, `manifest`, `policy`). The runner drives both the same way.
+//! The Hermes operator connector under test: one instance ([`Conn`]) answering the operator
+//! operations of `aocheck-sut/1` (`invoke`, `delegate`, `cancel`, `binding`, `manifest`,
+//! `policy`), whether it is a process or the reference in process ([`Connection`]).
 //!
 //! Every call returns `Result<Result<T, ConnectorError>, SutError>`: the inner error is the
 //! connector's own answer (judged by the case), the outer one means aocheck could not talk to the
 //! implementation (a harness error).
 
-use super::SutError;
-use super::message::{Request, reply};
-use super::process::SutProcess;
+use super::message::{Failure, Request, reply};
 use super::remote::failure_error;
+use super::{BoxFuture, SutError};
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;
 use crate::operator::error::ErrorCode;
-use crate::operator::{Action, Binding, Connector, ConnectorError, Policy};
-use crate::store::AnyStore;
+use crate::operator::{Action, Binding, ConnectorError, Policy};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -22,13 +20,17 @@ pub type Answer<T> = Result<Result<T, ConnectorError>, SutError>;
 
 pub use super::message::AipRecord;
 
-/// A connector instance.
-#[derive(Clone, Debug)]
-pub enum Conn {
-    Local(Arc<Connector<AnyStore>>),
-    /// An implementation process (its label for messages).
-    Remote(SutProcess, String),
+/// How one connector instance is reached: a process, or the reference in process.
+pub trait Connection: Send + Sync + std::fmt::Debug {
+    /// Sends one operator request; the inner error is the instance's own answer.
+    fn call(&self, req: Request) -> BoxFuture<'_, Result<Result<Value, Failure>, SutError>>;
+    /// The instance stops now (SIGKILL for a process); `why` goes into the case's process log.
+    fn stop<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()>;
 }
+
+/// A connector instance, with the typed operator requests.
+#[derive(Clone, Debug)]
+pub struct Conn(Arc<dyn Connection>);
 
 fn connector_error(kind: &str, f: &super::protocol::SutFailure) -> Option<ConnectorError> {
     if !kind.starts_with("connector.hermes_agent.") {
@@ -46,21 +48,18 @@ fn connector_error(kind: &str, f: &super::protocol::SutFailure) -> Option<Connec
 }
 
 impl Conn {
+    pub fn new(c: Arc<dyn Connection>) -> Self {
+        Conn(c)
+    }
+
     async fn call(&self, req: Request) -> Answer<Value> {
         let op = req.op().name();
-        let Conn::Remote(p, label) = self else {
-            return Err(SutError::Harness(format!("{op}: not a process")));
-        };
-        // Operator requests carry no case clock (the connector keeps its own).
-        match p.call(op, req.fields()).await {
-            Ok(Ok(v)) => Ok(Ok(v)),
-            Ok(Err(f)) => match connector_error(&f.kind.clone(), &f) {
+        match self.0.call(req).await? {
+            Ok(v) => Ok(Ok(v)),
+            Err(f) => match connector_error(&f.kind.clone(), &f) {
                 Some(e) => Ok(Err(e)),
                 None => Err(failure_error(op, f)),
             },
-            Err(e) => Err(SutError::Harness(format!(
-                "implementation process {label}: {e}"
-            ))),
         }
     }
 
@@ -70,12 +69,9 @@ impl Conn {
     }
 
     pub async fn invoke(&self, a: &Action) -> Answer<OperatorResult> {
-        match self {
-            Conn::Local(c) => Ok(c.invoke(a).await),
-            Conn::Remote(..) => match self.call(Request::Invoke { action: a.clone() }).await? {
-                Ok(v) => Ok(Ok(Self::decode("invoke", v)?)),
-                Err(e) => Ok(Err(e)),
-            },
+        match self.call(Request::Invoke { action: a.clone() }).await? {
+            Ok(v) => Ok(Ok(Self::decode("invoke", v)?)),
+            Err(e) => Ok(Err(e)),
         }
     }
 
@@ -86,56 +82,37 @@ impl Conn {
         req: &DelegationRequest,
         records: &[AipRecord],
     ) -> Answer<OperatorResult> {
-        match self {
-            Conn::Local(c) => Ok(c.delegate(req).await),
-            Conn::Remote(..) => {
-                match self
-                    .call(Request::Delegate {
-                        request: req.clone(),
-                        aip_records: records.to_vec(),
-                    })
-                    .await?
-                {
-                    Ok(v) => Ok(Ok(Self::decode("delegate", v)?)),
-                    Err(e) => Ok(Err(e)),
-                }
-            }
+        let req = Request::Delegate {
+            request: req.clone(),
+            aip_records: records.to_vec(),
+        };
+        match self.call(req).await? {
+            Ok(v) => Ok(Ok(Self::decode("delegate", v)?)),
+            Err(e) => Ok(Err(e)),
         }
     }
 
     pub async fn cancel(&self, action_id: &str) -> Answer<Binding> {
-        match self {
-            Conn::Local(c) => Ok(c.cancel(action_id).await),
-            Conn::Remote(..) => match self
-                .call(Request::Cancel {
-                    action_id: action_id.into(),
-                })
-                .await?
-            {
-                Ok(v) => Ok(Ok(Self::decode("cancel", v)?)),
-                Err(e) => Ok(Err(e)),
-            },
+        let req = Request::Cancel {
+            action_id: action_id.into(),
+        };
+        match self.call(req).await? {
+            Ok(v) => Ok(Ok(Self::decode("cancel", v)?)),
+            Err(e) => Ok(Err(e)),
         }
     }
 
     pub async fn binding(&self, action_id: &str) -> Answer<Option<(u64, Binding)>> {
-        match self {
-            Conn::Local(c) => Ok(c.binding(action_id).await),
-            Conn::Remote(..) => {
-                match self
-                    .call(Request::Binding {
-                        action_id: action_id.into(),
-                    })
-                    .await?
-                {
-                    Ok(Value::Null) => Ok(Ok(None)),
-                    Ok(v) => {
-                        let r: reply::Binding = Self::decode("binding", v)?;
-                        Ok(Ok(Some((r.version, r.binding))))
-                    }
-                    Err(e) => Ok(Err(e)),
-                }
+        let req = Request::Binding {
+            action_id: action_id.into(),
+        };
+        match self.call(req).await? {
+            Ok(Value::Null) => Ok(Ok(None)),
+            Ok(v) => {
+                let r: reply::Binding = Self::decode("binding", v)?;
+                Ok(Ok(Some((r.version, r.binding))))
             }
+            Err(e) => Ok(Err(e)),
         }
     }
 
@@ -148,17 +125,13 @@ impl Conn {
     }
 
     pub async fn manifest(&self) -> Result<Value, SutError> {
-        match self {
-            Conn::Local(c) => Ok(c.manifest()),
-            Conn::Remote(..) => match self.call(Request::Manifest).await? {
-                Ok(v) => Ok(v),
-                Err(e) => Err(SutError::Harness(format!("manifest: {e}"))),
-            },
+        match self.call(Request::Manifest).await? {
+            Ok(v) => Ok(v),
+            Err(e) => Err(SutError::Harness(format!("manifest: {e}"))),
         }
     }
 
-    /// Whether the implementation accepts this policy (`None`) or why not (processes only; a
-    /// local caller validates the policy itself).
+    /// Whether the implementation accepts this policy (`None`) or why not.
     pub async fn validate_policy(
         &self,
         policy: &Policy,
@@ -168,10 +141,8 @@ impl Conn {
         Ok(self.call(Request::Policy { policy }).await?.err())
     }
 
-    /// SIGKILL for a process; a local connector is simply dropped by the caller.
-    pub async fn kill(&self) {
-        if let Conn::Remote(p, _) = self {
-            let _ = p.kill().await;
-        }
+    /// The instance stops now; `why` goes into the case's process log.
+    pub async fn stop(&self, why: &str) {
+        self.0.stop(why).await
     }
 }

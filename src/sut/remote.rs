@@ -3,17 +3,14 @@
 //! checkers always see what is durable in the implementation's store, whichever executor was just
 //! killed. A crash is a SIGKILL; a successor is a new process on the same store.
 
-use super::SutError;
 use super::message::{
-    self, DomainInit, ExecutorInit, Hello, HermesInit, Init, OperatorInit, PaymentsInit, Providers,
-    Request, StoreInit, reply,
+    DomainInit, ExecutorInit, Failure, Hello, HermesInit, Init, OperatorInit, PaymentsInit,
+    Request, StoreInit,
 };
+use super::operator::{Conn, Connection};
 use super::process::{CallError, SutProcess};
 use super::protocol::SutFailure;
-use crate::aoc::admission::Admission;
-use crate::aoc::history::ChainedEntry;
-use crate::aoc::ids::{AdmissionId, OccurrenceId};
-use crate::aoc::occurrence::OccurrenceState;
+use super::{BoxFuture, Connect, Sut, SutError, To};
 use crate::aoc::{Refusal, RefusalKind, Req};
 use crate::clock::{Clock, ManualClock};
 use serde_json::{Value, json};
@@ -25,6 +22,7 @@ use std::time::Duration;
 
 /// The name the observer process is initialised with. It never joins the lane.
 pub const OBSERVER: &str = "aocheck-observer";
+// (`Init::for_case` names the observer the same way.)
 
 /// How to start the implementation, and where its logs go.
 #[derive(Clone, Debug)]
@@ -201,25 +199,7 @@ impl ProcessSut {
                 }
             }
         };
-        let init = Init {
-            protocol: message::PROTOCOL.into(),
-            executor: ExecutorInit {
-                name: OBSERVER.into(),
-                generation: None,
-                credential: None,
-            },
-            store,
-            providers: Providers {
-                payments,
-                hermes: None,
-            },
-            limits,
-            domain,
-            operator: None,
-            case: Some(case.into()),
-            seed: Some(seed),
-            now: None,
-        };
+        let init = Init::for_case(store, case, payments, limits, domain, seed);
         let spawner = Spawner {
             inner: Arc::new(SpawnerInner {
                 spec,
@@ -276,23 +256,11 @@ impl ProcessSut {
         }
     }
 
-    /// Sends `req` to the executor `who` and returns its ok result.
-    pub async fn call(&mut self, who: &str, req: Request) -> Result<Value, SutError> {
+    async fn call_exec(&mut self, who: &str, req: Request) -> Result<Value, SutError> {
         let now = self.spawner.clock().now().0;
         let e = self.exec(who)?;
         let label = e.label.clone();
         Self::call_on(&e.process, &label, now, &req).await
-    }
-
-    /// Sends `req` to the executor `who` and decodes its typed ok result.
-    pub async fn ask<T: serde::de::DeserializeOwned>(
-        &mut self,
-        who: &str,
-        req: Request,
-    ) -> Result<T, SutError> {
-        let op = req.op();
-        let v = self.call(who, req).await?;
-        decode(op, v)
     }
 
     async fn observe(&mut self, req: Request) -> Result<Value, SutError> {
@@ -300,12 +268,7 @@ impl ProcessSut {
         Self::call_on(&self.observer, OBSERVER, now, &req).await
     }
 
-    /// Whether the implementation lists an operation.
-    pub fn supports(&self, op: message::Op) -> bool {
-        self.hello.supports(op)
-    }
-
-    async fn start_executor(&mut self, name: &str, req: Request) -> Result<(), SutError> {
+    async fn start_executor(&mut self, name: &str, req: Request) -> Result<Value, SutError> {
         let (p, _, label) = self.spawner.spawn(name, None).await?;
         if let Some(old) = self.executors.insert(
             name.into(),
@@ -318,19 +281,11 @@ impl ProcessSut {
             self.executors.insert(format!("{name}#{}", old.label), old);
         }
         self.killed.remove(name);
-        self.ask::<reply::Generation>(name, req).await.map(|_| ())
-    }
-
-    pub async fn join(&mut self, name: &str) -> Result<(), SutError> {
-        self.start_executor(name, Request::Join).await
-    }
-
-    pub async fn replace(&mut self, name: &str) -> Result<(), SutError> {
-        self.start_executor(name, Request::Takeover).await
+        self.call_exec(name, req).await
     }
 
     /// SIGKILL: the process and everything in its memory die now.
-    pub async fn crash(&mut self, name: &str) -> Result<(), SutError> {
+    async fn kill_executor(&mut self, name: &str) -> Result<(), SutError> {
         let e = self
             .executors
             .remove(name)
@@ -344,90 +299,9 @@ impl ProcessSut {
         Ok(())
     }
 
-    /// Every live executor finishes its background work.
-    pub async fn settle(&mut self) -> Result<(), SutError> {
-        let names: Vec<String> = self.executors.keys().cloned().collect();
-        for n in names {
-            self.call(&n, Request::Settle).await?;
-        }
-        Ok(())
-    }
-
-    /// What the implementation reports about an occurrence and its raw history, read by the
-    /// observer. The state is folded from the history when the implementation gives none.
-    pub async fn observe_occurrence(
-        &mut self,
-        occ: &OccurrenceId,
-    ) -> Result<(Result<OccurrenceState, String>, Vec<ChainedEntry>), SutError> {
-        let v = self
-            .observe(Request::State {
-                occurrence: occ.clone(),
-            })
-            .await?;
-        let history: Vec<ChainedEntry> =
-            serde_json::from_value(v["history"].clone()).map_err(|e| {
-                SutError::Corrupt(format!(
-                    "the history of {occ} is not aocheck evidence (docs/sut-protocol.md): {e}"
-                ))
-            })?;
-        let state = match v.get("state") {
-            Some(s) if !s.is_null() => serde_json::from_value::<OccurrenceState>(s.clone())
-                .map_err(|e| format!("the state of {occ} does not parse: {e}")),
-            _ => OccurrenceState::fold(&history).map_err(|e| e.to_string()),
-        };
-        Ok((state, history))
-    }
-
-    pub async fn lane_generation(&mut self) -> Result<Option<u64>, SutError> {
-        let v = self.observe(Request::Lane).await?;
-        Ok(v["generation"].as_u64())
-    }
-
-    pub async fn submit(&mut self, key: &str) -> Result<AdmissionId, SutError> {
-        let v = self.observe(Request::Submit { key: key.into() }).await?;
-        v["admission"]
-            .as_str()
-            .map(AdmissionId::from_stored)
-            .ok_or_else(|| SutError::Harness(format!("submit answered without `admission`: {v}")))
-    }
-
-    pub async fn admission(&mut self, adm: &AdmissionId) -> Result<Admission, SutError> {
-        let req = Request::Admission {
-            admission: adm.clone(),
-        };
-        let v = self.observe(req).await?;
-        decode(message::Op::Admission, v)
-    }
-
-    pub async fn import(&mut self) -> Result<(), SutError> {
-        self.observe(Request::Import).await.map(|_| ())
-    }
-
-    /// `describe`, when the implementation lists it.
-    pub async fn describe_if_supported(
-        &mut self,
-    ) -> Result<
-        Option<(
-            crate::aoc::composition::CompositionStatus,
-            Vec<crate::aoc::composition::BypassPath>,
-        )>,
-        SutError,
-    > {
-        if !self.supports(message::Op::Describe) {
-            return Ok(None);
-        }
-        let v = self.observe(Request::Describe).await?;
-        let c = serde_json::from_value(v["composition"].clone()).map_err(|e| {
-            SutError::Harness(format!("describe: `composition` does not parse: {e}"))
-        })?;
-        let b = serde_json::from_value(v["bypass_paths"].clone()).map_err(|e| {
-            SutError::Harness(format!("describe: `bypass_paths` does not parse: {e}"))
-        })?;
-        Ok(Some((c, b)))
-    }
-
     /// The implementation's self-description, for reports.
-    pub fn implementation(&self, command: &str) -> Value {
+    fn describe_self(&self) -> Value {
+        let command = &self.spawner.inner.spec.command;
         json!({
             "name": self.hello.name,
             "version": self.hello.version,
@@ -440,7 +314,7 @@ impl ProcessSut {
     }
 
     /// Kills every process (the end of a case).
-    pub async fn shutdown(&mut self) {
+    async fn kill_all(&mut self) {
         for (_, e) in std::mem::take(&mut self.executors) {
             let _ = e.process.kill().await;
         }
@@ -448,9 +322,90 @@ impl ProcessSut {
     }
 }
 
-/// An ok result as the type its operation answers with; anything else is a harness error that
-/// quotes the answer.
-pub fn decode<T: serde::de::DeserializeOwned>(op: message::Op, v: Value) -> Result<T, SutError> {
-    serde_json::from_value(v.clone())
-        .map_err(|e| SutError::Harness(format!("{op} answered something else ({e}): {v}")))
+impl Sut for ProcessSut {
+    fn hello(&self) -> &Hello {
+        &self.hello
+    }
+    fn start<'a>(
+        &'a mut self,
+        name: &'a str,
+        req: Request,
+    ) -> BoxFuture<'a, Result<Value, SutError>> {
+        Box::pin(self.start_executor(name, req))
+    }
+    fn call<'a>(&'a mut self, to: To<'a>, req: Request) -> BoxFuture<'a, Result<Value, SutError>> {
+        Box::pin(async move {
+            match to {
+                To::Executor(who) => self.call_exec(who, req).await,
+                To::Observer => self.observe(req).await,
+            }
+        })
+    }
+    fn crash<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Result<(), SutError>> {
+        Box::pin(self.kill_executor(name))
+    }
+    fn executors(&self) -> Vec<String> {
+        self.executors.keys().cloned().collect()
+    }
+    fn connectors(&self) -> Arc<dyn Connect> {
+        Arc::new(self.spawner.clone())
+    }
+    fn implementation(&self) -> Option<Value> {
+        Some(self.describe_self())
+    }
+    fn processes(&self) -> Vec<String> {
+        self.spawner.log()
+    }
+    fn shutdown(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(self.kill_all())
+    }
+}
+
+/// A connector instance is a process of its own.
+impl Connect for Spawner {
+    fn connect<'a>(
+        &'a self,
+        instance: &'a str,
+        hermes: HermesInit,
+        operator: OperatorInit,
+    ) -> BoxFuture<'a, Result<Conn, SutError>> {
+        Box::pin(async move {
+            let (process, _, label) = self.spawn(instance, Some((hermes, operator))).await?;
+            Ok(Conn::new(Arc::new(ProcessConn {
+                process,
+                label,
+                spawner: self.clone(),
+            })))
+        })
+    }
+    fn reopen(&self) -> BoxFuture<'_, Result<bool, SutError>> {
+        // Every process opens the store anew.
+        Box::pin(async { Ok(true) })
+    }
+}
+
+/// A connector instance's process.
+#[derive(Debug)]
+struct ProcessConn {
+    process: SutProcess,
+    label: String,
+    spawner: Spawner,
+}
+
+impl Connection for ProcessConn {
+    fn call(&self, req: Request) -> BoxFuture<'_, Result<Result<Value, Failure>, SutError>> {
+        Box::pin(async move {
+            // Operator requests carry no case clock (the connector keeps its own).
+            self.process
+                .call(req.op().name(), req.fields())
+                .await
+                .map_err(|e| call_error(&self.label, e))
+        })
+    }
+    fn stop<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = self.process.kill().await;
+            self.spawner.note(&self.label, why);
+        })
+    }
 }
