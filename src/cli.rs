@@ -247,7 +247,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             );
             return exit::INVALID_INPUT;
         }
-        opts.sut = Some(crate::sut::remote::ProcessSpec {
+        opts.sut = Some(crate::sut::processes::ProcessSpec {
             command: command.clone(),
             timeout: std::time::Duration::from_secs(a.sut_timeout.max(1)),
             dir: out.clone(),

@@ -11,7 +11,7 @@ use crate::operator::connector::ConnectorDefect;
 use crate::store::AnyStore;
 use crate::sut::message::{ExecutorInit, Failure, Hello, HermesInit, Init, OperatorInit, Request};
 use crate::sut::operator::{Conn, Connection};
-use crate::sut::remote::{OBSERVER, failure_error};
+use crate::sut::processes::{OBSERVER, failure_error};
 use crate::sut::{BoxFuture, Connect, Sut, SutError, To};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};

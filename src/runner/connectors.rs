@@ -78,10 +78,10 @@ impl OperatorWorld {
         Ok((b.clone(), h.clone()))
     }
 
-    /// What a remote connector process is told at `init` beyond the case's common fields.
+    /// What a connector instance is told at `init` beyond the case's common fields.
     /// The reader gets the harness's defaults, not the case's policy: it only reads, and a case
     /// may configure a policy it expects to be refused.
-    pub(super) async fn remote_init(
+    pub(super) async fn instance_init(
         &mut self,
         reader: bool,
     ) -> Result<(HermesInit, OperatorInit), SutError> {
@@ -120,7 +120,7 @@ impl OperatorWorld {
         if let Some(r) = &self.reader {
             return Ok(r.clone());
         }
-        let (hermes, operator) = self.remote_init(true).await?;
+        let (hermes, operator) = self.instance_init(true).await?;
         let c = self
             .connect
             .connect("aocheck-operator-reader", hermes, operator)
@@ -133,7 +133,7 @@ impl OperatorWorld {
         if let Some(c) = self.connectors.get(instance) {
             return Ok(c.clone());
         }
-        let (hermes, operator) = self.remote_init(false).await?;
+        let (hermes, operator) = self.instance_init(false).await?;
         let c = self.connect.connect(instance, hermes, operator).await?;
         self.connectors.insert(instance.into(), c.clone());
         Ok(c)

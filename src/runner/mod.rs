@@ -43,7 +43,7 @@ use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::SutError;
 use crate::sut::message::{DomainInit, Init, Op, PaymentsInit, StoreInit};
-use crate::sut::remote::{ProcessSpec, ProcessSut};
+use crate::sut::processes::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
 use std::sync::Arc;

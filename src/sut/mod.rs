@@ -1,18 +1,18 @@
 //! The harness side of the boundary. The runner drives every implementation through one trait,
 //! [`Sut`], with the typed messages of [`message`]: the reference in process
 //! (`crate::reference::in_process`) and any implementation as processes speaking `aocheck-sut/1`
-//! ([`remote::ProcessSut`]) answer the same requests, are read by the same observer requests and
+//! ([`processes::ProcessSut`]) answer the same requests, are read by the same observer requests and
 //! are judged by the same checkers. Connector instances are started through [`Connect`] and
 //! answer through [`operator::Conn`], whichever they are.
 //!
 //! A refusal keeps the requirement the implementation names; anything else it reports is quoted
-//! in a [`SutError`] (see [`remote::failure_error`]).
+//! in a [`SutError`] (see [`processes::failure_error`]).
 
 pub mod message;
 pub mod operator;
 pub mod process;
+pub mod processes;
 pub mod protocol;
-pub mod remote;
 
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::composition::{BypassPath, CompositionStatus};

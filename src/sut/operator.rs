@@ -7,7 +7,7 @@
 //! implementation (a harness error).
 
 use super::message::{Failure, Request, reply};
-use super::remote::failure_error;
+use super::processes::failure_error;
 use super::{BoxFuture, SutError};
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;

@@ -9,7 +9,7 @@ use aocheck::report::model::{Report, Verdict};
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
 use aocheck::sut::Variant;
-use aocheck::sut::remote::ProcessSpec;
+use aocheck::sut::processes::ProcessSpec;
 use rstest::rstest;
 use std::path::Path;
 use std::sync::Arc;

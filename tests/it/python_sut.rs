@@ -8,7 +8,7 @@ use aocheck::report::model::Verdict;
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
 use aocheck::sut::Variant;
-use aocheck::sut::remote::ProcessSpec;
+use aocheck::sut::processes::ProcessSpec;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
