@@ -225,19 +225,12 @@ struct Data {
     idem: HashMap<String, (String, String)>,
 }
 
-/// How a held request is released.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ReleaseAction {
-    Proceed,
-    Reject { status: u16 },
-}
+pub use fake_control::ReleaseAction;
 
 struct Shared {
     config: Config,
     data: Mutex<Data>,
-    holds: Mutex<HashMap<String, Vec<oneshot::Sender<ReleaseAction>>>>,
-    parked: Notify,
+    holds: fake_control::Holds,
     turns: Notify,
 }
 
@@ -262,15 +255,7 @@ impl Handle {
         if !d.is_empty() {
             return Err(d);
         }
-        lock(&self.0.data).rules = plan
-            .rules
-            .into_iter()
-            .map(|rule| RuleState {
-                rule,
-                seen: 0,
-                fired: 0,
-            })
-            .collect();
+        lock(&self.0.data).rules = plan.rules.into_iter().map(RuleState::new).collect();
         Ok(())
     }
     pub fn rules(&self) -> Vec<RuleState> {
@@ -285,11 +270,7 @@ impl Handle {
         if !d.is_empty() {
             return Err(d);
         }
-        lock(&self.0.data).rules.push(RuleState {
-            rule,
-            seen: 0,
-            fired: 0,
-        });
+        lock(&self.0.data).rules.push(RuleState::new(rule));
         Ok(())
     }
     /// Sets the script rules (first match wins) and optionally the default script.
@@ -347,37 +328,23 @@ impl Handle {
                 t.abort();
             }
         }
-        for (_, v) in lock(&self.0.holds).drain() {
-            for tx in v {
-                let _ = tx.send(ReleaseAction::Reject { status: 503 });
-            }
-        }
+        self.0.holds.reject_all();
     }
+    /// Releases every request parked under `name`; returns how many.
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
-        let v = lock(&self.0.holds).remove(name).unwrap_or_default();
-        let n = v.len();
-        for tx in v {
-            let _ = tx.send(action.clone());
-        }
-        n
+        self.0.holds.release(name, action)
     }
-    pub fn holds(&self) -> BTreeMap<String, usize> {
-        lock(&self.0.holds)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.len()))
-            .collect()
+    /// Requests parked per hold name (`{name: [{request_seq, op, …}]}`).
+    pub fn holds(&self) -> Value {
+        self.0.holds.list()
     }
+    /// Waits until at least `n` requests are parked under `name` (or the timeout passes).
     pub async fn wait_parked(&self, name: &str, n: usize, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.0.parked.notified();
-            if lock(&self.0.holds).get(name).map_or(0, Vec::len) >= n {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return false;
-            }
-        }
+        self.0.holds.wait_parked(name, n, timeout).await
+    }
+    /// Waits until every request parked under `name` (at least one) has lost its client.
+    pub async fn wait_client_gone(&self, name: &str, timeout: Duration) -> bool {
+        self.0.holds.wait_client_gone(name, timeout).await
     }
     /// A server restart: in-memory runs are lost; newer mode keeps runs created with an
     /// Idempotency-Key as `interrupted`.
@@ -505,9 +472,7 @@ fn authorized(s: &Shared, headers: &HeaderMap) -> bool {
 
 // ---------- the router ----------
 
-/// A per-connection signal that closes the connection without a reply (see [`serve`]).
-#[derive(Clone, Debug)]
-pub struct DropConn(Arc<Notify>);
+pub use fake_control::DropConn;
 
 /// Builds the application and its handle; refuses an invalid config with every defect.
 pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
@@ -518,8 +483,7 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
     let shared = Arc::new(Shared {
         config,
         data: Mutex::new(Data::default()),
-        holds: Mutex::new(HashMap::new()),
-        parked: Notify::new(),
+        holds: fake_control::Holds::default(),
         turns: Notify::new(),
     });
     let handle = Handle(shared.clone());
@@ -533,15 +497,8 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
         .route("/v1/runs/{id}/events", get(events))
         .route("/v1/runs/{id}/approval", post(approval))
         .route("/v1/runs/{id}/stop", post(stop))
-        .route(
-            "/_control/faults",
-            get(control_faults_get).post(control_faults_set),
-        )
+        .merge(fake_control::control::routes::<Arc<Shared>, Handle>())
         .route("/_control/scripts", post(control_scripts))
-        .route("/_control/ledger", get(control_ledger))
-        .route("/_control/reset", post(control_reset))
-        .route("/_control/release", post(control_release))
-        .route("/_control/holds", get(control_holds))
         .route("/_control/forget", post(control_forget));
     if shared.config.mode == Mode::Newer {
         app = app.route("/v1/runs/{id}/steer", post(steer));
@@ -567,21 +524,31 @@ enum Pre {
     Respond(Response),
 }
 
-async fn prelude(s: &Arc<Shared>, route: Route, session: Option<&str>) -> Pre {
+/// `client` is the flag of a watch the caller keeps in the handler that answers the client
+/// (start runs detached from its handler); without one the prelude watches its own future.
+async fn prelude(
+    s: &Arc<Shared>,
+    route: Route,
+    session: Option<&str>,
+    client: Option<fake_control::holds::ClientFlag>,
+) -> Pre {
     let fault = faults::select(&mut lock(&s.data).rules, route, session);
     match &fault {
         Some(Fault::Forget) => forget(s),
         Some(Fault::Delay { ms }) => tokio::time::sleep(Duration::from_millis(*ms)).await,
         Some(Fault::Hold { name }) => {
-            let (tx, rx) = oneshot::channel();
-            lock(&s.holds).entry(name.clone()).or_default().push(tx);
-            s.parked.notify_waiters();
-            match rx.await {
-                Ok(ReleaseAction::Proceed) => {}
-                Ok(ReleaseAction::Reject { status }) => {
-                    return Pre::Respond(error(status, "Service unavailable", None));
-                }
-                Err(_) => return Pre::Respond(error(503, "Service unavailable", None)),
+            let (own, mut watch) = s.holds.watch();
+            let flag = client.unwrap_or(own);
+            let shown = fake_control::holds::Parked {
+                request_seq: None,
+                op: route.label().to_string(),
+                account: None,
+                idempotency_key: None,
+            };
+            let released = s.holds.park(name, shown, flag).released().await;
+            watch.answered();
+            if let ReleaseAction::Reject { status } = released {
+                return Pre::Respond(error(status, "Service unavailable", None));
             }
         }
         Some(Fault::Reject { status }) => {
@@ -695,8 +662,12 @@ async fn start(State(s): State<Arc<Shared>>, req: Request) -> Response {
     };
     // The rest runs in its own task: a held start still starts the run when released, even if
     // the client that sent it has died meanwhile (the harness kills senders on purpose).
-    match tokio::spawn(start_after_read(s, headers, bytes, drop)).await {
-        Ok(r) => r,
+    let (client, mut watch) = s.holds.watch();
+    match tokio::spawn(start_after_read(s, headers, bytes, drop, client)).await {
+        Ok(r) => {
+            watch.answered();
+            r
+        }
         Err(e) => plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             &format!("start task failed: {e}"),
@@ -709,6 +680,7 @@ async fn start_after_read(
     headers: HeaderMap,
     bytes: Bytes,
     drop: Option<DropConn>,
+    client: fake_control::holds::ClientFlag,
 ) -> Response {
     let session_key = headers
         .get("x-hermes-session-key")
@@ -790,7 +762,7 @@ async fn start_after_read(
         },
         Mode::Default => None,
     };
-    let fault = match prelude(&s, Route::Start, Some(&session_id)).await {
+    let fault = match prelude(&s, Route::Start, Some(&session_id), Some(client)).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,
     };
@@ -1397,7 +1369,7 @@ async fn status(
         return unauthorized(s.config.mode);
     }
     let session = run_of(&s, &id).map(|r| lock(&r.info).session_id.clone());
-    if let Pre::Respond(r) = prelude(&s, Route::Status, session.as_deref()).await {
+    if let Pre::Respond(r) = prelude(&s, Route::Status, session.as_deref(), None).await {
         return r;
     }
     match run_of(&s, &id) {
@@ -1437,7 +1409,7 @@ async fn events(
         return unauthorized(s.config.mode);
     }
     let session = run_of(&s, &id).map(|r| lock(&r.info).session_id.clone());
-    let fault = match prelude(&s, Route::Events, session.as_deref()).await {
+    let fault = match prelude(&s, Route::Events, session.as_deref(), None).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,
     };
@@ -1573,7 +1545,7 @@ async fn approval(State(s): State<Arc<Shared>>, Path(id): Path<String>, req: Req
         return not_found();
     };
     let session = lock(&cell.info).session_id.clone();
-    let fault = match prelude(&s, Route::Approval, Some(&session)).await {
+    let fault = match prelude(&s, Route::Approval, Some(&session), None).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,
     };
@@ -1642,7 +1614,7 @@ async fn stop(State(s): State<Arc<Shared>>, Path(id): Path<String>, req: Request
         };
     };
     let session = lock(&cell.info).session_id.clone();
-    let fault = match prelude(&s, Route::Stop, Some(&session)).await {
+    let fault = match prelude(&s, Route::Stop, Some(&session), None).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,
     };
@@ -1736,65 +1708,20 @@ async fn steer(State(s): State<Arc<Shared>>, Path(id): Path<String>, req: Reques
 // ---------- control ----------
 
 fn control_ok(s: &Arc<Shared>, headers: &HeaderMap) -> Result<Handle, Response> {
-    let ok = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == s.config.control_token);
-    if ok {
-        Ok(Handle(s.clone()))
-    } else {
-        Err(error(
-            401,
-            "the control API needs `Authorization: Bearer <control token>`",
-            Some("unauthenticated"),
-        ))
-    }
+    fake_control::control::authorize(headers, &s.config.control_token)?;
+    Ok(Handle(s.clone()))
 }
 
-async fn control_body<T: serde::de::DeserializeOwned>(
-    s: &Shared,
-    req: Request,
-) -> Result<T, Response> {
-    let bytes = axum::body::to_bytes(req.into_body(), s.config.max_body_bytes)
-        .await
-        .map_err(|_| error(413, "control body too large", Some("body_too_large")))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        error(
-            400,
-            &format!("line {} column {}: {e}", e.line(), e.column()),
-            Some("invalid_request"),
-        )
-    })
+async fn control_body<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
+    fake_control::control::body(req.into_body()).await
 }
 
+/// A control answer, in the control plane's one dialect.
 fn json_response(status: u16, v: &Value) -> Response {
-    handler_json(status, &Py::from_json(v))
-}
-
-async fn control_faults_get(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control_ok(&s, &headers) {
-        Ok(h) => json_response(200, &json!({"rules": h.rules()})),
-        Err(r) => r,
-    }
-}
-
-async fn control_faults_set(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    let h = match control_ok(&s, req.headers()) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let plan: Plan = match control_body(&s, req).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    match h.set_plan(plan) {
-        Ok(()) => json_response(200, &json!({"rules": h.rules()})),
-        Err(d) => json_response(
-            400,
-            &json!({"error": {"code": "invalid_plan", "message": d.join("; "), "defects": d}}),
-        ),
-    }
+    fake_control::control::json_response(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        v,
+    )
 }
 
 #[derive(Deserialize)]
@@ -1811,7 +1738,7 @@ async fn control_scripts(State(s): State<Arc<Shared>>, req: Request) -> Response
         Ok(h) => h,
         Err(r) => return r,
     };
-    let b: ScriptsBody = match control_body(&s, req).await {
+    let b: ScriptsBody = match control_body(req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -1821,29 +1748,6 @@ async fn control_scripts(State(s): State<Arc<Shared>>, req: Request) -> Response
             400,
             &json!({"error": {"code": "invalid_script", "message": d.join("; "), "defects": d}}),
         ),
-    }
-}
-
-async fn control_ledger(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control_ok(&s, &headers) {
-        Ok(h) => {
-            let l = h.ledger();
-            json_response(
-                200,
-                &json!({"runs": l.runs, "approvals": l.approvals, "stops": l.stops, "terminal": l.terminal, "per_session": l.per_session()}),
-            )
-        }
-        Err(r) => r,
-    }
-}
-
-async fn control_reset(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control_ok(&s, &headers) {
-        Ok(h) => {
-            h.reset();
-            json_response(200, &json!({"reset": true}))
-        }
-        Err(r) => r,
     }
 }
 
@@ -1857,55 +1761,39 @@ async fn control_forget(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Res
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReleaseBody {
-    hold: String,
-    #[serde(flatten)]
-    action: ReleaseAction,
+/// The shared control routes (`fake_control::control::routes`) read and drive this fake.
+impl fake_control::control::Plane for Handle {
+    type Plan = Plan;
+    fn control_token(&self) -> &str {
+        &self.0.config.control_token
+    }
+    fn holds(&self) -> &fake_control::Holds {
+        &self.0.holds
+    }
+    fn rules(&self) -> Value {
+        serde_json::to_value(Handle::rules(self)).unwrap_or(Value::Null)
+    }
+    fn set_plan(&self, plan: Plan) -> Result<(), Vec<String>> {
+        Handle::set_plan(self, plan)
+    }
+    fn ledger(&self) -> Value {
+        let l = Handle::ledger(self);
+        json!({"runs": l.runs, "approvals": l.approvals, "stops": l.stops, "terminal": l.terminal, "per_session": l.per_session()})
+    }
+    fn reset(&self) {
+        Handle::reset(self)
+    }
 }
 
-async fn control_release(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    let h = match control_ok(&s, req.headers()) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let b: ReleaseBody = match control_body(&s, req).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    json_response(200, &json!({"released": h.release(&b.hold, b.action)}))
-}
-
-async fn control_holds(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control_ok(&s, &headers) {
-        Ok(h) => json_response(200, &json!(h.holds())),
-        Err(r) => r,
+impl axum::extract::FromRef<Arc<Shared>> for Handle {
+    fn from_ref(s: &Arc<Shared>) -> Self {
+        Handle(s.clone())
     }
 }
 
 // ---------- serving ----------
 
-/// Serves `app` on `listener`. Each connection gets a [`DropConn`] signal: a `commit_then_drop`
-/// fault fires it and the connection is closed without a reply.
-pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let app = app.clone();
-        tokio::spawn(async move {
-            let signal = Arc::new(Notify::new());
-            let svc = app.layer(axum::Extension(DropConn(signal.clone())));
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(io, hyper_util::service::TowerToHyperService::new(svc));
-            tokio::select! {
-                _ = conn => {}
-                _ = signal.notified() => {}
-            }
-        });
-    }
-}
+pub use fake_control::serve;
 
 /// `py_float` re-exported for tests that format timestamps.
 pub fn format_timestamp(t: f64) -> String {

@@ -131,41 +131,33 @@ pub struct Plan {
     pub rules: Vec<Rule>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RuleState {
-    pub rule: Rule,
-    pub seen: u32,
-    pub fired: u32,
+/// A rule with its counters.
+pub type RuleState = fake_control::rules::RuleState<Rule>;
+
+impl fake_control::rules::Targeted for Rule {
+    fn nth(&self) -> u32 {
+        self.nth
+    }
+    fn times(&self) -> u32 {
+        self.times
+    }
 }
 
 impl Plan {
     /// Every defect at once, naming rule and field.
     pub fn validate(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = fake_control::rules::Defects::default();
         for (i, r) in self.rules.iter().enumerate() {
             let at = format!("rules[{i}]");
-            if r.nth == 0 {
-                out.push(format!("{at}.nth: ordinals start at 1"));
-            }
-            if r.times == 0 {
-                out.push(format!("{at}.times: must be at least 1"));
-            }
+            out.ordinals(&at, r);
             match &r.fault {
-                Fault::Reject { status } if !(400..=599).contains(status) => out.push(format!(
-                    "{at}.fault.status: reject needs a 4xx or 5xx status, got {status}"
-                )),
-                Fault::CommitThen { status } if !(500..=599).contains(status) => out.push(format!(
-                    "{at}.fault.status: commit_then needs a 5xx status, got {status}"
-                )),
+                Fault::Reject { status } => out.reject(&at, *status),
+                Fault::CommitThen { status } => out.commit_then(&at, *status),
                 Fault::GarbleFrame { frame: 0 } => {
                     out.push(format!("{at}.fault.frame: frames count from 1"))
                 }
-                Fault::Delay { ms } if *ms > 600_000 => {
-                    out.push(format!("{at}.fault.ms: at most 600000"))
-                }
-                Fault::Hold { name } if name.trim().is_empty() => {
-                    out.push(format!("{at}.fault.name: name the hold"))
-                }
+                Fault::Delay { ms } => out.delay(&at, *ms),
+                Fault::Hold { name } => out.hold(&at, name),
                 _ => {}
             }
             if r.route != Route::Any && !r.fault.applies_to(r.route) {
@@ -176,26 +168,20 @@ impl Plan {
                 ));
             }
         }
-        out
+        out.0
     }
 }
 
 /// Counts the request against matching rules; returns the first firing fault.
 pub fn select(states: &mut [RuleState], route: Route, session: Option<&str>) -> Option<Fault> {
-    let mut chosen = None;
-    for s in states.iter_mut() {
-        let r = &s.rule;
-        let matches = (r.route == Route::Any || r.route == route)
-            && r.session_id.as_deref().is_none_or(|x| Some(x) == session)
-            && r.fault.applies_to(route);
-        if !matches {
-            continue;
-        }
-        s.seen += 1;
-        if chosen.is_none() && s.seen >= r.nth && s.fired < r.times {
-            s.fired += 1;
-            chosen = Some(r.fault.clone());
-        }
-    }
-    chosen
+    fake_control::rules::select(
+        states,
+        |r| {
+            (r.route == Route::Any || r.route == route)
+                && r.session_id.as_deref().is_none_or(|x| Some(x) == session)
+                && r.fault.applies_to(route)
+        },
+        |_| true,
+    )
+    .map(|(_, r)| r.fault.clone())
 }

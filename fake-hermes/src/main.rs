@@ -4,9 +4,9 @@
 //! Exit codes: 3 invalid configuration, fault plan or scripts; 4 cannot bind.
 
 use clap::Parser;
+use fake_control::bin::{fail, read_json, run};
 use fake_hermes::config::{Config, Mode};
 use fake_hermes::faults::Plan;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -40,12 +40,6 @@ struct Args {
     control_token: Option<String>,
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
-}
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Scripts {
@@ -53,13 +47,6 @@ struct Scripts {
     rules: Vec<fake_hermes::app::ScriptRule>,
     #[serde(default)]
     default: Option<serde_json::Value>,
-}
-
-fn fail(lines: impl IntoIterator<Item = String>) -> ExitCode {
-    for l in lines {
-        eprintln!("error: {l}");
-    }
-    ExitCode::from(3)
 }
 
 fn main() -> ExitCode {
@@ -109,37 +96,5 @@ fn main() -> ExitCode {
             Err(d) => return fail(d.into_iter().map(|x| format!("scripts: {x}"))),
         }
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: runtime: {e}");
-            return ExitCode::from(4);
-        }
-    };
-    rt.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(&args.listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("error: cannot listen on {}: {e}", args.listen);
-                return ExitCode::from(4);
-            }
-        };
-        let addr = listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "listening http://{addr}");
-        let _ = out.flush();
-        match fake_hermes::serve(listener, app).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(4)
-            }
-        }
-    })
+    run(&args.listen, app, &[])
 }

@@ -20,10 +20,10 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
 /// A payment.
 #[derive(Clone, Debug)]
@@ -125,41 +125,7 @@ impl Data {
     }
 }
 
-/// How a held request is released.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ReleaseAction {
-    /// Go on processing (the effect happens).
-    Proceed,
-    /// Refuse before any effect with this status.
-    Reject { status: u16 },
-}
-
-struct Parked {
-    seq: u64,
-    op: Op,
-    account: Option<String>,
-    key: Option<String>,
-    release: oneshot::Sender<ReleaseAction>,
-    /// Set when the request's client went away (its handler was dropped).
-    client_gone: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// Marks a request's client as gone when its handler future is dropped before answering.
-struct ClientWatch {
-    gone: Arc<std::sync::atomic::AtomicBool>,
-    shared: Arc<Shared>,
-    answered: bool,
-}
-
-impl Drop for ClientWatch {
-    fn drop(&mut self) {
-        if !self.answered {
-            self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
-            self.shared.parked.notify_waiters();
-        }
-    }
-}
+pub use fake_control::ReleaseAction;
 
 struct Shared {
     config: Config,
@@ -168,8 +134,7 @@ struct Shared {
     key_id: String,
     forge_key: SigningKey,
     data: Mutex<Data>,
-    holds: Mutex<HashMap<String, Vec<Parked>>>,
-    parked: Notify,
+    holds: fake_control::Holds,
 }
 
 /// A handle on a running fake: ledger, faults and holds, for in-process tests and the binary.
@@ -216,15 +181,7 @@ impl Handle {
         if !defects.is_empty() {
             return Err(defects);
         }
-        self.lock().rules = plan
-            .rules
-            .into_iter()
-            .map(|rule| RuleState {
-                rule,
-                seen: 0,
-                fired: 0,
-            })
-            .collect();
+        self.lock().rules = plan.rules.into_iter().map(RuleState::new).collect();
         Ok(())
     }
     /// Appends one rule to the plan; the counters of the rules already set are kept.
@@ -236,11 +193,7 @@ impl Handle {
         if !defects.is_empty() {
             return Err(defects);
         }
-        self.lock().rules.push(RuleState {
-            rule,
-            seen: 0,
-            fired: 0,
-        });
+        self.lock().rules.push(RuleState::new(rule));
         Ok(())
     }
     /// Rules with their counters.
@@ -250,91 +203,25 @@ impl Handle {
     /// Clears payments, idempotency keys, faults, holds and the ledger.
     pub fn reset(&self) {
         *self.lock() = Data::default();
-        let mut holds = self.0.holds.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, parked) in holds.drain() {
-            for p in parked {
-                let _ = p.release.send(ReleaseAction::Reject { status: 503 });
-            }
-        }
+        self.0.holds.reject_all();
     }
     /// Releases every request parked under `name`; returns how many.
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
-        let parked = self
-            .0
-            .holds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name)
-            .unwrap_or_default();
-        let n = parked.len();
-        for p in parked {
-            let _ = p.release.send(action.clone());
-        }
-        n
+        self.0.holds.release(name, action)
     }
     /// Requests parked per hold name.
     pub fn holds(&self) -> Value {
-        let holds = self.0.holds.lock().unwrap_or_else(|p| p.into_inner());
-        let mut m = Map::new();
-        for (name, parked) in holds.iter() {
-            m.insert(
-                name.clone(),
-                Value::Array(
-                    parked
-                        .iter()
-                        .map(|p| json!({"request_seq": p.seq, "op": p.op.label(), "account": p.account, "idempotency_key": p.key}))
-                        .collect(),
-                ),
-            );
-        }
-        Value::Object(m)
+        self.0.holds.list()
     }
     /// Waits until every request parked under `name` (at least one) has lost its client: the
     /// connection closed, or the client process died. A commit released after this is certain
     /// to find nobody to answer (`client_gone`).
     pub async fn wait_client_gone(&self, name: &str, timeout: std::time::Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.0.parked.notified();
-            let all_gone = self
-                .0
-                .holds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .is_some_and(|v| {
-                    !v.is_empty()
-                        && v.iter()
-                            .all(|p| p.client_gone.load(std::sync::atomic::Ordering::SeqCst))
-                });
-            if all_gone {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return false;
-            }
-        }
+        self.0.holds.wait_client_gone(name, timeout).await
     }
-
     /// Waits until at least `n` requests are parked under `name` (or the timeout passes).
     pub async fn wait_parked(&self, name: &str, n: usize, timeout: std::time::Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.0.parked.notified();
-            let count = self
-                .0
-                .holds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .map_or(0, Vec::len);
-            if count >= n {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return false;
-            }
-        }
+        self.0.holds.wait_parked(name, n, timeout).await
     }
     /// Moves one payment (or, with `None`, every payment) beyond retention.
     pub fn expire(&self, payment_id: Option<&str>) -> usize {
@@ -427,8 +314,7 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
         key_id,
         forge_key: random_key(),
         data: Mutex::new(Data::default()),
-        holds: Mutex::new(HashMap::new()),
-        parked: Notify::new(),
+        holds: fake_control::Holds::default(),
     });
     let handle = Handle(shared.clone());
     let api = Router::new()
@@ -457,28 +343,6 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
             get(published_profile).fallback(method_not_allowed),
         )
         .route(
-            "/_control/faults",
-            get(control_faults_get)
-                .post(control_faults_set)
-                .fallback(method_not_allowed),
-        )
-        .route(
-            "/_control/ledger",
-            get(control_ledger).fallback(method_not_allowed),
-        )
-        .route(
-            "/_control/reset",
-            post(control_reset).fallback(method_not_allowed),
-        )
-        .route(
-            "/_control/release",
-            post(control_release).fallback(method_not_allowed),
-        )
-        .route(
-            "/_control/holds",
-            get(control_holds).fallback(method_not_allowed),
-        )
-        .route(
             "/_control/expire",
             post(control_expire).fallback(method_not_allowed),
         )
@@ -486,6 +350,7 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
             "/_control/payments/{id}/status",
             post(control_status).fallback(method_not_allowed),
         )
+        .merge(fake_control::control::routes::<Arc<Shared>, Handle>())
         .fallback(not_found)
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(shared);
@@ -587,7 +452,7 @@ struct ApiReq {
     /// The validated create fields (create only).
     create: Option<CreateFields>,
     /// Set when the client went away while the request waited.
-    client_gone: Arc<std::sync::atomic::AtomicBool>,
+    client_gone: fake_control::holds::ClientFlag,
 }
 
 /// A validated create body.
@@ -599,9 +464,7 @@ struct CreateFields {
     status: String,
 }
 
-/// A per-connection signal that closes the connection without a reply (see [`serve`]).
-#[derive(Clone, Debug)]
-pub struct DropConn(Arc<Notify>);
+pub use fake_control::DropConn;
 
 enum Outcome {
     Respond(Response),
@@ -727,7 +590,7 @@ async fn admit(
         query,
         drop,
         create: None,
-        client_gone: Arc::default(),
+        client_gone: Default::default(),
     })
 }
 
@@ -973,7 +836,7 @@ async fn list(State(s): State<Arc<Shared>>, req: Request) -> Response {
 /// delay), the pipeline runs in a task of its own so that a client that goes away while waiting
 /// does not cancel the effect; otherwise it has no await point between deciding and committing
 /// and runs inline.
-async fn run(s: Arc<Shared>, r: ApiReq) -> Response {
+async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
     let drop = r.drop.clone();
     let may_wait = s
         .data
@@ -985,11 +848,8 @@ async fn run(s: Arc<Shared>, r: ApiReq) -> Response {
     let outcome = if may_wait {
         let (tx, rx) = oneshot::channel();
         let shared = s.clone();
-        let mut watch = ClientWatch {
-            gone: r.client_gone.clone(),
-            shared: s.clone(),
-            answered: false,
-        };
+        let (flag, mut watch) = s.holds.watch();
+        r.client_gone = flag;
         tokio::spawn(async move {
             let (seq, outcome) = pipeline(&shared, r).await;
             if let Err(Outcome::Respond(_)) = tx.send(outcome) {
@@ -997,7 +857,7 @@ async fn run(s: Arc<Shared>, r: ApiReq) -> Response {
             }
         });
         let got = rx.await;
-        watch.answered = true;
+        watch.answered();
         got
     } else {
         Ok(pipeline(&s, r).await.1)
@@ -1176,25 +1036,15 @@ async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             tokio::time::sleep(std::time::Duration::from_millis(*ms)).await
         }
         Some(Fault::Hold { name }) => {
-            let (tx, rx) = oneshot::channel();
-            s.holds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(name.clone())
-                .or_default()
-                .push(Parked {
-                    seq,
-                    op: r.op,
-                    account: Some(acct.clone()),
-                    key: r.key.clone(),
-                    release: tx,
-                    client_gone: r.client_gone.clone(),
-                });
-            s.parked.notify_waiters();
-            match rx.await {
-                Ok(ReleaseAction::Proceed) => {}
-                Ok(ReleaseAction::Reject { status }) => fault = Some(Fault::Reject { status }),
-                Err(_) => fault = Some(Fault::Reject { status: 503 }),
+            let shown = fake_control::holds::Parked {
+                request_seq: Some(seq),
+                op: r.op.label().to_string(),
+                account: Some(acct.clone()),
+                idempotency_key: r.key.clone(),
+            };
+            let release = s.holds.park(name, shown, r.client_gone.clone());
+            if let ReleaseAction::Reject { status } = release.released().await {
+                fault = Some(Fault::Reject { status });
             }
         }
         _ => {}
@@ -1684,112 +1534,12 @@ async fn published_profile(State(s): State<Arc<Shared>>) -> Response {
 // ---------- control ----------
 
 fn control(s: &Arc<Shared>, headers: &HeaderMap) -> Result<Handle, Response> {
-    match bearer(headers) {
-        Some(t) if t == s.config.control_token => Ok(Handle(s.clone())),
-        _ => Err(plain_json(
-            StatusCode::UNAUTHORIZED,
-            &error_body(
-                "unauthenticated",
-                "the control API needs `Authorization: Bearer <control token>`",
-            ),
-        )),
-    }
+    fake_control::control::authorize(headers, &s.config.control_token)?;
+    Ok(Handle(s.clone()))
 }
 
-async fn control_json<T: serde::de::DeserializeOwned>(
-    s: &Shared,
-    req: Request,
-) -> Result<T, Response> {
-    let bytes = axum::body::to_bytes(req.into_body(), s.config.max_body_bytes.max(1 << 20))
-        .await
-        .map_err(|_| {
-            plain_json(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &error_body("body_too_large", "control body too large"),
-            )
-        })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        plain_json(
-            StatusCode::BAD_REQUEST,
-            &error_body(
-                "invalid_request",
-                format!("line {} column {}: {e}", e.line(), e.column()),
-            ),
-        )
-    })
-}
-
-async fn control_faults_get(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control(&s, &headers) {
-        Ok(h) => plain_json(StatusCode::OK, &json!({"rules": h.rules()})),
-        Err(r) => r,
-    }
-}
-
-async fn control_faults_set(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    let h = match control(&s, req.headers()) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let plan: Plan = match control_json(&s, req).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    match h.set_plan(plan) {
-        Ok(()) => plain_json(StatusCode::OK, &json!({"rules": h.rules()})),
-        Err(defects) => plain_json(
-            StatusCode::BAD_REQUEST,
-            &json!({"error": {"code": "invalid_plan", "message": defects.join("; "), "defects": defects}}),
-        ),
-    }
-}
-
-async fn control_ledger(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control(&s, &headers) {
-        Ok(h) => plain_json(
-            StatusCode::OK,
-            &serde_json::to_value(h.ledger()).unwrap_or(Value::Null),
-        ),
-        Err(r) => r,
-    }
-}
-
-async fn control_reset(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control(&s, &headers) {
-        Ok(h) => {
-            h.reset();
-            plain_json(StatusCode::OK, &json!({"reset": true}))
-        }
-        Err(r) => r,
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReleaseBody {
-    hold: String,
-    #[serde(flatten)]
-    action: ReleaseAction,
-}
-
-async fn control_release(State(s): State<Arc<Shared>>, req: Request) -> Response {
-    let h = match control(&s, req.headers()) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
-    let b: ReleaseBody = match control_json(&s, req).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let n = h.release(&b.hold, b.action);
-    plain_json(StatusCode::OK, &json!({"released": n}))
-}
-
-async fn control_holds(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match control(&s, &headers) {
-        Ok(h) => plain_json(StatusCode::OK, &h.holds()),
-        Err(r) => r,
-    }
+async fn control_json<T: serde::de::DeserializeOwned>(req: Request) -> Result<T, Response> {
+    fake_control::control::body(req.into_body()).await
 }
 
 #[derive(Deserialize)]
@@ -1804,7 +1554,7 @@ async fn control_expire(State(s): State<Arc<Shared>>, req: Request) -> Response 
         Ok(h) => h,
         Err(r) => return r,
     };
-    let b: ExpireBody = match control_json(&s, req).await {
+    let b: ExpireBody = match control_json(req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -1829,7 +1579,7 @@ async fn control_status(
         Ok(h) => h,
         Err(r) => return r,
     };
-    let b: StatusBody = match control_json(&s, req).await {
+    let b: StatusBody = match control_json(req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -1839,26 +1589,35 @@ async fn control_status(
     }
 }
 
-// ---------- serving ----------
-
-/// Serves `app` on `listener` until the task is dropped. Each connection gets a [`DropConn`]
-/// signal: a `commit_then_drop` fault fires it and the connection is closed without a reply.
-pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::Result<()> {
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let app = app.clone();
-        tokio::spawn(async move {
-            let signal = Arc::new(Notify::new());
-            let svc = app.layer(axum::Extension(DropConn(signal.clone())));
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let hyper_svc = hyper_util::service::TowerToHyperService::new(svc);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(io, hyper_svc);
-            tokio::select! {
-                _ = conn => {}
-                _ = signal.notified() => {} // dropping `conn` closes the socket with no reply
-            }
-        });
+/// The shared control routes (`fake_control::control::routes`) read and drive this fake.
+impl fake_control::control::Plane for Handle {
+    type Plan = Plan;
+    fn control_token(&self) -> &str {
+        &self.0.config.control_token
+    }
+    fn holds(&self) -> &fake_control::Holds {
+        &self.0.holds
+    }
+    fn rules(&self) -> Value {
+        serde_json::to_value(Handle::rules(self)).unwrap_or(Value::Null)
+    }
+    fn set_plan(&self, plan: Plan) -> Result<(), Vec<String>> {
+        Handle::set_plan(self, plan)
+    }
+    fn ledger(&self) -> Value {
+        serde_json::to_value(Handle::ledger(self)).unwrap_or(Value::Null)
+    }
+    fn reset(&self) {
+        Handle::reset(self)
     }
 }
+
+impl axum::extract::FromRef<Arc<Shared>> for Handle {
+    fn from_ref(s: &Arc<Shared>) -> Self {
+        Handle(s.clone())
+    }
+}
+
+// ---------- serving ----------
+
+pub use fake_control::serve;

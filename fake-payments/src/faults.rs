@@ -128,40 +128,31 @@ pub struct Plan {
 }
 
 /// A rule with its counters.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RuleState {
-    pub rule: Rule,
-    pub seen: u32,
-    pub fired: u32,
+pub type RuleState = fake_control::rules::RuleState<Rule>;
+
+impl fake_control::rules::Targeted for Rule {
+    fn nth(&self) -> u32 {
+        self.nth
+    }
+    fn times(&self) -> u32 {
+        self.times
+    }
 }
 
 impl Plan {
     /// Every defect at once, naming the rule and field.
     pub fn validate(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = fake_control::rules::Defects::default();
         for (i, r) in self.rules.iter().enumerate() {
             let at = format!("rules[{i}]");
-            if r.nth == 0 {
-                out.push(format!("{at}.nth: ordinals start at 1"));
-            }
-            if r.times == 0 {
-                out.push(format!("{at}.times: must be at least 1"));
-            }
+            out.ordinals(&at, r);
             match &r.fault {
-                Fault::Reject { status } if !(400..=599).contains(status) => out.push(format!(
-                    "{at}.fault.status: reject needs a 4xx or 5xx status, got {status}"
-                )),
-                Fault::CommitThen { status } if !(500..=599).contains(status) => out.push(format!(
-                    "{at}.fault.status: commit_then needs a 5xx status, got {status}"
-                )),
-                Fault::Delay { ms } if *ms > 600_000 => out.push(format!(
-                    "{at}.fault.ms: at most 600000 (10 minutes), got {ms}"
-                )),
+                Fault::Reject { status } => out.reject(&at, *status),
+                Fault::CommitThen { status } => out.commit_then(&at, *status),
+                Fault::Delay { ms } => out.delay(&at, *ms),
+                Fault::Hold { name } => out.hold(&at, name),
                 Fault::Omit { field } if field.trim().is_empty() => {
                     out.push(format!("{at}.fault.field: name the field to omit"))
-                }
-                Fault::Hold { name } if name.trim().is_empty() => {
-                    out.push(format!("{at}.fault.name: name the hold"))
                 }
                 _ => {}
             }
@@ -176,43 +167,33 @@ impl Plan {
                 out.push(format!("{at}.op: incomplete_listing applies to list"));
             }
         }
-        out
+        out.0
     }
 }
 
 /// Counts the request against every matching rule and returns the fault of the first rule that
-/// fires, with its index.
+/// fires, with its index. Effect faults fire only on effectful operations, listing faults only
+/// on listings.
 pub fn select(
     states: &mut [RuleState],
     op: Op,
     account: Option<&str>,
     key: Option<&str>,
 ) -> Option<(usize, Fault)> {
-    let mut chosen = None;
-    for (i, s) in states.iter_mut().enumerate() {
-        let r = &s.rule;
-        let matches = (r.op == Op::Any || r.op == op)
-            && r.account.as_deref().is_none_or(|a| Some(a) == account)
-            && r.key.as_deref().is_none_or(|k| Some(k) == key);
-        if !matches {
-            continue;
-        }
-        s.seen += 1;
-        if chosen.is_none() && s.seen >= r.nth && s.fired < r.times {
-            // Applicability: effect faults only fire on effectful operations, listing faults only
-            // on listings.
-            let applies = match r.fault {
-                Fault::CommitThen { .. } | Fault::CommitThenDrop => op.is_effectful(),
-                Fault::IncompleteListing => op == Op::List,
-                _ => true,
-            };
-            if applies {
-                s.fired += 1;
-                chosen = Some((i, r.fault.clone()));
-            }
-        }
-    }
-    chosen
+    fake_control::rules::select(
+        states,
+        |r| {
+            (r.op == Op::Any || r.op == op)
+                && r.account.as_deref().is_none_or(|a| Some(a) == account)
+                && r.key.as_deref().is_none_or(|k| Some(k) == key)
+        },
+        |r| match r.fault {
+            Fault::CommitThen { .. } | Fault::CommitThenDrop => op.is_effectful(),
+            Fault::IncompleteListing => op == Op::List,
+            _ => true,
+        },
+    )
+    .map(|(i, r)| (i, r.fault.clone()))
 }
 
 #[cfg(test)]
@@ -220,18 +201,14 @@ mod tests {
     use super::*;
 
     fn rule(op: Op, nth: u32, times: u32, key: Option<&str>) -> RuleState {
-        RuleState {
-            rule: Rule {
-                op,
-                nth,
-                times,
-                account: None,
-                key: key.map(str::to_string),
-                fault: Fault::Reject { status: 503 },
-            },
-            seen: 0,
-            fired: 0,
-        }
+        RuleState::new(Rule {
+            op,
+            nth,
+            times,
+            account: None,
+            key: key.map(str::to_string),
+            fault: Fault::Reject { status: 503 },
+        })
     }
 
     #[test]

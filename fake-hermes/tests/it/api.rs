@@ -1286,3 +1286,64 @@ async fn newer_caps_concurrent_runs_with_429() {
     );
     assert_eq!(s.handle.ledger().runs.len(), 1);
 }
+
+/// The control plane is fake-control's: a held start whose client goes is seen to go (as
+/// fake-payments sees it), the holds list has the shared shape, and control errors are
+/// `{"error": {"code", "message"}}`.
+#[tokio::test]
+async fn a_held_start_tells_when_its_client_has_gone_and_control_speaks_one_dialect() {
+    let s = start_with(fast()).await;
+    s.handle
+        .set_plan(Plan {
+            rules: vec![Rule {
+                route: Route::Start,
+                nth: 1,
+                times: 1,
+                session_id: None,
+                fault: Fault::Hold { name: "g".into() },
+            }],
+        })
+        .expect("plan");
+    let client = s.client.clone();
+    let url = format!("{}/v1/runs", s.base);
+    let sender = tokio::spawn(async move {
+        client
+            .post(url)
+            .bearer_auth(KEY)
+            .body(r#"{"input": "x"}"#)
+            .send()
+            .await
+    });
+    assert!(s.handle.wait_parked("g", 1, Duration::from_secs(5)).await);
+    let holds = s
+        .client
+        .get(format!("{}/_control/holds", s.base))
+        .bearer_auth("hermes-control")
+        .send()
+        .await
+        .expect("holds");
+    let holds: Value = holds.json().await.expect("json");
+    assert_eq!(holds["g"][0]["op"], "start", "{holds}");
+    assert!(
+        !s.handle
+            .wait_client_gone("g", Duration::from_millis(100))
+            .await,
+        "the client is still there"
+    );
+    sender.abort();
+    assert!(
+        s.handle.wait_client_gone("g", Duration::from_secs(5)).await,
+        "the fake must see the client go"
+    );
+    assert_eq!(s.handle.release("g", ReleaseAction::Proceed), 1);
+    let denied = s
+        .client
+        .get(format!("{}/_control/holds", s.base))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(denied.status().as_u16(), 401);
+    let body: Value = denied.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "unauthenticated", "{body}");
+}
