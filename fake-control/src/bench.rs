@@ -1,4 +1,4 @@
-//! The benchmark driver both fakes' benches use (feature `bench`): the fake and a bare axum
+//! The benchmark driver both fakes' benches use (feature `testing`): the fake and a bare axum
 //! route answering a constant body are served side by side on loopback and driven by the same
 //! client with the same concurrency, in alternating rounds; medians are reported, so that a noisy
 //! neighbour on the machine does not decide the ratio. `FAKE_BENCH_SECONDS` (per round, default

@@ -4,8 +4,22 @@
 
 use axum::Router;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// The options both binaries take.
+#[derive(clap::Args, Debug)]
+pub struct Common {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+    /// Configuration (JSON). Default: the fake's built-in test configuration.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A fault plan (JSON `{"rules": [...]}`) active from the start.
+    #[arg(long)]
+    pub faults: Option<PathBuf>,
+}
 
 /// Invalid configuration, fault plan or script.
 pub const INVALID_INPUT: u8 = 3;

@@ -9,15 +9,18 @@
 //!   fault plan shares;
 //! - [`serve`]: HTTP/1 serving where a fault can close a connection without a reply;
 //! - [`bin`]: what both binaries do at start (read JSON files, bind, print the address);
-//! - `bench` (feature `bench`): the benchmark driver both fakes' benches use.
+//! - `bench` and `testing` (feature `testing`): the benchmark driver and the test helpers both
+//!   fakes use.
 
-#[cfg(feature = "bench")]
+#[cfg(feature = "testing")]
 pub mod bench;
 pub mod bin;
 pub mod control;
 pub mod holds;
 pub mod rules;
 pub mod serve;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use holds::{Holds, ReleaseAction};
 pub use serve::{DropConn, serve};

@@ -2,7 +2,58 @@
 //! of them. Each fake says what a rule matches and which faults it has; the counting, and the
 //! checks every plan shares, are here.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The default of `nth` and `times`.
+pub fn one() -> u32 {
+    1
+}
+
+/// A fault plan: rules in priority order (`{"rules": [...]}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan<R> {
+    pub rules: Vec<R>,
+}
+
+impl<R> Default for Plan<R> {
+    fn default() -> Self {
+        Plan { rules: Vec::new() }
+    }
+}
+
+/// What a fake checks of one of its rules beyond the ordinals.
+pub trait Check: Targeted {
+    fn check(&self, at: &str, out: &mut Defects);
+}
+
+impl<R: Check> Plan<R> {
+    /// Every defect at once, naming the rule and field.
+    pub fn validate(&self) -> Vec<String> {
+        let mut out = Defects::default();
+        for (i, r) in self.rules.iter().enumerate() {
+            let at = format!("rules[{i}]");
+            out.ordinals(&at, r);
+            r.check(&at, &mut out);
+        }
+        out.0
+    }
+}
+
+/// Implements [`Targeted`] for a rule type with `nth` and `times` fields.
+#[macro_export]
+macro_rules! targeted {
+    ($rule:ty) => {
+        impl $crate::rules::Targeted for $rule {
+            fn nth(&self) -> u32 {
+                self.nth
+            }
+            fn times(&self) -> u32 {
+                self.times
+            }
+        }
+    };
+}
 
 /// A rule with its counters (what `GET /_control/faults` shows).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -28,3 +28,24 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router) -> std::io::R
         });
     }
 }
+
+/// Reads a request body of at most `limit` bytes. A declared `Content-Length` above the limit is
+/// refused before any byte is read; a body that grows past it while read is refused too. The
+/// refusal is the fake's own (`too_large`).
+pub async fn read_limited(
+    headers: &axum::http::HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+    too_large: impl Fn() -> axum::response::Response,
+) -> Result<axum::body::Bytes, axum::response::Response> {
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| too_large())
+}

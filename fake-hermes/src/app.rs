@@ -617,18 +617,7 @@ async fn read_body(
         );
         r
     };
-    if parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|n| n > limit)
-    {
-        return Err(too_large());
-    }
-    let bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())?;
+    let bytes = fake_control::serve::read_limited(&parts.headers, body, limit, too_large).await?;
     let drop = parts.extensions.get::<DropConn>().cloned();
     Ok((parts.headers, bytes, drop))
 }

@@ -108,9 +108,7 @@ impl fmt::Display for Fault {
     }
 }
 
-fn one() -> u32 {
-    1
-}
+use fake_control::rules::one;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,50 +123,35 @@ pub struct Rule {
     pub fault: Fault,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Plan {
-    pub rules: Vec<Rule>,
-}
+/// A plan: rules in priority order.
+pub type Plan = fake_control::rules::Plan<Rule>;
 
 /// A rule with its counters.
 pub type RuleState = fake_control::rules::RuleState<Rule>;
 
-impl fake_control::rules::Targeted for Rule {
-    fn nth(&self) -> u32 {
-        self.nth
-    }
-    fn times(&self) -> u32 {
-        self.times
-    }
-}
+fake_control::targeted!(Rule);
 
-impl Plan {
-    /// Every defect at once, naming rule and field.
-    pub fn validate(&self) -> Vec<String> {
-        let mut out = fake_control::rules::Defects::default();
-        for (i, r) in self.rules.iter().enumerate() {
-            let at = format!("rules[{i}]");
-            out.ordinals(&at, r);
-            match &r.fault {
-                Fault::Reject { status } => out.reject(&at, *status),
-                Fault::CommitThen { status } => out.commit_then(&at, *status),
-                Fault::GarbleFrame { frame: 0 } => {
-                    out.push(format!("{at}.fault.frame: frames count from 1"))
-                }
-                Fault::Delay { ms } => out.delay(&at, *ms),
-                Fault::Hold { name } => out.hold(&at, name),
-                _ => {}
+impl fake_control::rules::Check for Rule {
+    /// The checks of this fake's faults (the ordinals are checked by the plan).
+    fn check(&self, at: &str, out: &mut fake_control::rules::Defects) {
+        let r = self;
+        match &r.fault {
+            Fault::Reject { status } => out.reject(at, *status),
+            Fault::CommitThen { status } => out.commit_then(at, *status),
+            Fault::GarbleFrame { frame: 0 } => {
+                out.push(format!("{at}.fault.frame: frames count from 1"))
             }
-            if r.route != Route::Any && !r.fault.applies_to(r.route) {
-                out.push(format!(
-                    "{at}.route: {} does not apply to {}",
-                    r.fault,
-                    r.route.label()
-                ));
-            }
+            Fault::Delay { ms } => out.delay(at, *ms),
+            Fault::Hold { name } => out.hold(at, name),
+            _ => {}
         }
-        out.0
+        if r.route != Route::Any && !r.fault.applies_to(r.route) {
+            out.push(format!(
+                "{at}.route: {} does not apply to {}",
+                r.fault,
+                r.route.label()
+            ));
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! Exit codes: 3 invalid configuration, fault plan or scripts; 4 cannot bind.
 
 use clap::Parser;
-use fake_control::bin::{fail, read_json, run};
+use fake_control::bin::{Common, fail, read_json, run};
 use fake_hermes::config::{Config, Mode};
 use fake_hermes::faults::Plan;
 use std::path::PathBuf;
@@ -17,17 +17,11 @@ use std::process::ExitCode;
     about = "A simulated Hermes /v1/runs API with faults and a ground-truth ledger"
 )]
 struct Args {
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: String,
+    #[command(flatten)]
+    common: Common,
     /// `default` (as observed on hermes-agent 0.19.0) or `newer`.
     #[arg(long, value_parser = ["default", "newer"])]
     mode: Option<String>,
-    /// Configuration JSON (see `fake_hermes::Config`).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// A fault plan active from the start.
-    #[arg(long)]
-    faults: Option<PathBuf>,
     /// Script rules: `{"rules": [{"session_id"?, "objective_contains"?, "script"}], "default"?}`.
     #[arg(long)]
     scripts: Option<PathBuf>,
@@ -51,7 +45,7 @@ struct Scripts {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let mut config = match &args.config {
+    let mut config = match &args.common.config {
         Some(p) => match read_json::<Config>(p) {
             Ok(c) => c,
             Err(e) => return fail([e]),
@@ -78,7 +72,7 @@ fn main() -> ExitCode {
         Ok(x) => x,
         Err(d) => return fail(d.into_iter().map(|x| format!("config: {x}"))),
     };
-    if let Some(p) = &args.faults {
+    if let Some(p) = &args.common.faults {
         match read_json::<Plan>(p)
             .map_err(|e| vec![e])
             .and_then(|plan| handle.set_plan(plan))
@@ -96,5 +90,5 @@ fn main() -> ExitCode {
             Err(d) => return fail(d.into_iter().map(|x| format!("scripts: {x}"))),
         }
     }
-    run(&args.listen, app, &[])
+    run(&args.common.listen, app, &[])
 }

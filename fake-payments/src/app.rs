@@ -519,18 +519,8 @@ async fn admit(
             ),
         )
     };
-    if parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|n| n > limit)
-    {
-        return Err(too_large());
-    }
-    let bytes: Bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| too_large())?;
+    let bytes: Bytes =
+        fake_control::serve::read_limited(&parts.headers, body, limit, too_large).await?;
     let body = if bytes.is_empty() {
         None
     } else {

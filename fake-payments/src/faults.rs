@@ -96,9 +96,7 @@ impl fmt::Display for Fault {
     }
 }
 
-fn one() -> u32 {
-    1
-}
+use fake_control::rules::one;
 
 /// A targeted rule: fires on the `nth` … `nth + times - 1` matching requests.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,53 +119,38 @@ pub struct Rule {
 }
 
 /// A plan: rules in priority order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Plan {
-    pub rules: Vec<Rule>,
-}
+/// A plan: rules in priority order.
+pub type Plan = fake_control::rules::Plan<Rule>;
 
 /// A rule with its counters.
 pub type RuleState = fake_control::rules::RuleState<Rule>;
 
-impl fake_control::rules::Targeted for Rule {
-    fn nth(&self) -> u32 {
-        self.nth
-    }
-    fn times(&self) -> u32 {
-        self.times
-    }
-}
+fake_control::targeted!(Rule);
 
-impl Plan {
-    /// Every defect at once, naming the rule and field.
-    pub fn validate(&self) -> Vec<String> {
-        let mut out = fake_control::rules::Defects::default();
-        for (i, r) in self.rules.iter().enumerate() {
-            let at = format!("rules[{i}]");
-            out.ordinals(&at, r);
-            match &r.fault {
-                Fault::Reject { status } => out.reject(&at, *status),
-                Fault::CommitThen { status } => out.commit_then(&at, *status),
-                Fault::Delay { ms } => out.delay(&at, *ms),
-                Fault::Hold { name } => out.hold(&at, name),
-                Fault::Omit { field } if field.trim().is_empty() => {
-                    out.push(format!("{at}.fault.field: name the field to omit"))
-                }
-                _ => {}
+impl fake_control::rules::Check for Rule {
+    /// The checks of this fake's faults (the ordinals are checked by the plan).
+    fn check(&self, at: &str, out: &mut fake_control::rules::Defects) {
+        let r = self;
+        match &r.fault {
+            Fault::Reject { status } => out.reject(at, *status),
+            Fault::CommitThen { status } => out.commit_then(at, *status),
+            Fault::Delay { ms } => out.delay(at, *ms),
+            Fault::Hold { name } => out.hold(at, name),
+            Fault::Omit { field } if field.trim().is_empty() => {
+                out.push(format!("{at}.fault.field: name the field to omit"))
             }
-            let effect_only = matches!(r.fault, Fault::CommitThen { .. } | Fault::CommitThenDrop);
-            if effect_only && !(r.op.is_effectful() || r.op == Op::Any) {
-                out.push(format!(
-                    "{at}.op: {} needs an effect; use create, capture or refund",
-                    r.fault
-                ));
-            }
-            if r.fault == Fault::IncompleteListing && !matches!(r.op, Op::List | Op::Any) {
-                out.push(format!("{at}.op: incomplete_listing applies to list"));
-            }
+            _ => {}
         }
-        out.0
+        let effect_only = matches!(r.fault, Fault::CommitThen { .. } | Fault::CommitThenDrop);
+        if effect_only && !(r.op.is_effectful() || r.op == Op::Any) {
+            out.push(format!(
+                "{at}.op: {} needs an effect; use create, capture or refund",
+                r.fault
+            ));
+        }
+        if r.fault == Fault::IncompleteListing && !matches!(r.op, Op::List | Op::Any) {
+            out.push(format!("{at}.op: incomplete_listing applies to list"));
+        }
     }
 }
 

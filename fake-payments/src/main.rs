@@ -4,10 +4,9 @@
 //! Exit codes: 3 invalid configuration or fault plan, 4 cannot bind.
 
 use clap::Parser;
-use fake_control::bin::{fail, read_json, run};
+use fake_control::bin::{Common, fail, read_json, run};
 use fake_payments::config::Config;
 use fake_payments::faults::Plan;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -17,15 +16,8 @@ use std::process::ExitCode;
     about = "A synthetic card-payments provider with faults and a ground-truth ledger"
 )]
 struct Args {
-    /// Address to listen on (port 0 picks a free one).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: String,
-    /// Configuration (JSON): accounts, control token, retention, bounds. Default: three test accounts.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// A fault plan (JSON `{"rules": [...]}`) active from the start.
-    #[arg(long)]
-    faults: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
     /// Overrides the configuration's control token.
     #[arg(long, env = "FAKE_PAYMENTS_CONTROL_TOKEN")]
     control_token: Option<String>,
@@ -33,7 +25,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let mut config = match &args.config {
+    let mut config = match &args.common.config {
         Some(p) => match read_json::<Config>(p) {
             Ok(c) => c,
             Err(e) => return fail([e]),
@@ -43,7 +35,7 @@ fn main() -> ExitCode {
     if let Some(t) = args.control_token {
         config.control_token = t;
     }
-    let plan = match &args.faults {
+    let plan = match &args.common.faults {
         Some(p) => match read_json::<Plan>(p) {
             Ok(plan) => Some(plan),
             Err(e) => return fail([e]),
@@ -60,7 +52,7 @@ fn main() -> ExitCode {
         return fail(defects.into_iter().map(|d| format!("faults: {d}")));
     }
     run(
-        &args.listen,
+        &args.common.listen,
         app,
         &[format!("provider key {}", handle.key_id())],
     )

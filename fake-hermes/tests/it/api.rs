@@ -11,18 +11,7 @@ use std::time::{Duration, Instant};
 
 const KEY: &str = "hermes-test-key";
 
-struct Server {
-    base: String,
-    handle: Handle,
-    client: reqwest::Client,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+type Server = fake_control::testing::Served<Handle>;
 
 fn fast() -> Config {
     Config {
@@ -34,23 +23,7 @@ fn fast() -> Config {
 
 async fn start_with(config: Config) -> Server {
     let (app, handle) = fake_hermes::router(config).expect("config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let task = tokio::spawn(async move {
-        let _ = fake_hermes::serve(listener, app).await;
-    });
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("client");
-    Server {
-        base,
-        handle,
-        client,
-        task,
-    }
+    Server::start(app, handle, Duration::from_secs(20)).await
 }
 
 struct R {

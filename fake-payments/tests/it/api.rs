@@ -11,38 +11,11 @@ use rstest::rstest;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-struct Server {
-    base: String,
-    handle: Handle,
-    client: reqwest::Client,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
+type Server = fake_control::testing::Served<Handle>;
 
 async fn start_with(config: Config) -> Server {
     let (app, handle) = fake_payments::router(config).expect("valid config");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let task = tokio::spawn(async move {
-        let _ = fake_payments::serve(listener, app).await;
-    });
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
-    Server {
-        base,
-        handle,
-        client,
-        task,
-    }
+    Server::start(app, handle, Duration::from_secs(10)).await
 }
 
 async fn start() -> Server {
