@@ -20,6 +20,7 @@ pub mod report;
 pub mod runner;
 pub mod store;
 pub mod sut;
+pub mod vocab;
 
 pub use aoc::{Domain, DomainConfig, DomainError, Refusal, Req};
 pub use clock::{Clock, ManualClock, SystemClock};

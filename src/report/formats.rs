@@ -437,16 +437,16 @@ pub fn html(r: &Report) -> String {
                     "<tr><td>{}<br><span class=\"small\">{}</span></td><td class=\"{}\">{}</td><td>{}</td><td>{} ({} attempt)</td><td>{}</td><td>g{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"small\">{}</td></tr>",
                     h(&o.label),
                     h(&o.occurrence_id),
-                    if o.state == "unresolved" {
+                    if o.state == crate::vocab::State::Unresolved {
                         "missing_knowledge"
                     } else {
                         ""
                     },
-                    h(&o.state),
-                    h(o.outcome.as_deref().unwrap_or("—")),
+                    h(o.state.name()),
+                    h(o.outcome.map_or("—", |x| x.name())),
                     h(&o.provider_entry_state),
                     o.entry_attempts,
-                    h(&o.authority_state),
+                    h(o.authority_state.name()),
                     o.executor_generation,
                     o.provider_effects,
                     mk,

@@ -5,29 +5,65 @@ use super::world::World;
 use crate::aoc::occurrence::Phase;
 use crate::check::effects_for;
 use crate::report::model::OccurrenceReport;
+use crate::vocab::{Authority, Flag, Outcome, State};
 
 use crate::check::hermes::runs_of;
 
-pub fn state_label(st: &crate::aoc::OccurrenceState) -> &'static str {
+/// An occurrence's state in the shared vocabulary.
+pub fn state_word(st: &crate::aoc::OccurrenceState) -> State {
     if st.is_unresolved() {
-        "unresolved"
+        State::Unresolved
     } else {
         match st.phase {
-            Phase::Created | Phase::Reserved => "pending",
-            Phase::Released => "released",
-            _ => "resolved",
+            Phase::Created | Phase::Reserved => State::Pending,
+            Phase::Released => State::Released,
+            _ => State::Resolved,
         }
     }
 }
 
-pub fn outcome_label(st: &crate::aoc::OccurrenceState) -> Option<String> {
-    use crate::aoc::history::Outcome;
+/// An occurrence's established outcome in the shared vocabulary.
+pub fn outcome_word(st: &crate::aoc::OccurrenceState) -> Option<Outcome> {
+    use crate::aoc::history::Outcome as O;
     st.outcome.map(|o| match o {
-        Outcome::Success => "success".into(),
-        Outcome::NotAccepted => "not_accepted".into(),
-        Outcome::FinalFailure { no_effect: false } => "final_failure".into(),
-        Outcome::FinalFailure { no_effect: true } => "final_failure_no_effect".into(),
+        O::Success => Outcome::Success,
+        O::NotAccepted => Outcome::NotAccepted,
+        O::FinalFailure { no_effect: false } => Outcome::FinalFailure,
+        O::FinalFailure { no_effect: true } => Outcome::FinalFailureNoEffect,
     })
+}
+
+/// The authority accounting in the shared vocabulary.
+pub fn authority_word(a: &crate::aoc::occurrence::Authority) -> Authority {
+    if a.consumed > 0 {
+        Authority::Consumed
+    } else if a.released > 0 {
+        Authority::Released
+    } else if a.held > 0 {
+        Authority::Held
+    } else {
+        Authority::None
+    }
+}
+
+/// A missing-knowledge flag in the shared vocabulary (without its detail).
+pub fn flag_word(m: &crate::aoc::profile::MissingKnowledge) -> Flag {
+    use crate::aoc::profile::MissingKnowledge as M;
+    match m {
+        M::Unauthenticated => Flag::Unauthenticated,
+        M::UnboundAttempt => Flag::UnboundAttempt,
+        M::Unmapped { .. } => Flag::Unmapped,
+        M::NotFound => Flag::NotFound,
+        M::BeyondRetention => Flag::BeyondRetention,
+        M::IncompleteListing => Flag::IncompleteListing,
+        M::Stale => Flag::Stale,
+        M::HttpStatusOnly { .. } => Flag::HttpStatusOnly,
+        M::Transport => Flag::Transport,
+        M::Undecodable => Flag::Undecodable,
+        M::Conflicting => Flag::Conflicting,
+        M::NoEntryRecorded => Flag::NoEntryRecorded,
+        M::CompositionUnsupported => Flag::CompositionUnsupported,
+    }
 }
 
 pub(super) fn admission_label(s: &crate::aoc::admission::AdmissionState) -> String {
@@ -163,15 +199,15 @@ impl World {
                 occurrence_id: id.to_string(),
                 executor_generation: st.owner_generation.0,
                 provider_binding_digest: st.binding_digest.as_ref().map(|d| d.to_string()),
-                state: state_label(&st).into(),
+                state: state_word(&st),
                 phase: st.phase.label().into(),
-                outcome: outcome_label(&st),
+                outcome: outcome_word(&st),
                 provider_entry_state: if st.entry_attempts > 0 {
                     "entered".into()
                 } else {
                     "not_entered".into()
                 },
-                authority_state: st.authority.state_label().into(),
+                authority_state: authority_word(&st.authority),
                 entry_attempts: st.entry_attempts,
                 evidence_sources: st.evidence_sources.iter().cloned().collect(),
                 missing_knowledge: st.missing.iter().map(|m| m.to_string()).collect(),

@@ -20,7 +20,7 @@ mod events;
 mod verdict;
 mod world;
 
-pub use assemble::{outcome_label, state_label};
+pub use assemble::{authority_word, flag_word, outcome_word, state_word};
 use connectors::OperatorWorld;
 pub use events::RunEvent;
 pub use verdict::aggregate;
@@ -76,6 +76,13 @@ pub async fn run_case(
 ) -> CaseReport {
     let started = Instant::now();
     let case = &lc.case;
+    let Some(checked) = &lc.checked else {
+        return CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone())
+            .harness_error(
+                "the case has defects (`aocheck cases check` names them); it was not run".into(),
+                Instant::now(),
+            );
+    };
     emit(RunEvent::CaseStarted {
         case: case.id.clone(),
     });
@@ -268,11 +275,14 @@ pub async fn run_case(
     }
     let skip = world.operator.unsupported.is_some() || harness.is_some();
     for (i, step) in case.steps.iter().enumerate().take_while(|_| !skip) {
+        // Parsed once at load; a case the loader did not check never gets here.
+        let Some(expected) = checked.expected.get(i).copied() else {
+            harness = Some(format!(
+                "steps[{i}]: no checked expectation (an aocheck bug)"
+            ));
+            break;
+        };
         let result = world.perform(step).await;
-        let expected = step
-            .expect()
-            .map(|e| e.parse().unwrap_or(Expected::Ok))
-            .unwrap_or(Expected::Ok);
         let label = match &result {
             Ok(()) => "ok".to_string(),
             Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
@@ -373,7 +383,7 @@ pub async fn run_case(
         if let Some(h) = world.observe_error.take() {
             harness = Some(h);
         }
-        failures.extend(world.final_expectations(case).await);
+        failures.extend(world.final_expectations(case, checked).await);
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
     let mut unfired: Vec<String> = Vec::new();

@@ -10,7 +10,7 @@
 //! passes only if every case that evaluates it passed, and is otherwise as undecided as the worst
 //! case that evaluates it. The exit code follows from the case verdicts (`crate::exit`).
 
-use super::assemble::{admission_label, outcome_label, state_label};
+use super::assemble::{admission_label, authority_word, flag_word, outcome_word, state_word};
 use super::world::World;
 use crate::aoc::composition::CompositionStatus;
 use crate::aoc::requirement::Req;
@@ -90,7 +90,11 @@ pub(super) fn push_violation(failures: &mut Vec<Failure>, v: Violation, step: us
 }
 
 impl World {
-    pub(super) async fn final_expectations(&mut self, case: &crate::case::Case) -> Vec<Failure> {
+    pub(super) async fn final_expectations(
+        &mut self,
+        case: &crate::case::Case,
+        checked: &crate::case::Checked,
+    ) -> Vec<Failure> {
         let mut out = Vec::new();
         let has = |r: Req| case.requirements.iter().any(|x| Req::parse(x) == Some(r));
         let pick = |r: Req| {
@@ -101,7 +105,7 @@ impl World {
             }
         };
         let ledger = self.provider.ledger();
-        for (label, e) in &case.expect.occurrences {
+        for (label, e) in &checked.occurrences {
             let Some(id) = self.occurrences.get(label).cloned() else {
                 out.push(Failure {
                     requirement: primary(&case.requirements),
@@ -128,8 +132,8 @@ impl World {
                     msg: format!("{label}: {msg}"),
                 })
             };
-            let state = state_label(&st);
-            if let Some(want) = &e.state
+            let state = state_word(&st);
+            if let Some(want) = e.state
                 && want != state
             {
                 fail(
@@ -137,14 +141,14 @@ impl World {
                     format!("state is {state}, expected {want}"),
                 );
             }
-            if let Some(want) = &e.outcome {
-                let got = outcome_label(&st);
-                if got.as_deref() != Some(want.as_str()) {
+            if let Some(want) = e.outcome {
+                let got = outcome_word(&st);
+                if got != Some(want) {
                     fail(
                         pick(Req::R011),
                         format!(
                             "outcome is {}, expected {want}",
-                            got.unwrap_or_else(|| "none".into())
+                            got.map_or("none", |o| o.name())
                         ),
                     );
                 }
@@ -170,13 +174,7 @@ impl World {
                 }
             }
             for flag in &e.missing_knowledge {
-                let present = st.missing.iter().any(|m| {
-                    serde_json::to_value(m)
-                        .ok()
-                        .and_then(|v| v["flag"].as_str().map(str::to_string))
-                        .as_deref()
-                        == Some(flag.as_str())
-                });
+                let present = st.missing.iter().any(|m| flag_word(m) == *flag);
                 if !present {
                     fail(
                         pick(Req::R009),
@@ -184,14 +182,14 @@ impl World {
                     );
                 }
             }
-            if let Some(want) = &e.authority
-                && st.authority.state_label() != want
+            if let Some(want) = e.authority
+                && authority_word(&st.authority) != want
             {
                 fail(
                     pick(Req::R012),
                     format!(
                         "authority is {}, expected {want}",
-                        st.authority.state_label()
+                        authority_word(&st.authority)
                     ),
                 );
             }

@@ -131,3 +131,82 @@ fn cases_check_exits_3_on_defects() {
         String::from_utf8_lossy(&ok.stderr)
     );
 }
+
+/// The case schema's words for an occurrence's final state are the shared vocabulary, exactly.
+#[test]
+fn the_case_schema_lists_exactly_the_shared_vocabulary() {
+    use aocheck::vocab::{Authority, Flag, Outcome, State};
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/schema/case.schema.json"),
+        )
+        .expect("schema"),
+    )
+    .expect("json");
+    let occ = &schema["properties"]["expect"]["properties"]["occurrences"]["additionalProperties"]
+        ["properties"];
+    let listed = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let names = |all: Vec<&str>| all.into_iter().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        listed(&occ["state"]["enum"]),
+        names(State::ALL.iter().map(|w| w.name()).collect())
+    );
+    assert_eq!(
+        listed(&occ["outcome"]["enum"]),
+        names(Outcome::ALL.iter().map(|w| w.name()).collect())
+    );
+    assert_eq!(
+        listed(&occ["authority"]["enum"]),
+        names(Authority::ALL.iter().map(|w| w.name()).collect())
+    );
+    assert_eq!(
+        listed(&occ["missing_knowledge"]["items"]["enum"]),
+        names(Flag::ALL.iter().map(|w| w.name()).collect())
+    );
+}
+
+/// A case the rulebook refuses is never run: the loader gives it no typed form, and the runner
+/// says so instead of guessing (no silent `ok` for an unreadable expectation).
+#[test]
+fn a_case_with_defects_has_no_typed_form() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "X-3.yaml",
+        "id: X-3\ntitle: t\nrequirements: [AOC-REQ-002]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1, expect: refussed}\n",
+    );
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(
+        defects.iter().any(|d| d.field == "steps[1].expect"),
+        "{defects:#?}"
+    );
+    assert!(cases[0].checked.is_none());
+    write(
+        dir.path(),
+        "X-3.yaml",
+        "id: X-3\ntitle: t\nrequirements: [AOC-REQ-002]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1, expect: refused AOC-REQ-002}\nexpect:\n  occurrences:\n    o1: {state: pending, missing_knowledge: [transport]}\n",
+    );
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(defects.is_empty(), "{defects:#?}");
+    let k = cases[0].checked.as_ref().expect("checked");
+    assert_eq!(
+        k.expected[1],
+        aocheck::case::Expected::Refused(Some(aocheck::aoc::Req::R002))
+    );
+    assert_eq!(
+        k.occurrences["o1"].state,
+        Some(aocheck::vocab::State::Pending)
+    );
+    assert_eq!(
+        k.occurrences["o1"].missing_knowledge,
+        [aocheck::vocab::Flag::Transport]
+    );
+}

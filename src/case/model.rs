@@ -1,0 +1,663 @@
+//! The case model: what a case file says (YAML, `deny_unknown_fields`), as read.
+
+use crate::aoc::composition::{AadpAccounting, BypassPath};
+use crate::aoc::domain::Limits;
+use crate::aoc::requirement::Req;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// What a step must produce: `ok`, `refused`, `refused AOC-REQ-00N`, or `any`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Expect(pub Option<String>);
+
+/// A parsed expectation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    Ok,
+    Refused(Option<Req>),
+    Any,
+}
+
+impl Expect {
+    pub fn parse(&self) -> Result<Expected, String> {
+        let Some(s) = &self.0 else {
+            return Ok(Expected::Ok);
+        };
+        let t = s.trim();
+        match t {
+            "ok" => Ok(Expected::Ok),
+            "any" => Ok(Expected::Any),
+            "refused" => Ok(Expected::Refused(None)),
+            _ => match t.strip_prefix("refused ") {
+                Some(r) => Req::parse(r)
+                    .map(|q| Expected::Refused(Some(q)))
+                    .ok_or_else(|| {
+                        format!("{r:?} is not a requirement id (AOC-REQ-001 … AOC-REQ-013)")
+                    }),
+                None => Err(format!(
+                    "{t:?}: use ok, any, refused, or refused AOC-REQ-00N"
+                )),
+            },
+        }
+    }
+}
+
+/// One step. `executor` defaults to the lane's current executor (the last one that joined or
+/// replaced).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    Join {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Replace {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Crash {
+        executor: String,
+        /// Kill only once a request is parked at this provider hold (crash during the request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_hold: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Create {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        key: Option<String>,
+        #[serde(default)]
+        amount: Option<i64>,
+        #[serde(default)]
+        simulate: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Reserve {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Enter {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Send {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        background: bool,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Execute {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Settle {
+        #[serde(default)]
+        expect: Expect,
+    },
+    Adopt {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Reconcile {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Release {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Rebind {
+        occurrence: String,
+        field: String,
+        value: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Remedy {
+        occurrence: String,
+        remedy: String,
+        authorization: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    /// Adds a fault rule to the provider (GUIDE §5 vocabulary).
+    ProviderFault {
+        op: fake_payments::faults::Op,
+        fault: fake_payments::faults::Fault,
+        #[serde(default)]
+        nth: Option<u32>,
+        #[serde(default)]
+        times: Option<u32>,
+    },
+    /// Waits until a held provider request is parked, then releases it.
+    ProviderRelease {
+        hold: String,
+        #[serde(default)]
+        reject: Option<u16>,
+    },
+    /// The provider's own status change (settlement, dispute).
+    ProviderStatus {
+        occurrence: String,
+        status: String,
+    },
+    /// Moves an occurrence's payment (or every payment) beyond the provider's retention.
+    ProviderExpire {
+        #[serde(default)]
+        occurrence: Option<String>,
+    },
+    /// Moves the domain's clock forward.
+    Advance {
+        ms: u64,
+    },
+    Submit {
+        submission: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Claim {
+        submission: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Link {
+        submission: String,
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Recover {
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    ResolveUnknown {
+        submission: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    Finish {
+        submission: String,
+        end: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
+    LeaseRefresh {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    LeaseRelease {
+        executor: String,
+        #[serde(default)]
+        expect: Expect,
+    },
+    /// Asks the domain to import an occurrence record from another domain (AOC-REQ-013).
+    Import {
+        #[serde(default)]
+        expect: Expect,
+    },
+    /// Invokes the Hermes operator capability for an Action: an objective, or a resume of
+    /// another Action's run. `result` / `error` state what it must return.
+    OperatorInvoke {
+        action: String,
+        #[serde(default)]
+        objective: Option<String>,
+        #[serde(default)]
+        resume: Option<String>,
+        #[serde(default)]
+        choice: Option<String>,
+        /// The connector process (instance) that invokes; default `p1`.
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        background: bool,
+        /// `completed`, `failed`, `cancelled` or `requires_human`.
+        #[serde(default)]
+        result: Option<String>,
+        /// A failure code suffix, e.g. `operator_outcome_unknown`.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Cancels an Action's run; `status` is the binding status it must end in.
+    OperatorCancel {
+        action: String,
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        status: Option<String>,
+    },
+    /// Replaces the operator policy (overlaid on the harness's fast defaults) and the resolver's
+    /// tenant; every connector is rebuilt. `error` expects the policy to be refused.
+    OperatorConfigure {
+        #[serde(default)]
+        policy: serde_json::Map<String, serde_json::Value>,
+        #[serde(default)]
+        tenant: Option<String>,
+        /// `false` runs without a delegated-result resolver.
+        #[serde(default = "yes")]
+        resolver: bool,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Sends a native DelegationRequest for a child Action (`action`) to the operator. `approval`
+    /// and `child` say what the durable approval store and the AIP queue/lifecycle hold.
+    OperatorDelegate {
+        action: String,
+        #[serde(default)]
+        capability: Option<String>,
+        #[serde(default)]
+        scope: Option<Vec<String>>,
+        /// Length of the delegation chain so far; default 1.
+        #[serde(default)]
+        chain: Option<u32>,
+        /// `approved` (default), `none`, `unstored`, `expired` or `other_action`.
+        #[serde(default)]
+        approval: Option<String>,
+        /// What AIP's queue and lifecycle show: `ran` (default), `never`, `altered_contract`,
+        /// `forged_owner`, `identity_drift`, `tenant_drift` or `stores_disagree`.
+        #[serde(default)]
+        child: Option<String>,
+        #[serde(default)]
+        instance: Option<String>,
+        #[serde(default)]
+        result: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// Kills every connector process and reopens the store on a fresh handle: every binding must
+    /// be there, unchanged, and later steps run on the reopened store. On the memory store, which
+    /// claims no durability, the case is `unsupported`.
+    OperatorDurability {},
+    /// Compares the connector's published manifest with the contract seed 000 pins.
+    OperatorManifest {},
+    /// Waits until the Action's binding has a run id bound.
+    OperatorWaitBound {
+        action: String,
+    },
+    /// Waits for every background invocation.
+    OperatorSettle {},
+    /// Kills a connector process: its in-flight invocations stop where they are.
+    OperatorKill {
+        instance: String,
+    },
+    HermesFault {
+        route: fake_hermes::faults::Route,
+        fault: fake_hermes::faults::Fault,
+        #[serde(default)]
+        nth: Option<u32>,
+        #[serde(default)]
+        times: Option<u32>,
+    },
+    /// Sets the script every run gets.
+    HermesScript {
+        script: serde_json::Value,
+    },
+    HermesWaitParked {
+        hold: String,
+    },
+    HermesRelease {
+        hold: String,
+        #[serde(default)]
+        reject: Option<u16>,
+    },
+    HermesForget {},
+}
+
+impl Step {
+    /// The fake-payments rule a `provider_fault` step declares (one place for its defaults).
+    pub fn payments_rule(&self) -> Option<fake_payments::faults::Rule> {
+        let Step::ProviderFault {
+            op,
+            fault,
+            nth,
+            times,
+        } = self
+        else {
+            return None;
+        };
+        Some(fake_payments::faults::Rule {
+            op: *op,
+            nth: nth.unwrap_or(1),
+            times: times.unwrap_or(1),
+            account: None,
+            key: None,
+            fault: fault.clone(),
+        })
+    }
+
+    /// The fake-hermes rule a `hermes_fault` step declares.
+    pub fn hermes_rule(&self) -> Option<fake_hermes::faults::Rule> {
+        let Step::HermesFault {
+            route,
+            fault,
+            nth,
+            times,
+        } = self
+        else {
+            return None;
+        };
+        Some(fake_hermes::faults::Rule {
+            route: *route,
+            nth: nth.unwrap_or(1),
+            times: times.unwrap_or(1),
+            session_id: None,
+            fault: fault.clone(),
+        })
+    }
+
+    pub fn verb(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v["do"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+    pub fn expect(&self) -> Option<&Expect> {
+        use Step::*;
+        match self {
+            Join { expect, .. }
+            | Replace { expect, .. }
+            | Crash { expect, .. }
+            | Create { expect, .. }
+            | Reserve { expect, .. }
+            | Enter { expect, .. }
+            | Send { expect, .. }
+            | Execute { expect, .. }
+            | Settle { expect }
+            | Adopt { expect, .. }
+            | Reconcile { expect, .. }
+            | Release { expect, .. }
+            | Rebind { expect, .. }
+            | Remedy { expect, .. }
+            | Submit { expect, .. }
+            | Claim { expect, .. }
+            | Link { expect, .. }
+            | Recover { expect, .. }
+            | ResolveUnknown { expect, .. }
+            | Finish { expect, .. }
+            | LeaseRefresh { expect, .. }
+            | LeaseRelease { expect, .. }
+            | Import { expect } => Some(expect),
+            ProviderFault { .. }
+            | ProviderRelease { .. }
+            | ProviderStatus { .. }
+            | ProviderExpire { .. }
+            | Advance { .. }
+            | OperatorInvoke { .. }
+            | OperatorConfigure { .. }
+            | OperatorDelegate { .. }
+            | OperatorCancel { .. }
+            | OperatorWaitBound { .. }
+            | OperatorSettle {}
+            | OperatorDurability {}
+            | OperatorManifest {}
+            | OperatorKill { .. }
+            | HermesFault { .. }
+            | HermesScript { .. }
+            | HermesWaitParked { .. }
+            | HermesRelease { .. }
+            | HermesForget {} => None,
+        }
+    }
+}
+
+/// What one occurrence must look like at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OccurrenceExpect {
+    /// `pending`, `unresolved`, `resolved` or `released`.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// `success`, `not_accepted`, `final_failure` or `final_failure_no_effect`.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub entry_attempts: Option<u32>,
+    /// Effects on the provider's ground-truth ledger for this occurrence.
+    #[serde(default)]
+    pub provider_effects: Option<u32>,
+    /// Missing-knowledge flags that must be raised.
+    #[serde(default)]
+    pub missing_knowledge: Vec<String>,
+    /// `none`, `held`, `consumed` or `released`.
+    #[serde(default)]
+    pub authority: Option<String>,
+    #[serde(default)]
+    pub remedies: Option<u32>,
+}
+
+/// What AIP's queue and lifecycle may show for a delegated child.
+pub const DELEGATED_CHILD: [&str; 7] = [
+    "ran",
+    "never",
+    "altered_contract",
+    "forged_owner",
+    "identity_drift",
+    "tenant_drift",
+    "stores_disagree",
+];
+
+fn yes() -> bool {
+    true
+}
+
+/// What one operator Action's binding must look like at the end (ground truth from fake-hermes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorExpect {
+    /// The binding status (`running`, `waiting_for_approval`, `completed`, `outcome_unknown` …).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Runs Hermes really started for this Action.
+    #[serde(default)]
+    pub runs: Option<u32>,
+    /// Approval decisions Hermes really applied to its run.
+    #[serde(default)]
+    pub approvals: Option<u32>,
+    #[serde(default)]
+    pub stops: Option<u32>,
+}
+
+/// Final expectations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FinalExpect {
+    #[serde(default)]
+    pub operators: BTreeMap<String, OperatorExpect>,
+    #[serde(default)]
+    pub occurrences: BTreeMap<String, OccurrenceExpect>,
+    /// Submission → `queued`, `started`, `unknown` or `ended:<completed|failed|cancelled|not_executed>`.
+    #[serde(default)]
+    pub admissions: BTreeMap<String, String>,
+    /// `supported` or `unsupported`.
+    #[serde(default)]
+    pub composition: Option<String>,
+    /// Bypass-path kinds the report must disclose.
+    #[serde(default)]
+    pub bypass_disclosed: Vec<String>,
+}
+
+/// Per-case domain and provider settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct CaseConfig {
+    /// The provider account's idempotency profile: `stripe-v1` (default), `ietf-draft`, `none`.
+    #[serde(default)]
+    pub idempotency: Option<String>,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+    #[serde(default)]
+    pub bypass_paths: Vec<BypassPath>,
+    #[serde(default)]
+    pub aadp: Option<AadpAccounting>,
+    #[serde(default)]
+    pub action_fence: bool,
+}
+
+/// A case file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    pub id: String,
+    pub title: String,
+    pub requirements: Vec<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub config: CaseConfig,
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub expect: FinalExpect,
+}
+
+/// A loaded case and where it came from.
+#[derive(Clone, Debug)]
+pub struct LoadedCase {
+    pub path: PathBuf,
+    pub case: Case,
+    /// The file's exact bytes (for the test-input digest).
+    pub bytes: Vec<u8>,
+    /// The case in typed vocabulary, parsed once; `None` when the case has defects (it is
+    /// never run then).
+    pub checked: Option<Checked>,
+}
+
+/// What the runner judges by, parsed once from a case without defects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// Each step's expectation, by step index.
+    pub expected: Vec<Expected>,
+    /// The final expectation of each occurrence, by label.
+    pub occurrences: BTreeMap<String, CheckedOccurrence>,
+}
+
+/// [`OccurrenceExpect`] in typed vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CheckedOccurrence {
+    pub state: Option<crate::vocab::State>,
+    pub outcome: Option<crate::vocab::Outcome>,
+    pub entry_attempts: Option<u32>,
+    pub provider_effects: Option<u32>,
+    pub missing_knowledge: Vec<crate::vocab::Flag>,
+    pub authority: Option<crate::vocab::Authority>,
+    pub remedies: Option<u32>,
+}
+
+impl Checked {
+    /// The typed form of a case the validator passed; a word it would have refused is `Err`.
+    pub fn of(c: &Case) -> Result<Checked, String> {
+        use crate::vocab::{Authority, Flag, Outcome, State};
+        let expected = c
+            .steps
+            .iter()
+            .map(|s| s.expect().map_or(Ok(Expected::Ok), Expect::parse))
+            .collect::<Result<Vec<_>, _>>()?;
+        let word = |kind: &str, v: &str| format!("{kind} {v:?} is unknown");
+        let mut occurrences = BTreeMap::new();
+        for (label, e) in &c.expect.occurrences {
+            let state = e
+                .state
+                .as_deref()
+                .map(|v| State::parse(v).ok_or_else(|| word("state", v)))
+                .transpose()?;
+            let outcome = e
+                .outcome
+                .as_deref()
+                .map(|v| Outcome::parse(v).ok_or_else(|| word("outcome", v)))
+                .transpose()?;
+            let authority = e
+                .authority
+                .as_deref()
+                .map(|v| Authority::parse(v).ok_or_else(|| word("authority", v)))
+                .transpose()?;
+            let missing_knowledge = e
+                .missing_knowledge
+                .iter()
+                .map(|v| Flag::parse(v).ok_or_else(|| word("flag", v)))
+                .collect::<Result<Vec<_>, _>>()?;
+            occurrences.insert(
+                label.clone(),
+                CheckedOccurrence {
+                    state,
+                    outcome,
+                    entry_attempts: e.entry_attempts,
+                    provider_effects: e.provider_effects,
+                    missing_knowledge,
+                    authority,
+                    remedies: e.remedies,
+                },
+            );
+        }
+        Ok(Checked {
+            expected,
+            occurrences,
+        })
+    }
+}
+
+/// One defect in a case file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CaseDefect {
+    pub file: String,
+    pub case: Option<String>,
+    pub field: String,
+    pub line: Option<usize>,
+    pub msg: String,
+    pub fix: String,
+}
+
+impl std::fmt::Display for CaseDefect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(c) = &self.case {
+            write!(f, ": {c}")?;
+        }
+        write!(f, ": {}: {} (fix: {})", self.field, self.msg, self.fix)
+    }
+}

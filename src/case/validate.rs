@@ -1,0 +1,572 @@
+//! The rulebook: one pure validator that reports every defect of a parsed case at once, naming
+//! the file, the case, the field and the fix.
+
+use super::model::*;
+use crate::aoc::requirement::Req;
+use crate::vocab::{Authority, Flag, Outcome, State};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// A defect if `result` names no operator result status.
+fn unknown_result(result: &Option<String>) -> Option<String> {
+    result
+        .as_ref()
+        .filter(|r| !["completed", "failed", "cancelled", "requires_human"].contains(&r.as_str()))
+        .map(|r| format!("{r:?} is unknown"))
+}
+
+const FIELDS: [&str; 7] = [
+    "account",
+    "environment",
+    "native_key",
+    "profile_version",
+    "status_source",
+    "request",
+    "provider_ref",
+];
+
+/// Validates one parsed case (pure): every defect at once.
+pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
+    let mut out = Vec::new();
+    let mut d = |field: String, msg: String, fix: &str| {
+        out.push(CaseDefect {
+            file: file.into(),
+            case: Some(c.id.clone()),
+            field,
+            line: None,
+            msg,
+            fix: fix.into(),
+        })
+    };
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if c.id.trim().is_empty()
+        || !c
+            .id
+            .chars()
+            .all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '-')
+    {
+        d(
+            "id".into(),
+            format!(
+                "{:?} is not an id of upper-case letters, digits and dashes",
+                c.id
+            ),
+            "use an id like AOC-CASE-003",
+        );
+    } else if !stem.starts_with(&c.id) {
+        d(
+            "id".into(),
+            format!(
+                "the file name {stem:?} does not start with the id {:?}",
+                c.id
+            ),
+            "name the file <id>-<slug>.yaml",
+        );
+    }
+    if c.title.trim().is_empty() {
+        d("title".into(), "empty".into(), "say what the case checks");
+    }
+    if c.requirements.is_empty() {
+        d(
+            "requirements".into(),
+            "no requirement is evaluated".into(),
+            "list the AOC-REQ ids the case evaluates",
+        );
+    }
+    for (i, r) in c.requirements.iter().enumerate() {
+        if Req::parse(r).is_none() || !r.starts_with("AOC-REQ-") {
+            d(
+                format!("requirements[{i}]"),
+                format!("{r:?} is not a requirement id"),
+                "use AOC-REQ-001 … AOC-REQ-013",
+            );
+        }
+    }
+    if let Some(p) = &c.config.idempotency
+        && !["stripe-v1", "ietf-draft", "none"].contains(&p.as_str())
+    {
+        d(
+            "config.idempotency".into(),
+            format!("{p:?} is unknown"),
+            "use stripe-v1, ietf-draft or none",
+        );
+    }
+    if c.steps.is_empty() {
+        d(
+            "steps".into(),
+            "no steps".into(),
+            "add the steps the case performs",
+        );
+    }
+    let mut executors: BTreeSet<String> = BTreeSet::new();
+    let mut current: Option<String> = None;
+    let mut occurrences: BTreeSet<String> = BTreeSet::new();
+    let mut submissions: BTreeSet<String> = BTreeSet::new();
+    let mut holds: BTreeSet<String> = BTreeSet::new();
+    let mut actions: BTreeSet<String> = BTreeSet::new();
+    for (i, s) in c.steps.iter().enumerate() {
+        let at = |f: &str| format!("steps[{i}].{f}");
+        if let Some(e) = s.expect()
+            && let Err(m) = e.parse()
+        {
+            d(
+                at("expect"),
+                m,
+                "use ok, any, refused or refused AOC-REQ-00N",
+            );
+        }
+        let need_exec = |e: &Option<String>, out: &mut Vec<(String, String, &str)>| match e {
+            Some(name) if !executors.contains(name) => out.push((
+                at("executor"),
+                format!("executor {name:?} has not joined"),
+                "join or replace with it first",
+            )),
+            None if current.is_none() => out.push((
+                at("executor"),
+                "no executor has joined yet".into(),
+                "start with a join step",
+            )),
+            _ => {}
+        };
+        let mut pending: Vec<(String, String, &str)> = Vec::new();
+        let occ_known = |o: &str, pending: &mut Vec<(String, String, &str)>| {
+            if !occurrences.contains(o) {
+                pending.push((
+                    at("occurrence"),
+                    format!("occurrence {o:?} was not created by an earlier step"),
+                    "create it first",
+                ));
+            }
+        };
+        match s {
+            Step::Join { executor, .. } | Step::Replace { executor, .. } => {
+                executors.insert(executor.clone());
+                current = Some(executor.clone());
+            }
+            Step::Crash {
+                executor,
+                at_hold: Some(h),
+                ..
+            } => {
+                need_exec(&Some(executor.clone()), &mut pending);
+                if !holds.contains(h) {
+                    pending.push((
+                        at("at_hold"),
+                        format!("no earlier provider_fault declares the hold {h:?}"),
+                        "declare it with {do: provider_fault, op: create, fault: {type: hold, name: …}}",
+                    ));
+                }
+            }
+            Step::Crash { executor, .. }
+            | Step::LeaseRefresh { executor, .. }
+            | Step::LeaseRelease { executor, .. } => {
+                need_exec(&Some(executor.clone()), &mut pending)
+            }
+            Step::Create {
+                occurrence,
+                executor,
+                amount,
+                simulate,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if let Some(a) = amount
+                    && *a <= 0
+                {
+                    pending.push((
+                        at("amount"),
+                        format!("{a} is not a positive amount"),
+                        "use minor units above 0",
+                    ));
+                }
+                if let Some(sim) = simulate
+                    && !fake_payments::profile::STATUSES.contains(&sim.as_str())
+                {
+                    pending.push((
+                        at("simulate"),
+                        format!("{sim:?} is not a provider status"),
+                        "use one of the profile's native statuses",
+                    ));
+                }
+                occurrences.insert(occurrence.clone());
+            }
+            Step::Reserve {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Enter {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Send {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Execute {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Adopt {
+                occurrence,
+                executor,
+                ..
+            }
+            | Step::Reconcile {
+                occurrence,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+            }
+            Step::Release {
+                occurrence,
+                executor,
+                reason,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if let Some(r) = reason
+                    && crate::aoc::ReleaseReason::parse(r).is_none()
+                {
+                    pending.push((
+                        at("reason"),
+                        format!("{r:?} is unknown"),
+                        "use owner_abandoned, predecessor_never_entered or deadline_expired",
+                    ));
+                }
+            }
+            Step::Rebind {
+                occurrence,
+                executor,
+                field,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if !FIELDS.contains(&field.as_str()) {
+                    pending.push((at("field"), format!("{field:?} is not a binding field"), "use account, environment, native_key, profile_version, status_source, request or provider_ref"));
+                }
+            }
+            Step::Remedy {
+                occurrence,
+                remedy,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                occurrences.insert(remedy.clone());
+            }
+            Step::ProviderFault { fault, .. } => {
+                if let fake_payments::faults::Fault::Hold { name } = fault {
+                    holds.insert(name.clone());
+                }
+                let plan = fake_payments::faults::Plan {
+                    rules: s.payments_rule().into_iter().collect(),
+                };
+                for m in plan.validate() {
+                    pending.push((
+                        at("fault"),
+                        m.replace("rules[0].", ""),
+                        "see the provider's fault vocabulary",
+                    ));
+                }
+            }
+            Step::ProviderStatus { occurrence, status } => {
+                occ_known(occurrence, &mut pending);
+                if !fake_payments::profile::STATUSES.contains(&status.as_str()) {
+                    pending.push((
+                        at("status"),
+                        format!("{status:?} is not a provider status"),
+                        "use a native status",
+                    ));
+                }
+            }
+            Step::ProviderExpire {
+                occurrence: Some(o),
+            } => occ_known(o, &mut pending),
+            Step::Submit { submission, .. } => {
+                submissions.insert(submission.clone());
+            }
+            Step::Claim {
+                submission,
+                executor,
+                ..
+            }
+            | Step::ResolveUnknown {
+                submission,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+            }
+            Step::Link {
+                submission,
+                occurrence,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                occ_known(occurrence, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+            }
+            Step::Finish {
+                submission,
+                end,
+                executor,
+                ..
+            } => {
+                need_exec(executor, &mut pending);
+                if !submissions.contains(submission) {
+                    pending.push((
+                        at("submission"),
+                        format!("submission {submission:?} was not submitted"),
+                        "submit it first",
+                    ));
+                }
+                if crate::aoc::admission::AdmissionEnd::parse(end).is_none() {
+                    pending.push((
+                        at("end"),
+                        format!("{end:?} is unknown"),
+                        "use completed, failed, cancelled or not_executed",
+                    ));
+                }
+            }
+            Step::Recover { executor, .. } => need_exec(executor, &mut pending),
+            Step::OperatorInvoke {
+                action,
+                objective,
+                resume,
+                choice,
+                result,
+                ..
+            } => {
+                match (objective, resume) {
+                    (Some(_), None) => {}
+                    (None, Some(src)) => {
+                        if !actions.contains(src) {
+                            pending.push((
+                                at("resume"),
+                                format!("action {src:?} was not invoked earlier"),
+                                "resume an Action invoked by an earlier step",
+                            ));
+                        }
+                        if !choice
+                            .as_deref()
+                            .is_some_and(|c| ["once", "session", "always", "deny"].contains(&c))
+                        {
+                            pending.push((
+                                at("choice"),
+                                "a resume needs a choice".into(),
+                                "use once, session, always or deny",
+                            ));
+                        }
+                    }
+                    _ => pending.push((
+                        at("objective"),
+                        "give exactly one of objective or resume".into(),
+                        "set objective, or resume with a choice",
+                    )),
+                }
+                if let Some(d) = unknown_result(result) {
+                    pending.push((
+                        at("result"),
+                        d,
+                        "use completed, failed, cancelled or requires_human",
+                    ));
+                }
+                actions.insert(action.clone());
+            }
+            Step::OperatorConfigure { policy, .. } => {
+                let mut base =
+                    serde_json::to_value(crate::operator::Policy::default()).unwrap_or_default();
+                if let Some(m) = base.as_object_mut() {
+                    m.extend(policy.clone());
+                }
+                if let Err(e) = serde_json::from_value::<crate::operator::Policy>(base) {
+                    pending.push((
+                        at("policy"),
+                        format!("not an operator policy: {e}"),
+                        "use the policy fields of seed 000 (delegation_enabled, delegation_capability_prefixes, …)",
+                    ));
+                }
+            }
+            Step::OperatorDelegate {
+                action,
+                approval,
+                child,
+                result,
+                ..
+            } => {
+                if !approval.as_deref().is_none_or(|a| {
+                    ["approved", "none", "unstored", "expired", "other_action"].contains(&a)
+                }) {
+                    pending.push((
+                        at("approval"),
+                        format!("{approval:?} is unknown"),
+                        "use approved, none, unstored, expired or other_action",
+                    ));
+                }
+                if !child
+                    .as_deref()
+                    .is_none_or(|c| DELEGATED_CHILD.contains(&c))
+                {
+                    pending.push((
+                        at("child"),
+                        format!("{child:?} is unknown"),
+                        "use ran, never, altered_contract, forged_owner, identity_drift, tenant_drift or stores_disagree",
+                    ));
+                }
+                if let Some(d) = unknown_result(result) {
+                    pending.push((
+                        at("result"),
+                        d,
+                        "use completed, failed, cancelled or requires_human",
+                    ));
+                }
+                actions.insert(action.clone());
+            }
+            Step::OperatorCancel { action, .. } | Step::OperatorWaitBound { action }
+                if !actions.contains(action) =>
+            {
+                pending.push((
+                    at("action"),
+                    format!("action {action:?} was not invoked earlier"),
+                    "invoke it first",
+                ));
+            }
+            Step::HermesFault { .. } => {
+                let plan = fake_hermes::faults::Plan {
+                    rules: s.hermes_rule().into_iter().collect(),
+                };
+                for m in plan.validate() {
+                    pending.push((
+                        at("fault"),
+                        m.replace("rules[0].", ""),
+                        "see fake-hermes's fault vocabulary",
+                    ));
+                }
+            }
+            Step::HermesScript { script } => {
+                for d in fake_hermes::script::validate(script) {
+                    pending.push((
+                        at("script"),
+                        format!("step {:?} field {:?}: {}", d.step, d.field, d.msg),
+                        "fix the script",
+                    ));
+                }
+            }
+            _ => {}
+        }
+        for (f, m, fix) in pending {
+            d(f, m, fix);
+        }
+    }
+    for (label, e) in &c.expect.occurrences {
+        let at = |f: &str| format!("expect.occurrences.{label}.{f}");
+        if !occurrences.contains(label) {
+            d(
+                format!("expect.occurrences.{label}"),
+                "no step creates this occurrence".into(),
+                "name an occurrence the steps create",
+            );
+        }
+        if let Some(s) = &e.state
+            && State::parse(s).is_none()
+        {
+            d(
+                at("state"),
+                format!("{s:?} is unknown"),
+                &format!("use {}", State::listed()),
+            );
+        }
+        if let Some(o) = &e.outcome
+            && Outcome::parse(o).is_none()
+        {
+            d(
+                at("outcome"),
+                format!("{o:?} is unknown"),
+                &format!("use {}", Outcome::listed()),
+            );
+        }
+        if let Some(a) = &e.authority
+            && Authority::parse(a).is_none()
+        {
+            d(
+                at("authority"),
+                format!("{a:?} is unknown"),
+                &format!("use {}", Authority::listed()),
+            );
+        }
+        for f in &e.missing_knowledge {
+            if Flag::parse(f).is_none() {
+                d(
+                    at("missing_knowledge"),
+                    format!("{f:?} is not a missing-knowledge flag"),
+                    "use a flag name such as transport or unauthenticated",
+                );
+            }
+        }
+    }
+    for label in c.expect.operators.keys() {
+        if !actions.contains(label) {
+            d(
+                format!("expect.operators.{label}"),
+                "no step invokes this Action".into(),
+                "name an Action the steps invoke",
+            );
+        }
+    }
+    for (sub, state) in &c.expect.admissions {
+        if !submissions.contains(sub) {
+            d(
+                format!("expect.admissions.{sub}"),
+                "no step submits this".into(),
+                "name a submission the steps submit",
+            );
+        }
+        let ok = ["queued", "started", "unknown"].contains(&state.as_str())
+            || state
+                .strip_prefix("ended:")
+                .is_some_and(|e| crate::aoc::admission::AdmissionEnd::parse(e).is_some());
+        if !ok {
+            d(
+                format!("expect.admissions.{sub}"),
+                format!("{state:?} is unknown"),
+                "use queued, started, unknown or ended:<end>",
+            );
+        }
+    }
+    if let Some(cmp) = &c.expect.composition
+        && !["supported", "unsupported"].contains(&cmp.as_str())
+    {
+        d(
+            "expect.composition".into(),
+            format!("{cmp:?} is unknown"),
+            "use supported or unsupported",
+        );
+    }
+    out
+}

@@ -1,0 +1,130 @@
+//! The words cases, the runner and the reports share, defined once: an occurrence's state, its
+//! outcome, its authority accounting and the missing-knowledge flags. The case validator accepts
+//! exactly these, the runner produces exactly these, the report model carries them, and the case
+//! schema (`cases/schema/case.schema.json`) is checked against them by a test.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! words {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl $name {
+            /// Every word, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
+            /// The word as cases and reports write it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|w| w.name() == s)
+            }
+
+            /// Every word, for messages (`a, b or c`).
+            pub fn listed() -> String {
+                let names: Vec<&str> = Self::ALL.iter().map(|w| w.name()).collect();
+                match names.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} or {last}", rest.join(", "))
+                    }
+                    _ => names.join(""),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+words!(
+    /// Where an occurrence stands.
+    State {
+        /// Created or reserved, not entered.
+        Pending = "pending",
+        /// Entered, and no authenticated, interpreted evidence establishes the outcome.
+        Unresolved = "unresolved",
+        Resolved = "resolved",
+        /// Released before entry, with a tombstone.
+        Released = "released",
+    }
+);
+
+words!(
+    /// What an established outcome is.
+    Outcome {
+        Success = "success",
+        NotAccepted = "not_accepted",
+        FinalFailure = "final_failure",
+        FinalFailureNoEffect = "final_failure_no_effect",
+    }
+);
+
+words!(
+    /// The accounting of an occurrence's authority.
+    Authority {
+        None = "none",
+        Held = "held",
+        Consumed = "consumed",
+        Released = "released",
+    }
+);
+
+words!(
+    /// A missing-knowledge flag: the sources cannot establish the outcome (never a failure).
+    Flag {
+        Unauthenticated = "unauthenticated",
+        UnboundAttempt = "unbound_attempt",
+        Unmapped = "unmapped",
+        NotFound = "not_found",
+        BeyondRetention = "beyond_retention",
+        IncompleteListing = "incomplete_listing",
+        Stale = "stale",
+        HttpStatusOnly = "http_status_only",
+        Transport = "transport",
+        Undecodable = "undecodable",
+        Conflicting = "conflicting",
+        NoEntryRecorded = "no_entry_recorded",
+        CompositionUnsupported = "composition_unsupported",
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_word_round_trips_through_serde_and_its_name() {
+        fn check<T: Copy + PartialEq + std::fmt::Debug + Serialize>(
+            all: &[T],
+            name: fn(T) -> &'static str,
+            parse: fn(&str) -> Option<T>,
+        ) {
+            for w in all {
+                assert_eq!(
+                    serde_json::to_value(w).expect("json"),
+                    serde_json::Value::from(name(*w))
+                );
+                assert_eq!(parse(name(*w)), Some(*w));
+            }
+            assert_eq!(parse("compelted"), None);
+        }
+        check(State::ALL, State::name, State::parse);
+        check(Outcome::ALL, Outcome::name, Outcome::parse);
+        check(Authority::ALL, Authority::name, Authority::parse);
+        check(Flag::ALL, Flag::name, Flag::parse);
+        assert_eq!(State::listed(), "pending, unresolved, resolved or released");
+    }
+}
