@@ -1,5 +1,7 @@
-//! The command line. Today: inspect stores, provider profiles and occurrence histories. The
-//! conformance run arrives with the harness.
+//! The command line: `run` (the suite, in process or through `--sut`), `cases check`, `sut
+//! reference` (the reference as an `aocheck-sut/1` process), `keygen` and `verify` (signed
+//! evidence), and `store`, `profile` and `verify-history` to inspect what an implementation left.
+//! Exit codes are `crate::exit`'s.
 
 use crate::aoc::ids::OccurrenceId;
 use crate::aoc::profile::ProviderProfile;
