@@ -1,0 +1,452 @@
+//! The HTTP application: the run routes as observed on a real Hermes API server (or as newer
+//! builds behave, in `newer` mode), the run engine that executes scripts under the session's turn
+//! lease, the SSE queues, faults, holds, the ledger and the control API.
+
+use crate::config::{Config, Mode};
+use crate::faults::{self, Fault, Plan, Route, RuleState};
+use crate::lease::Session;
+use crate::pyjson::{Py, py_float};
+use crate::script::{self, RunState, Step, StepKind};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+pub use fake_control::serve;
+
+/// `py_float` re-exported for tests that format timestamps.
+pub fn format_timestamp(t: f64) -> String {
+    py_float(t)
+}
+
+mod actions;
+mod control;
+mod engine;
+mod prelude;
+mod reads;
+mod responses;
+mod start;
+
+use actions::*;
+use control::*;
+use engine::*;
+use prelude::*;
+use reads::*;
+use responses::*;
+use start::*;
+
+// ---------- ledger ----------
+
+/// What became of a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Sent,
+    ErrorAfterCommit,
+    Dropped,
+    WithoutRunId,
+}
+
+/// A run that really started.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunStarted {
+    pub run_id: String,
+    pub session_id: String,
+    /// SHA-256 of the request body as received.
+    pub body_digest: String,
+    /// The model-facing prompt (the `input` as Hermes read it).
+    pub prompt: String,
+    pub idempotency_key: Option<String>,
+    pub session_key: Option<String>,
+    pub fault: Option<String>,
+    pub reply: Reply,
+    pub script: String,
+}
+
+/// An approval decision that was really applied to a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalApplied {
+    pub run_id: String,
+    pub session_id: String,
+    pub choice: String,
+    pub resolved: u32,
+    pub request_id: Option<String>,
+    pub fault: Option<String>,
+    pub reply: Reply,
+}
+
+/// A stop that was really requested of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StopApplied {
+    pub run_id: String,
+    pub session_id: String,
+    /// Whether this stop set the cancel intent (a repeated stop while stopping does not).
+    pub effective: bool,
+    pub fault: Option<String>,
+    pub reply: Reply,
+}
+
+/// Per-session counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub starts: u32,
+    pub approvals: u32,
+    pub stops: u32,
+}
+
+/// The ground truth (`GET /_control/ledger`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Ledger {
+    pub runs: Vec<RunStarted>,
+    pub approvals: Vec<ApprovalApplied>,
+    pub stops: Vec<StopApplied>,
+    /// Final statuses of runs, as the engine ended them (survives `forget`).
+    pub terminal: BTreeMap<String, String>,
+}
+
+impl Ledger {
+    pub fn per_session(&self) -> BTreeMap<String, Counts> {
+        let mut m: BTreeMap<String, Counts> = BTreeMap::new();
+        for r in &self.runs {
+            m.entry(r.session_id.clone()).or_default().starts += 1;
+        }
+        for a in &self.approvals {
+            m.entry(a.session_id.clone()).or_default().approvals += 1;
+        }
+        for s in &self.stops {
+            m.entry(s.session_id.clone()).or_default().stops += 1;
+        }
+        m
+    }
+}
+
+// ---------- runs ----------
+
+enum Frame {
+    Data(String),
+    End,
+}
+
+#[derive(Debug)]
+struct Decision {
+    choice: String,
+    resolved: u32,
+}
+
+struct PendingApproval {
+    request_id: String,
+    tx: oneshot::Sender<Decision>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct RunInfo {
+    run_id: String,
+    session_id: String,
+    status: String,
+    created_at: f64,
+    updated_at: f64,
+    last_event: Option<String>,
+    output: Option<String>,
+    usage: Option<(i64, i64, i64)>,
+    error: Option<String>,
+    stop_requested: bool,
+    stop_fault: Option<Fault>,
+    events: u32,
+    approval_doc: Option<Py>,
+    pending_steer: Option<String>,
+    idempotency_key: Option<String>,
+}
+
+struct RunCell {
+    info: Mutex<RunInfo>,
+    tx: Mutex<Option<mpsc::UnboundedSender<Frame>>>,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Frame>>>,
+    registered: AtomicBool,
+    stop: Notify,
+    approval: Mutex<Option<PendingApproval>>,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+const TERMINAL: [&str; 4] = ["completed", "failed", "cancelled", "interrupted"];
+
+impl RunCell {
+    fn new(info: RunInfo) -> Arc<RunCell> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Arc::new(RunCell {
+            info: Mutex::new(info),
+            tx: Mutex::new(Some(tx)),
+            rx: Arc::new(tokio::sync::Mutex::new(rx)),
+            registered: AtomicBool::new(true),
+            stop: Notify::new(),
+            approval: Mutex::new(None),
+            task: Mutex::new(None),
+        })
+    }
+    fn status(&self) -> String {
+        lock(&self.info).status.clone()
+    }
+    fn is_terminal(&self) -> bool {
+        TERMINAL.contains(&self.status().as_str())
+    }
+    fn set_status(&self, status: &str, last_event: Option<&str>) {
+        let mut i = lock(&self.info);
+        i.status = status.to_string();
+        if let Some(e) = last_event {
+            i.last_event = Some(e.to_string());
+        }
+        i.updated_at = now();
+    }
+    fn close_stream(&self) {
+        if let Some(tx) = lock(&self.tx).take() {
+            let _ = tx.send(Frame::End);
+        }
+    }
+}
+
+// ---------- shared state ----------
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptRule {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub objective_contains: Option<String>,
+    pub script: Value,
+}
+
+#[derive(Default)]
+struct Data {
+    runs: HashMap<String, Arc<RunCell>>,
+    sessions: HashMap<String, Session>,
+    rules: Vec<RuleState>,
+    /// Script rules with their plans, built once when the scripts are set.
+    scripts: Vec<(ScriptRule, Arc<Vec<Step>>)>,
+    default_script: Option<(String, Arc<Vec<Step>>)>,
+    ledger: Ledger,
+    idem: HashMap<String, (String, String)>,
+}
+
+pub use fake_control::ReleaseAction;
+
+struct Shared {
+    config: Config,
+    data: Mutex<Data>,
+    holds: fake_control::Holds,
+    turns: Notify,
+}
+
+/// A handle on a running fake (ledger, faults, scripts, holds).
+#[derive(Clone)]
+pub struct Handle(Arc<Shared>);
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("mode", &self.0.config.mode)
+            .finish()
+    }
+}
+
+impl Handle {
+    pub fn ledger(&self) -> Ledger {
+        lock(&self.0.data).ledger.clone()
+    }
+    pub fn set_plan(&self, plan: Plan) -> Result<(), Vec<String>> {
+        let d = plan.validate();
+        if !d.is_empty() {
+            return Err(d);
+        }
+        lock(&self.0.data).rules = plan.rules.into_iter().map(RuleState::new).collect();
+        Ok(())
+    }
+    pub fn rules(&self) -> Vec<RuleState> {
+        lock(&self.0.data).rules.clone()
+    }
+    /// Appends one rule; the counters of the rules already set are kept.
+    pub fn add_rule(&self, rule: faults::Rule) -> Result<(), Vec<String>> {
+        let d = Plan {
+            rules: vec![rule.clone()],
+        }
+        .validate();
+        if !d.is_empty() {
+            return Err(d);
+        }
+        lock(&self.0.data).rules.push(RuleState::new(rule));
+        Ok(())
+    }
+    /// Sets the script rules (first match wins) and optionally the default script.
+    pub fn set_scripts(
+        &self,
+        rules: Vec<ScriptRule>,
+        default: Option<Value>,
+    ) -> Result<(), Vec<String>> {
+        let mut out = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            for d in script::validate(&r.script) {
+                out.push(format!(
+                    "rules[{i}].script: step {:?} field {:?}: {}",
+                    d.step, d.field, d.msg
+                ));
+            }
+        }
+        if let Some(s) = &default {
+            for d in script::validate(s) {
+                out.push(format!(
+                    "default: step {:?} field {:?}: {}",
+                    d.step, d.field, d.msg
+                ));
+            }
+        }
+        if !out.is_empty() {
+            return Err(out);
+        }
+        let mut compiled = Vec::new();
+        for r in rules {
+            let plan = script::build_plan(&r.script)
+                .map_err(|d| d.iter().map(|x| x.msg.clone()).collect::<Vec<_>>())?;
+            compiled.push((r, Arc::new(plan)));
+        }
+        let default = match default {
+            Some(v) => {
+                let plan = script::build_plan(&v)
+                    .map_err(|d| d.iter().map(|x| x.msg.clone()).collect::<Vec<_>>())?;
+                Some((script_name(&v, "default"), Arc::new(plan)))
+            }
+            None => None,
+        };
+        let mut d = lock(&self.0.data);
+        d.scripts = compiled;
+        if default.is_some() {
+            d.default_script = default;
+        }
+        Ok(())
+    }
+    /// Clears runs, sessions, faults, scripts and the ledger.
+    pub fn reset(&self) {
+        let old = std::mem::take(&mut *lock(&self.0.data));
+        for r in old.runs.values() {
+            if let Some(t) = lock(&r.task).take() {
+                t.abort();
+            }
+        }
+        self.0.holds.reject_all();
+    }
+    /// Releases every request parked under `name`; returns how many.
+    pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
+        self.0.holds.release(name, action)
+    }
+    /// Requests parked per hold name (`{name: [{request_seq, op, …}]}`).
+    pub fn holds(&self) -> Value {
+        self.0.holds.list()
+    }
+    /// Waits until at least `n` requests are parked under `name` (or the timeout passes).
+    pub async fn wait_parked(&self, name: &str, n: usize, timeout: Duration) -> bool {
+        self.0.holds.wait_parked(name, n, timeout).await
+    }
+    /// Waits until every request parked under `name` (at least one) has lost its client.
+    pub async fn wait_client_gone(&self, name: &str, timeout: Duration) -> bool {
+        self.0.holds.wait_client_gone(name, timeout).await
+    }
+    /// A server restart: in-memory runs are lost; newer mode keeps runs created with an
+    /// Idempotency-Key as `interrupted`.
+    pub fn forget(&self) {
+        forget(&self.0);
+    }
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+}
+
+fn forget(s: &Shared) {
+    let mut d = lock(&s.data);
+    let runs = std::mem::take(&mut d.runs);
+    d.sessions.clear();
+    d.idem.retain(|_, _| s.config.mode == Mode::Newer);
+    for (id, r) in runs {
+        if let Some(t) = lock(&r.task).take() {
+            t.abort();
+        }
+        r.close_stream();
+        let keep = s.config.mode == Mode::Newer && lock(&r.info).idempotency_key.is_some();
+        if keep {
+            {
+                let mut i = lock(&r.info);
+                if !TERMINAL.contains(&i.status.as_str()) {
+                    i.status = "interrupted".into();
+                    i.last_event = Some("run.interrupted".into());
+                    i.updated_at = now();
+                }
+            }
+            d.runs.insert(id, r);
+        }
+    }
+}
+
+// ---------- the router ----------
+
+pub use fake_control::DropConn;
+
+/// Builds the application and its handle; refuses an invalid config with every defect.
+pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
+    let d = config.validate();
+    if !d.is_empty() {
+        return Err(d);
+    }
+    let shared = Arc::new(Shared {
+        config,
+        data: Mutex::new(Data::default()),
+        holds: fake_control::Holds::default(),
+        turns: Notify::new(),
+    });
+    let handle = Handle(shared.clone());
+    let mut app = Router::new()
+        .route(
+            "/health",
+            get(|| async { handler_json(200, &Py::obj(vec![("status", Py::str("ok"))])) }),
+        )
+        .route("/v1/runs", post(start).get(runs_405).fallback(runs_405))
+        .route("/v1/runs/{id}", get(status))
+        .route("/v1/runs/{id}/events", get(events))
+        .route("/v1/runs/{id}/approval", post(approval))
+        .route("/v1/runs/{id}/stop", post(stop))
+        .merge(fake_control::control::routes::<Arc<Shared>, Handle>())
+        .route("/_control/scripts", post(control_scripts))
+        .route("/_control/forget", post(control_forget));
+    if shared.config.mode == Mode::Newer {
+        app = app.route("/v1/runs/{id}/steer", post(steer));
+    }
+    let app = app
+        .fallback(|| async { plain(StatusCode::NOT_FOUND, "404: Not Found") })
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(shared);
+    Ok((app, handle))
+}
+
+async fn runs_405() -> Response {
+    let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "405: Method Not Allowed");
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}

@@ -1,0 +1,109 @@
+//! The request prelude every route passes: the fault plan, holds (with the client watch) and
+//! delays.
+
+use super::*;
+
+// ---------- the request prelude: faults, holds, delays ----------
+
+pub(super) enum Pre {
+    Go(Option<Fault>),
+    Respond(Response),
+}
+
+/// `client` is the flag of a watch the caller keeps in the handler that answers the client
+/// (start runs detached from its handler); without one the prelude watches its own future.
+pub(super) async fn prelude(
+    s: &Arc<Shared>,
+    route: Route,
+    session: Option<&str>,
+    client: Option<fake_control::holds::ClientFlag>,
+) -> Pre {
+    let fault = faults::select(&mut lock(&s.data).rules, route, session);
+    match &fault {
+        Some(Fault::Forget) => forget(s),
+        Some(Fault::Delay { ms }) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        Some(Fault::Hold { name }) => {
+            let (own, mut watch) = s.holds.watch();
+            let flag = client.unwrap_or(own);
+            let shown = fake_control::holds::Parked {
+                request_seq: None,
+                op: route.label().to_string(),
+                account: None,
+                idempotency_key: None,
+            };
+            let released = s.holds.park(name, shown, flag).released().await;
+            watch.answered();
+            if let ReleaseAction::Reject { status } = released {
+                return Pre::Respond(error(status, "Service unavailable", None));
+            }
+        }
+        Some(Fault::Reject { status }) => {
+            return Pre::Respond(error(
+                *status,
+                &format!("rejected before processing ({status})"),
+                None,
+            ));
+        }
+        _ => {}
+    }
+    Pre::Go(fault)
+}
+
+/// Applies a post-commit fault to a response: an error status, or a dropped connection.
+pub(super) async fn after_commit(
+    fault: &Option<Fault>,
+    resp: Response,
+    drop: Option<DropConn>,
+) -> (Response, Reply) {
+    match fault {
+        Some(Fault::CommitThen { status }) => (
+            error(*status, "Internal server error after processing", None),
+            Reply::ErrorAfterCommit,
+        ),
+        Some(Fault::CommitThenDrop) => match drop {
+            Some(d) => {
+                d.0.notify_one();
+                std::future::pending::<()>().await;
+                (resp, Reply::Dropped)
+            }
+            None => {
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::from_u16(599).unwrap_or(StatusCode::BAD_GATEWAY);
+                r.headers_mut()
+                    .insert("x-fake-connection", HeaderValue::from_static("dropped"));
+                (r, Reply::Dropped)
+            }
+        },
+        _ => (resp, Reply::Sent),
+    }
+}
+
+pub(super) fn post_reply(fault: &Option<Fault>) -> Reply {
+    match fault {
+        Some(Fault::CommitThen { .. }) => Reply::ErrorAfterCommit,
+        Some(Fault::CommitThenDrop) => Reply::Dropped,
+        _ => Reply::Sent,
+    }
+}
+
+pub(super) async fn read_body(
+    s: &Shared,
+    req: Request,
+) -> Result<(HeaderMap, Bytes, Option<DropConn>), Response> {
+    let (parts, body) = req.into_parts();
+    let limit = s.config.max_body_bytes;
+    let too_large = || {
+        let mut r = Response::new(Body::from(
+            error_py("Request body too large", Some("body_too_large")).dumps(),
+        ));
+        *r.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        r
+    };
+    let bytes = fake_control::serve::read_limited(&parts.headers, body, limit, too_large).await?;
+    let drop = parts.extensions.get::<DropConn>().cloned();
+    Ok((parts.headers, bytes, drop))
+}

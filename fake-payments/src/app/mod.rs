@@ -1,0 +1,374 @@
+//! The HTTP application: routes, the request pipeline (authenticate → read and validate →
+//! select a fault → idempotency → pre-effect faults → effect → post-effect faults → sign), the
+//! control API, and a server loop that can drop a connection without replying.
+//!
+//! Effects run in a task of their own, so a client that disappears (or is killed by the harness
+//! while its request is held) does not cancel an effect once the provider has decided to commit it;
+//! the ledger then records the reply as `client_gone`.
+
+use crate::config::{AccountConfig, CURRENCIES, Config, IdempotencyProfile, MAX_AMOUNT};
+use crate::contract::{self, SIGNATURE_HEADER};
+use crate::faults::{self, Fault, ForgeMode, Op, Plan, RuleState};
+use crate::ledger::{Effect, EffectKind, Ledger, Reply, RequestRecord};
+use crate::profile;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine as _;
+use ed25519_dalek::SigningKey;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+/// A payment.
+#[derive(Clone, Debug)]
+struct Payment {
+    id: String,
+    account: String,
+    amount: i64,
+    amount_captured: i64,
+    amount_refunded: i64,
+    currency: String,
+    description: Option<String>,
+    metadata: BTreeMap<String, String>,
+    status: String,
+    created_ms: u64,
+    request_digest: String,
+    idempotency_key: Option<String>,
+}
+
+impl Payment {
+    fn json(&self) -> Value {
+        json!({
+            "object": "payment",
+            "id": self.id,
+            "account": self.account,
+            "environment": profile::ENVIRONMENT,
+            "amount": self.amount,
+            "amount_captured": self.amount_captured,
+            "amount_refunded": self.amount_refunded,
+            "currency": self.currency,
+            "description": self.description,
+            "metadata": self.metadata,
+            "status": self.status,
+            "created": self.created_ms / 1000,
+            "request_digest": self.request_digest,
+            "idempotency_key": self.idempotency_key,
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Idem {
+    InFlight {
+        request_digest: String,
+        at_ms: u64,
+    },
+    Done {
+        request_digest: String,
+        at_ms: u64,
+        status: u16,
+        body: Value,
+    },
+}
+
+impl Idem {
+    fn digest(&self) -> &str {
+        match self {
+            Idem::InFlight { request_digest, .. } | Idem::Done { request_digest, .. } => {
+                request_digest
+            }
+        }
+    }
+    fn at_ms(&self) -> u64 {
+        match self {
+            Idem::InFlight { at_ms, .. } | Idem::Done { at_ms, .. } => *at_ms,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Data {
+    payments: BTreeMap<String, Payment>,
+    idem: HashMap<(String, String), Idem>,
+    expired: HashSet<String>,
+    rules: Vec<RuleState>,
+    ledger: Ledger,
+    seq: u64,
+    effect_seq: u64,
+    /// Request seq → index of its effect in `ledger.effects`.
+    effect_of: HashMap<u64, usize>,
+}
+
+impl Data {
+    /// Sets the reply of a request and of its effect, if any (O(1)).
+    fn set_reply(&mut self, seq: u64, reply: Reply) {
+        if let Some(r) = seq
+            .checked_sub(1)
+            .and_then(|i| self.ledger.requests.get_mut(i as usize))
+            .filter(|r| r.seq == seq)
+        {
+            r.reply = reply;
+        }
+        if let Some(e) = self
+            .effect_of
+            .get(&seq)
+            .and_then(|i| self.ledger.effects.get_mut(*i))
+        {
+            e.reply = reply;
+        }
+    }
+}
+
+pub use fake_control::ReleaseAction;
+
+pub use fake_control::serve;
+
+mod control;
+mod documents;
+mod effects;
+mod pipeline;
+mod requests;
+mod responses;
+
+use control::*;
+use documents::*;
+use effects::*;
+use pipeline::*;
+use requests::*;
+use responses::*;
+
+struct Shared {
+    config: Config,
+    accounts: HashMap<String, AccountConfig>,
+    key: SigningKey,
+    key_id: String,
+    forge_key: SigningKey,
+    data: Mutex<Data>,
+    holds: fake_control::Holds,
+}
+
+/// A handle on a running fake: ledger, faults and holds, for in-process tests and the binary.
+#[derive(Clone)]
+pub struct Handle(Arc<Shared>);
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("key_id", &self.0.key_id)
+            .finish()
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn random_key() -> SigningKey {
+    let mut seed = [0u8; 32];
+    if getrandom::fill(&mut seed).is_err() {
+        // No entropy source: derive from time and address so the fake still starts; the key is
+        // for tests, never for real money.
+        let t = now_ms().to_le_bytes();
+        seed[..8].copy_from_slice(&t);
+    }
+    SigningKey::from_bytes(&seed)
+}
+
+impl Handle {
+    fn lock(&self) -> MutexGuard<'_, Data> {
+        self.0.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    /// The ground-truth ledger.
+    pub fn ledger(&self) -> Ledger {
+        self.lock().ledger.clone()
+    }
+    /// Replaces the fault plan (counters restart).
+    pub fn set_plan(&self, plan: Plan) -> Result<(), Vec<String>> {
+        let defects = plan.validate();
+        if !defects.is_empty() {
+            return Err(defects);
+        }
+        self.lock().rules = plan.rules.into_iter().map(RuleState::new).collect();
+        Ok(())
+    }
+    /// Appends one rule to the plan; the counters of the rules already set are kept.
+    pub fn add_rule(&self, rule: faults::Rule) -> Result<(), Vec<String>> {
+        let defects = Plan {
+            rules: vec![rule.clone()],
+        }
+        .validate();
+        if !defects.is_empty() {
+            return Err(defects);
+        }
+        self.lock().rules.push(RuleState::new(rule));
+        Ok(())
+    }
+    /// Rules with their counters.
+    pub fn rules(&self) -> Vec<RuleState> {
+        self.lock().rules.clone()
+    }
+    /// Clears payments, idempotency keys, faults, holds and the ledger.
+    pub fn reset(&self) {
+        *self.lock() = Data::default();
+        self.0.holds.reject_all();
+    }
+    /// Releases every request parked under `name`; returns how many.
+    pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
+        self.0.holds.release(name, action)
+    }
+    /// Requests parked per hold name.
+    pub fn holds(&self) -> Value {
+        self.0.holds.list()
+    }
+    /// Waits until every request parked under `name` (at least one) has lost its client: the
+    /// connection closed, or the client process died. A commit released after this is certain
+    /// to find nobody to answer (`client_gone`).
+    pub async fn wait_client_gone(&self, name: &str, timeout: std::time::Duration) -> bool {
+        self.0.holds.wait_client_gone(name, timeout).await
+    }
+    /// Waits until at least `n` requests are parked under `name` (or the timeout passes).
+    pub async fn wait_parked(&self, name: &str, n: usize, timeout: std::time::Duration) -> bool {
+        self.0.holds.wait_parked(name, n, timeout).await
+    }
+    /// Moves one payment (or, with `None`, every payment) beyond retention.
+    pub fn expire(&self, payment_id: Option<&str>) -> usize {
+        let mut d = self.lock();
+        let ids: Vec<String> = match payment_id {
+            Some(id) => d
+                .payments
+                .contains_key(id)
+                .then(|| id.to_string())
+                .into_iter()
+                .collect(),
+            None => d.payments.keys().cloned().collect(),
+        };
+        for id in &ids {
+            expire_payment(&mut d, id);
+        }
+        ids.len()
+    }
+    /// Sets a payment's native status (settlement, dispute …) as the provider's own doing.
+    pub fn set_status(&self, payment_id: &str, status: &str) -> Result<(), String> {
+        if !profile::STATUSES.contains(&status) {
+            return Err(format!(
+                "unknown status {status:?}; one of {:?}",
+                profile::STATUSES
+            ));
+        }
+        let mut d = self.lock();
+        let p = d
+            .payments
+            .get_mut(payment_id)
+            .ok_or_else(|| format!("no payment {payment_id}"))?;
+        p.status = status.to_string();
+        if status == "succeeded" {
+            p.amount_captured = p.amount;
+        }
+        Ok(())
+    }
+    /// The published verifying key.
+    pub fn public_key(&self) -> ed25519_dalek::VerifyingKey {
+        self.0.key.verifying_key()
+    }
+    pub fn key_id(&self) -> &str {
+        &self.0.key_id
+    }
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+    /// The published profile and its digest.
+    pub fn profile(&self) -> (Value, String) {
+        let p = profile::profile(&self.0.key_id, self.0.config.retention_secs);
+        let d = profile::digest(&p);
+        (p, d)
+    }
+}
+
+fn expire_payment(d: &mut Data, id: &str) {
+    d.expired.insert(id.to_string());
+    if let Some(p) = d.payments.get(id)
+        && let Some(k) = &p.idempotency_key
+    {
+        d.idem.remove(&(p.account.clone(), k.clone()));
+    }
+}
+
+/// Builds the application for `config` (refusing an invalid one with every defect) and a handle.
+pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
+    let defects = config.validate();
+    if !defects.is_empty() {
+        return Err(defects);
+    }
+    let key = match &config.signing_seed_hex {
+        Some(h) => {
+            let bytes = hex::decode(h).map_err(|e| vec![format!("signing_seed_hex: {e}")])?;
+            let seed: [u8; 32] = bytes
+                .try_into()
+                .map_err(|_| vec!["signing_seed_hex: must be 32 bytes".to_string()])?;
+            SigningKey::from_bytes(&seed)
+        }
+        None => random_key(),
+    };
+    let key_id = contract::key_id(&key.verifying_key());
+    let shared = Arc::new(Shared {
+        accounts: config
+            .accounts
+            .iter()
+            .map(|a| (a.key.clone(), a.clone()))
+            .collect(),
+        config,
+        key,
+        key_id,
+        forge_key: random_key(),
+        data: Mutex::new(Data::default()),
+        holds: fake_control::Holds::default(),
+    });
+    let handle = Handle(shared.clone());
+    let api = Router::new()
+        .route(
+            "/v1/payments",
+            post(create).get(list).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payments/{id}",
+            get(get_payment).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payments/{id}/capture",
+            post(capture).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payments/{id}/refund",
+            post(refund).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/provider-key",
+            get(provider_key).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/profile",
+            get(published_profile).fallback(method_not_allowed),
+        )
+        .route(
+            "/_control/expire",
+            post(control_expire).fallback(method_not_allowed),
+        )
+        .route(
+            "/_control/payments/{id}/status",
+            post(control_status).fallback(method_not_allowed),
+        )
+        .merge(fake_control::control::routes::<Arc<Shared>, Handle>())
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(shared);
+    Ok((api, handle))
+}

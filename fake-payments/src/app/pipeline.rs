@@ -1,0 +1,411 @@
+//! The request pipeline: faults, holds, idempotency and the reply, with its signature; the
+//! client watch that records a reply nobody received.
+
+use super::*;
+
+/// Runs the pipeline and answers with its outcome. When the plan can make a request wait (hold,
+/// delay), the pipeline runs in a task of its own so that a client that goes away while waiting
+/// does not cancel the effect; otherwise it has no await point between deciding and committing
+/// and runs inline.
+pub(super) async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
+    let drop = r.drop.clone();
+    let may_wait = s
+        .data
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .rules
+        .iter()
+        .any(|x| matches!(x.rule.fault, Fault::Hold { .. } | Fault::Delay { .. }));
+    let outcome = if may_wait {
+        let (tx, rx) = oneshot::channel();
+        let shared = s.clone();
+        let (flag, mut watch) = s.holds.watch();
+        r.client_gone = flag;
+        tokio::spawn(async move {
+            let (seq, outcome) = pipeline(&shared, r).await;
+            if let Err(Outcome::Respond(_)) = tx.send(outcome) {
+                mark_reply(&shared, seq, Reply::ClientGone);
+            }
+        });
+        let got = rx.await;
+        watch.answered();
+        got
+    } else {
+        Ok(pipeline(&s, r).await.1)
+    };
+    match outcome {
+        Ok(Outcome::Respond(resp)) => resp,
+        Ok(Outcome::Drop) => match drop {
+            Some(d) => {
+                d.0.notify_one();
+                std::future::pending::<Response>().await
+            }
+            // No connection to close (in-process router): signal the drop unmistakably.
+            None => {
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::from_u16(599).unwrap_or(StatusCode::BAD_GATEWAY);
+                r.headers_mut()
+                    .insert("x-fake-connection", HeaderValue::from_static("dropped"));
+                r
+            }
+        },
+        Err(_) => plain_json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &error_body("internal", "pipeline task failed"),
+        ),
+    }
+}
+
+pub(super) fn mark_reply(s: &Shared, seq: u64, reply: Reply) {
+    s.data
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_reply(seq, reply);
+}
+
+/// What the effect step decided.
+pub(super) struct Decided {
+    pub(super) status: u16,
+    pub(super) body: Value,
+    pub(super) effect: bool,
+    pub(super) replayed: bool,
+}
+
+pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
+    let acct = r.account.id.clone();
+    let uses_idem =
+        r.op.is_effectful() && r.key.is_some() && r.account.idempotency != IdempotencyProfile::None;
+    let idem_key = (acct.clone(), r.key.clone().unwrap_or_default());
+    // 1. Count the request and select its fault.
+    let (seq, fault) = {
+        let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        d.seq += 1;
+        let seq = d.seq;
+        let fault =
+            faults::select(&mut d.rules, r.op, Some(&acct), r.key.as_deref()).map(|(_, f)| f);
+        d.ledger.requests.push(RequestRecord {
+            seq,
+            op: r.op.label().into(),
+            account: Some(acct.clone()),
+            idempotency_key: r.key.clone(),
+            request_digest: r.request_digest.clone(),
+            fault: fault.as_ref().map(|f| f.to_string()),
+            status: 0,
+            replayed: false,
+            effect: false,
+            reply: Reply::Pending,
+        });
+        // 2. Faults that act on provider state before anything else.
+        match &fault {
+            Some(Fault::Forget) => d.idem.clear(),
+            Some(Fault::ExpireRetention) => {
+                let target = r.payment_id.clone().or_else(|| {
+                    let key = r
+                        .key
+                        .as_deref()
+                        .or(r.query.get("idempotency_key").map(String::as_str))?;
+                    d.payments
+                        .values()
+                        .find(|p| p.account == acct && p.idempotency_key.as_deref() == Some(key))
+                        .map(|p| p.id.clone())
+                });
+                match target {
+                    Some(id) => expire_payment(&mut d, &id),
+                    None => {
+                        let ids: Vec<String> = d
+                            .payments
+                            .values()
+                            .filter(|p| p.account == acct)
+                            .map(|p| p.id.clone())
+                            .collect();
+                        for id in ids {
+                            expire_payment(&mut d, &id);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        (seq, fault)
+    };
+    let finish = |status: u16, body: &Value, reply: Reply, replayed: bool, effect: bool| {
+        let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rec) = seq
+            .checked_sub(1)
+            .and_then(|i| d.ledger.requests.get_mut(i as usize))
+            .filter(|x| x.seq == seq)
+        {
+            rec.status = status;
+            rec.replayed = replayed;
+            rec.effect = effect;
+        }
+        d.set_reply(seq, reply);
+        let _ = body;
+    };
+    // 3. Idempotency.
+    if uses_idem {
+        let now = now_ms();
+        let retention = s.config.retention_secs.saturating_mul(1000);
+        let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = d.idem.get(&idem_key).cloned() {
+            if now.saturating_sub(e.at_ms()) > retention {
+                d.idem.remove(&idem_key);
+            } else {
+                let profile = r.account.idempotency;
+                let (status, body, replayed) = if e.digest() != r.request_digest {
+                    match profile {
+                        IdempotencyProfile::IetfDraft => (
+                            422,
+                            error_body(
+                                "idempotency_key_mismatch",
+                                "this Idempotency-Key was used with another payload",
+                            ),
+                            false,
+                        ),
+                        _ => (
+                            400,
+                            error_body(
+                                "idempotency_key_reuse",
+                                "keys for idempotent requests can only be used with the same parameters",
+                            ),
+                            false,
+                        ),
+                    }
+                } else {
+                    match e {
+                        Idem::InFlight { .. } => (
+                            409,
+                            error_body(
+                                "idempotency_key_in_flight",
+                                "a request with this Idempotency-Key is still in progress",
+                            ),
+                            false,
+                        ),
+                        Idem::Done { status, body, .. } => (status, body, true),
+                    }
+                };
+                drop(d);
+                finish(status, &body, Reply::Sent, replayed, false);
+                return (
+                    seq,
+                    Outcome::Respond(tag_response(s, &r, status, &body, None)),
+                );
+            }
+        }
+        d.idem.insert(
+            idem_key.clone(),
+            Idem::InFlight {
+                request_digest: r.request_digest.clone(),
+                at_ms: now,
+            },
+        );
+    }
+    // 4. Pre-effect faults that wait.
+    let mut fault = fault;
+    match &fault {
+        Some(Fault::Delay { ms }) => {
+            tokio::time::sleep(std::time::Duration::from_millis(*ms)).await
+        }
+        Some(Fault::Hold { name }) => {
+            let shown = fake_control::holds::Parked {
+                request_seq: Some(seq),
+                op: r.op.label().to_string(),
+                account: Some(acct.clone()),
+                idempotency_key: r.key.clone(),
+            };
+            let release = s.holds.park(name, shown, r.client_gone.clone());
+            if let ReleaseAction::Reject { status } = release.released().await {
+                fault = Some(Fault::Reject { status });
+            }
+        }
+        _ => {}
+    }
+    // 5. Rejection before any effect.
+    if let Some(Fault::Reject { status }) = fault {
+        if uses_idem {
+            s.data
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .idem
+                .remove(&idem_key);
+        }
+        let body = error_body(
+            if status >= 500 {
+                "provider_unavailable"
+            } else {
+                "rejected"
+            },
+            format!("rejected before processing with {status}"),
+        );
+        finish(status, &body, Reply::Sent, false, false);
+        return (
+            seq,
+            Outcome::Respond(tag_response(s, &r, status, &body, None)),
+        );
+    }
+    // 6. The effect (or the read), under the lock.
+    let fault_label = fault.as_ref().map(|f| f.to_string());
+    let decided = {
+        let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        let decided = effect(s, &mut d, &r, seq, fault_label.clone(), &fault);
+        // 7. Save the response for idempotent replays: the first response, 5xx included.
+        if uses_idem {
+            let (status, body) = match &fault {
+                Some(Fault::CommitThen { status }) if decided.effect => (
+                    *status,
+                    error_body(
+                        "provider_error",
+                        format!("internal error after processing ({status})"),
+                    ),
+                ),
+                _ => (decided.status, decided.body.clone()),
+            };
+            d.idem.insert(
+                idem_key.clone(),
+                Idem::Done {
+                    request_digest: r.request_digest.clone(),
+                    at_ms: now_ms(),
+                    status,
+                    body,
+                },
+            );
+        }
+        decided
+    };
+    // 8. Post-effect faults.
+    match &fault {
+        Some(Fault::CommitThen { status }) if decided.effect => {
+            let body = error_body(
+                "provider_error",
+                format!("internal error after processing ({status})"),
+            );
+            finish(decided.status, &body, Reply::ErrorAfterCommit, false, true);
+            (
+                seq,
+                Outcome::Respond(tag_response(s, &r, *status, &body, None)),
+            )
+        }
+        Some(Fault::CommitThenDrop) if decided.effect => {
+            finish(decided.status, &decided.body, Reply::Dropped, false, true);
+            (seq, Outcome::Drop)
+        }
+        Some(Fault::Garble) => {
+            finish(
+                decided.status,
+                &decided.body,
+                Reply::Garbled,
+                decided.replayed,
+                decided.effect,
+            );
+            let tag = contract::sign(
+                &s.key,
+                &s.key_id,
+                decided.status,
+                &acct,
+                &r.request_digest,
+                &decided.body,
+            );
+            let text = decided.body.to_string();
+            let cut = text.len() / 2;
+            let mut garbled = text.as_bytes()[..cut].to_vec();
+            garbled.extend_from_slice(b"\x00\xff\xfe");
+            (
+                seq,
+                Outcome::Respond(respond_bytes(
+                    decided.status,
+                    garbled,
+                    Some(tag.to_header()),
+                )),
+            )
+        }
+        Some(Fault::Omit { field }) => {
+            let mut body = decided.body.clone();
+            if let Some(o) = body.as_object_mut() {
+                o.remove(field);
+            }
+            finish(
+                decided.status,
+                &body,
+                Reply::Sent,
+                decided.replayed,
+                decided.effect,
+            );
+            (
+                seq,
+                Outcome::Respond(tag_response(s, &r, decided.status, &body, None)),
+            )
+        }
+        Some(Fault::Forge { mode }) => {
+            finish(
+                decided.status,
+                &decided.body,
+                Reply::Sent,
+                decided.replayed,
+                decided.effect,
+            );
+            (
+                seq,
+                Outcome::Respond(tag_response(
+                    s,
+                    &r,
+                    decided.status,
+                    &decided.body,
+                    Some(*mode),
+                )),
+            )
+        }
+        _ => {
+            finish(
+                decided.status,
+                &decided.body,
+                Reply::Sent,
+                decided.replayed,
+                decided.effect,
+            );
+            (
+                seq,
+                Outcome::Respond(tag_response(s, &r, decided.status, &decided.body, None)),
+            )
+        }
+    }
+}
+
+/// Signs for the request's account; a forged tag when asked.
+pub(super) fn tag_response(
+    s: &Shared,
+    r: &ApiReq,
+    status: u16,
+    body: &Value,
+    forge: Option<ForgeMode>,
+) -> Response {
+    let bytes = contract::canonical(body);
+    let tag = match forge {
+        None => contract::sign_canonical(
+            &s.key,
+            &s.key_id,
+            status,
+            &r.account.id,
+            &r.request_digest,
+            &bytes,
+        ),
+        Some(ForgeMode::BadKey) => contract::sign_canonical(
+            &s.forge_key,
+            &s.key_id,
+            status,
+            &r.account.id,
+            &r.request_digest,
+            &bytes,
+        ),
+        Some(ForgeMode::OtherAccount) => {
+            let other = s
+                .config
+                .accounts
+                .iter()
+                .map(|a| a.id.as_str())
+                .find(|a| *a != r.account.id)
+                .unwrap_or("acct_forged");
+            contract::sign_canonical(&s.key, &s.key_id, status, other, &r.request_digest, &bytes)
+        }
+    };
+    respond_bytes(status, bytes, Some(tag.to_header()))
+}
