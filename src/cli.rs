@@ -79,6 +79,8 @@ pub enum SutCmd {
     /// The reference implementation, one executor generation per process.
     Reference {
         /// A deliberately broken variant (for checking the harness), e.g. `replay_unknown`.
+        /// Only in builds with the `test-knobs` feature (the test suite's).
+        #[cfg(feature = "test-knobs")]
         #[arg(long, default_value = "conforming")]
         variant: String,
     },
@@ -226,8 +228,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
     let opts = crate::runner::RunOptions {
         run_id: run_id.clone(),
         seed,
-        variant: crate::sut::Variant::Conforming,
-        connector_defect: None,
+        knobs: crate::reference::Knobs::default(),
         repro_store: match &spec {
             StoreSpec::Memory => Some("memory".into()),
             StoreSpec::Postgres(u) => Some(format!("postgres:{u}")),
@@ -333,18 +334,27 @@ pub fn write_reports(
 pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
+        #[cfg(not(feature = "test-knobs"))]
+        Command::Sut {
+            what: SutCmd::Reference {},
+        } => crate::reference::serve::serve(crate::reference::Knobs::default()).await,
+        #[cfg(feature = "test-knobs")]
         Command::Sut {
             what: SutCmd::Reference { variant },
         } => {
+            use crate::reference::Knobs;
             let v = serde_json::Value::String(variant.clone());
             if let Ok(d) =
                 serde_json::from_value::<crate::operator::connector::ConnectorDefect>(v.clone())
             {
-                return crate::reference::serve::serve(crate::sut::Variant::Conforming, Some(d))
-                    .await;
+                return crate::reference::serve::serve(Knobs::broken(
+                    crate::sut::Variant::Conforming,
+                    Some(d),
+                ))
+                .await;
             }
             match serde_json::from_value::<crate::sut::Variant>(v) {
-                Ok(v) => crate::reference::serve::serve(v, None).await,
+                Ok(v) => crate::reference::serve::serve(Knobs::broken(v, None)).await,
                 Err(_) => {
                     eprintln!(
                         "error: --variant {variant:?}: use conforming; a domain variant (replay_unknown, retired_enters, rebind_account, release_on_timeout, restore_authority, overwrite_history, trust_unauthenticated, reset_unknown_to_queued); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval)"

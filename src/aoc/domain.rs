@@ -259,6 +259,7 @@ impl<S: Store> Domain<S> {
 
     /// Test-only: this domain with a deliberate defect (see [`Defect`]).
     #[doc(hidden)]
+    #[cfg(feature = "test-knobs")]
     pub fn with_defect_for_tests(mut self, defect: Defect) -> Self {
         self.defect = Some(defect);
         self

@@ -105,6 +105,7 @@ impl<S: Store> Connector<S> {
 
     /// Test-only: this connector with a deliberate defect.
     #[doc(hidden)]
+    #[cfg(feature = "test-knobs")]
     pub fn with_defect_for_tests(mut self, d: ConnectorDefect) -> Self {
         self.defect = Some(d);
         self

@@ -3,12 +3,13 @@
 //! which may run concurrently). The stdin/stdout server (`serve.rs`) and the in-process reference
 //! (`in_process.rs`) both answer through it, so the reference is judged the same way either way.
 
-use super::executor::{ReferenceSut, Variant};
+use super::Knobs;
+use super::executor::ReferenceSut;
 use super::payments::PaymentsClient;
 use crate::aoc::domain::DomainConfig;
 use crate::aoc::{Domain, Req};
 use crate::clock::ManualClock;
-use crate::operator::connector::{ConnectorDefect, OperatorResult};
+use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::Resolver;
 use crate::operator::error::ErrorCode;
 use crate::operator::{Connector, ConnectorError, Policy};
@@ -378,11 +379,7 @@ impl OperatorSide {
 
 impl Dispatch {
     /// A process's executor: the store is the one `init` names.
-    pub async fn open(
-        init: Init,
-        variant: Variant,
-        defect: Option<ConnectorDefect>,
-    ) -> Result<Dispatch, String> {
+    pub async fn open(init: Init, knobs: Knobs) -> Result<Dispatch, String> {
         if init.protocol != PROTOCOL {
             return Err(format!(
                 "protocol {:?} requested; this implementation speaks {PROTOCOL}",
@@ -398,17 +395,12 @@ impl Dispatch {
             .open()
             .await
             .map_err(|e| format!("cannot open the store: {e}"))?;
-        Dispatch::over(Arc::new(store), init, variant, defect).await
+        Dispatch::over(Arc::new(store), init, knobs).await
     }
 
     /// An executor over a store handle the caller already holds (the in-process reference;
     /// `init.store` is not consulted).
-    pub async fn over(
-        store: Arc<AnyStore>,
-        init: Init,
-        variant: Variant,
-        defect: Option<ConnectorDefect>,
-    ) -> Result<Dispatch, String> {
+    pub async fn over(store: Arc<AnyStore>, init: Init, knobs: Knobs) -> Result<Dispatch, String> {
         let client = PaymentsClient::connect(
             &init.providers.payments.base_url,
             &init.providers.payments.account,
@@ -456,7 +448,8 @@ impl Dispatch {
                     Arc::new(crate::clock::SystemClock),
                 )
                 .map_err(|e| format!("operator connector: {e}"))?;
-                if let Some(d) = defect {
+                #[cfg(feature = "test-knobs")]
+                if let Some(d) = knobs.connector() {
                     c = c.with_defect_for_tests(d);
                 }
                 if operator.resolver {
@@ -468,7 +461,7 @@ impl Dispatch {
             }
         };
         Ok(Dispatch {
-            sut: ReferenceSut::new(domain, client, variant),
+            sut: ReferenceSut::new(domain, client, knobs.executor_only()),
             name: init.executor.name,
             clock,
             store,

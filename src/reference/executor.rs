@@ -9,8 +9,10 @@ use super::payments::PaymentsClient;
 use crate::aoc::Domain;
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::binding::ProviderBinding;
-use crate::aoc::domain::{CreateRequest, Defect, EntryPermit, RemedyRequest};
-use crate::aoc::history::{ChainedEntry, EntryBody, ReleaseReason};
+#[cfg(feature = "test-knobs")]
+use crate::aoc::domain::Defect;
+use crate::aoc::domain::{CreateRequest, EntryPermit, RemedyRequest};
+use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken};
 use crate::aoc::occurrence::OccurrenceState;
 use crate::store::{AnyStore, Store};
@@ -83,10 +85,11 @@ pub struct ReferenceSut {
     lane: LaneId,
     executors: HashMap<String, Exec>,
     intents: HashMap<OccurrenceId, Intent>,
-    variant: Variant,
+    knobs: super::Knobs,
     background: Vec<(String, tokio::task::JoinHandle<Result<(), SutError>>)>,
 }
 
+#[cfg(feature = "test-knobs")]
 fn domain_defect(v: Variant) -> Option<Defect> {
     match v {
         Variant::RetiredEnters => Some(Defect::SkipEntryFence),
@@ -105,9 +108,10 @@ impl Drop for ReferenceSut {
 }
 
 impl ReferenceSut {
-    pub fn new(domain: Domain<AnyStore>, mut client: PaymentsClient, variant: Variant) -> Self {
-        client.trust_unauthenticated = variant == Variant::TrustUnauthenticated;
-        let domain = match domain_defect(variant) {
+    pub fn new(domain: Domain<AnyStore>, mut client: PaymentsClient, knobs: super::Knobs) -> Self {
+        client.trust_unauthenticated = knobs.is(Variant::TrustUnauthenticated);
+        #[cfg(feature = "test-knobs")]
+        let domain = match domain_defect(knobs.variant()) {
             Some(d) => domain.with_defect_for_tests(d),
             None => domain,
         };
@@ -117,13 +121,13 @@ impl ReferenceSut {
             lane: LaneId("lane-1".into()),
             executors: HashMap::new(),
             intents: HashMap::new(),
-            variant,
+            knobs,
             background: Vec::new(),
         }
     }
 
     pub fn variant(&self) -> Variant {
-        self.variant
+        self.knobs.variant()
     }
     pub fn lane(&self) -> &LaneId {
         &self.lane
@@ -306,7 +310,7 @@ impl ReferenceSut {
             Ok(p) => p,
             Err(err) => {
                 let refusal = SutError::from(err);
-                if self.variant == Variant::ReplayUnknown
+                if self.knobs.is(Variant::ReplayUnknown)
                     && let SutError::Refused(r) = &refusal
                     && matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. })
                 {
@@ -360,7 +364,8 @@ impl ReferenceSut {
         let domain = self.domain.clone();
         let who = ExecutorId(name.into());
         let occ = occ.clone();
-        let overwrite = self.variant == Variant::OverwriteHistory;
+        #[cfg(feature = "test-knobs")]
+        let overwrite = self.knobs.is(Variant::OverwriteHistory);
         let job = async move {
             let ev = client
                 .send_create(
@@ -371,6 +376,7 @@ impl ReferenceSut {
                 )
                 .await;
             domain.record_evidence(&occ, &ev, Some(&who)).await?;
+            #[cfg(feature = "test-knobs")]
             if overwrite {
                 overwrite_last(&domain, &occ).await?;
             }
@@ -425,7 +431,8 @@ impl ReferenceSut {
         self.domain
             .record_evidence(occ, &ev, Some(&ExecutorId(name.into())))
             .await?;
-        if self.variant == Variant::OverwriteHistory {
+        #[cfg(feature = "test-knobs")]
+        if self.knobs.is(Variant::OverwriteHistory) {
             overwrite_last(&self.domain, occ).await?;
         }
         Ok(())
@@ -477,7 +484,7 @@ impl ReferenceSut {
             None
         };
         self.domain.rebind(&holder, occ, &b, r).await?;
-        if self.variant == Variant::RebindAccount
+        if self.knobs.is(Variant::RebindAccount)
             && let Some(i) = self.intents.get_mut(occ)
         {
             i.binding = b;
@@ -510,7 +517,7 @@ impl ReferenceSut {
     /// raw history and the provider's ledger).
     pub async fn state(&self, occ: &OccurrenceId) -> Result<OccurrenceState, SutError> {
         let mut st = self.domain.state(occ).await?;
-        if self.variant == Variant::RestoreAuthority && !st.remedies.is_empty() {
+        if self.knobs.is(Variant::RestoreAuthority) && !st.remedies.is_empty() {
             // The defect: a remedy "refunds" the consumed authority.
             st.authority.released += st.authority.consumed;
             st.authority.consumed = 0;
@@ -594,7 +601,9 @@ impl ReferenceSut {
 }
 
 /// The OverwriteHistory defect: re-seal the last entry with a changed body in place.
+#[cfg(feature = "test-knobs")]
 async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result<(), SutError> {
+    use crate::aoc::history::EntryBody;
     let hist = domain.history(occ).await?;
     let Some(first_observed) = hist
         .iter()

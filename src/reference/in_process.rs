@@ -4,10 +4,9 @@
 //! connector instance is a dispatch's operator side. A crash drops the executor's dispatch: its
 //! memory is gone and its background sends are aborted (the provider sees the connection go).
 
+use super::Knobs;
 use super::dispatch::{self, Dispatch, OperatorSide};
-use super::executor::Variant;
 use crate::clock::{Clock, ManualClock};
-use crate::operator::connector::ConnectorDefect;
 use crate::store::AnyStore;
 use crate::sut::message::{ExecutorInit, Failure, Hello, HermesInit, Init, OperatorInit, Request};
 use crate::sut::operator::{Conn, Connection};
@@ -23,7 +22,7 @@ pub struct InProcess {
     /// The case's `init`; each executor gets its own `executor` and `now`.
     init: Init,
     store: Arc<AnyStore>,
-    variant: Variant,
+    knobs: Knobs,
     clock: ManualClock,
     observer: Dispatch,
     executors: BTreeMap<String, Dispatch>,
@@ -48,28 +47,25 @@ impl InProcess {
     pub async fn start(
         store: Arc<AnyStore>,
         init: Init,
-        variant: Variant,
-        defect: Option<ConnectorDefect>,
+        knobs: Knobs,
         clock: ManualClock,
     ) -> Result<Self, SutError> {
         let connect = Arc::new(LocalConnect {
             store: Mutex::new(store.clone()),
             init: init.clone(),
-            variant,
-            defect,
+            knobs,
         });
         Ok(InProcess {
             observer: Dispatch::over(
                 store.clone(),
                 for_executor(&init, OBSERVER, clock.now().0),
-                variant,
-                None,
+                knobs.executor_only(),
             )
             .await
             .map_err(SutError::Harness)?,
             init,
             store,
-            variant,
+            knobs,
             clock,
             executors: BTreeMap::new(),
             killed: BTreeSet::new(),
@@ -81,7 +77,7 @@ impl InProcess {
 
     async fn start_executor(&mut self, name: &str, req: Request) -> Result<Value, SutError> {
         let init = for_executor(&self.init, name, self.clock.now().0);
-        let d = Dispatch::over(self.store.clone(), init, self.variant, None)
+        let d = Dispatch::over(self.store.clone(), init, self.knobs.executor_only())
             .await
             .map_err(SutError::Harness)?;
         if let Some(old) = self.executors.insert(name.into(), d) {
@@ -188,8 +184,7 @@ impl Sut for InProcess {
 struct LocalConnect {
     store: Mutex<Arc<AnyStore>>,
     init: Init,
-    variant: Variant,
-    defect: Option<ConnectorDefect>,
+    knobs: Knobs,
 }
 
 impl Connect for LocalConnect {
@@ -209,7 +204,7 @@ impl Connect for LocalConnect {
             init.now = None;
             init.providers.hermes = Some(hermes);
             init.operator = Some(operator);
-            let d = Dispatch::over(store, init, self.variant, self.defect)
+            let d = Dispatch::over(store, init, self.knobs)
                 .await
                 .map_err(SutError::Harness)?;
             Ok(Conn::new(Arc::new(LocalConn {

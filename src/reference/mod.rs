@@ -5,7 +5,9 @@
 pub mod dispatch;
 pub mod executor;
 pub mod in_process;
+pub mod knobs;
 pub mod payments;
 pub mod serve;
 
 pub use executor::{ReferenceSut, Variant, implementation};
+pub use knobs::Knobs;

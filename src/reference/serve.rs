@@ -6,16 +6,15 @@
 //! Requests are answered in order. A background `send` runs inside the process and dies with it,
 //! which is what a SIGKILL during a held provider request needs.
 
+use super::Knobs;
 use super::dispatch::{self, Dispatch, failure};
-use super::executor::Variant;
-use crate::operator::connector::ConnectorDefect;
 use crate::sut::message::{self, DecodeError, Incoming};
 use crate::sut::protocol::{self, MAX_LINE};
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 /// Serves one process's lifetime on stdin/stdout. Returns the exit code.
-pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
+pub async fn serve(knobs: Knobs) -> u8 {
     let mut input = BufReader::new(tokio::io::stdin());
     // One writer owns stdout; answers arrive from the main loop and from operator tasks.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
@@ -86,16 +85,14 @@ pub async fn serve(variant: Variant, defect: Option<ConnectorDefect>) -> u8 {
                 };
                 (id, Err(failure("invalid", None, m, true)))
             }
-            (Ok(Incoming::Init { id, init }), None) => {
-                match Dispatch::open(*init, variant, defect).await {
-                    Ok(s) => {
-                        eprintln!("aocheck-reference: executor {} ready", s.name());
-                        served = Some(s);
-                        (id, Ok(json!(dispatch::hello())))
-                    }
-                    Err(m) => (id, Err(failure("invalid", None, m, true))),
+            (Ok(Incoming::Init { id, init }), None) => match Dispatch::open(*init, knobs).await {
+                Ok(s) => {
+                    eprintln!("aocheck-reference: executor {} ready", s.name());
+                    served = Some(s);
+                    (id, Ok(json!(dispatch::hello())))
                 }
-            }
+                Err(m) => (id, Err(failure("invalid", None, m, true))),
+            },
             (Ok(Incoming::Init { id, .. }), Some(_)) => (
                 id,
                 Err(failure(

@@ -35,8 +35,7 @@ use crate::aoc::requirement::Req;
 use crate::case::{Expected, LoadedCase, Step};
 use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
-use crate::operator::connector::ConnectorDefect;
-use crate::reference::Variant;
+use crate::reference::Knobs;
 use crate::reference::in_process::InProcess;
 use crate::report::model::{CaseReport, Failure, FaultReport, Verdict};
 use crate::store::AnyStore;
@@ -54,9 +53,8 @@ use std::time::Instant;
 pub struct RunOptions {
     pub run_id: String,
     pub seed: u64,
-    pub variant: Variant,
-    /// Test-only: a deliberately broken operator connector.
-    pub connector_defect: Option<ConnectorDefect>,
+    /// The in-process reference's test knobs (none outside test builds).
+    pub knobs: Knobs,
     /// The `--store` argument a reproduction needs (`None`: the default SQLite store).
     pub repro_store: Option<String>,
     /// Judge an implementation through `aocheck-sut/1` processes instead of in process.
@@ -187,15 +185,9 @@ pub async fn run_case(
                 dinit,
                 opts.seed,
             );
-            InProcess::start(
-                store_for_operator,
-                init,
-                opts.variant,
-                opts.connector_defect,
-                clock.clone(),
-            )
-            .await
-            .map(|s| Box::new(s) as Box<dyn Sut>)
+            InProcess::start(store_for_operator, init, opts.knobs, clock.clone())
+                .await
+                .map(|s| Box::new(s) as Box<dyn Sut>)
         }
         Some(spec) => ProcessSut::start(
             spec.clone(),
@@ -541,8 +533,8 @@ pub async fn run_suite(
             .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
         None => crate::reference::implementation(),
     };
-    if opts.variant != Variant::Conforming && opts.sut.is_none() {
-        implementation["variant"] = serde_json::to_value(opts.variant).unwrap_or_default();
+    if opts.knobs.any() && opts.sut.is_none() {
+        implementation["variant"] = serde_json::to_value(opts.knobs.variant()).unwrap_or_default();
     }
     Report {
         schema: SCHEMA.into(),

@@ -83,6 +83,7 @@ impl MemoryStore {
 
     /// Test hook for the conformance suite: overwrite one stored entry in place, as a faulty or
     /// malicious store would. The chain verifier must notice.
+    #[cfg(feature = "test-knobs")]
     pub fn tamper_entry(
         &self,
         ns: &str,

@@ -107,6 +107,7 @@ impl SqliteStore {
 
     /// Test-only (the `overwrite_history` broken variant): rewrites one stored entry's body in
     /// place, keeping its digest, as a defective implementation would. Never used by the domain.
+    #[cfg(feature = "test-knobs")]
     pub async fn tamper_entry_for_tests(
         &self,
         ns: &str,

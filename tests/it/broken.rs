@@ -35,8 +35,7 @@ async fn suite_on(
     let opts = RunOptions {
         run_id: format!("broken-{}", uuid::Uuid::new_v4().simple()),
         seed: 7,
-        variant,
-        connector_defect,
+        knobs: aocheck::reference::Knobs::broken(variant, connector_defect),
         repro_store: None,
         sut: None,
     };

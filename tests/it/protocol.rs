@@ -8,7 +8,6 @@ use aocheck::aoc::Req;
 use aocheck::report::model::{Report, Verdict};
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use aocheck::sut::processes::ProcessSpec;
 use rstest::rstest;
 use std::path::Path;
@@ -43,8 +42,7 @@ async fn run(
     let opts = RunOptions {
         run_id: format!("protocol-{}", uuid::Uuid::new_v4().simple()),
         seed: 7,
-        variant: Variant::Conforming,
-        connector_defect: None,
+        knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: Some(ProcessSpec {
             command: command.into(),

@@ -7,7 +7,6 @@ use aocheck::aoc::Req;
 use aocheck::report::model::Verdict;
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use aocheck::sut::processes::ProcessSpec;
 use std::path::Path;
 use std::sync::Arc;
@@ -22,8 +21,7 @@ async fn the_python_example_is_judged_like_any_implementation() {
     let opts = RunOptions {
         run_id: format!("python-{}", uuid::Uuid::new_v4().simple()),
         seed: 7,
-        variant: Variant::Conforming,
-        connector_defect: None,
+        knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: Some(ProcessSpec {
             command: format!(

@@ -5,7 +5,6 @@
 use aocheck::report::model::Report;
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
@@ -54,8 +53,7 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
     let opts = RunOptions {
         run_id: "snapshot".into(),
         seed: 7,
-        variant: Variant::Conforming,
-        connector_defect: None,
+        knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: None,
     };

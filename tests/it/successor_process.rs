@@ -8,7 +8,6 @@ use aocheck::aoc::domain::DomainConfig;
 use aocheck::reference::ReferenceSut;
 use aocheck::reference::payments::PaymentsClient;
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use aocheck::{ManualClock, SystemClock};
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ async fn process(store: &Arc<AnyStore>, base: &str, clock: &ManualClock) -> Refe
         .expect("client");
     let config = DomainConfig::new("successor-test", client.profile().clone());
     let domain = Domain::new(store.clone(), config, Arc::new(clock.clone())).expect("domain");
-    ReferenceSut::new(domain, client, Variant::Conforming)
+    ReferenceSut::new(domain, client, aocheck::reference::Knobs::default())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

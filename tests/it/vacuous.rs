@@ -4,7 +4,6 @@
 use aocheck::report::model::Verdict;
 use aocheck::runner::{RunOptions, run_case};
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use rstest::rstest;
 use std::sync::Arc;
 
@@ -34,8 +33,7 @@ async fn an_unexercised_case_is_a_harness_error(#[case] steps: &str, #[case] nee
     let opts = RunOptions {
         run_id: "vacuous".into(),
         seed: 7,
-        variant: Variant::Conforming,
-        connector_defect: None,
+        knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: None,
     };

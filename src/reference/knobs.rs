@@ -1,0 +1,74 @@
+//! Test knobs: what makes the reference deliberately non-conforming, so that the harness's own
+//! tests can check that each defect is caught. A [`Knobs`] value other than the default exists
+//! only with the cargo feature `test-knobs` (which `cargo test` turns on through the package's
+//! dev-dependency on itself, and with it `aocheck sut reference --variant`); a release build of
+//! aocheck can only run the conforming reference.
+
+use super::executor::Variant;
+use crate::operator::connector::ConnectorDefect;
+
+/// Which defects the reference carries: none, unless built with `test-knobs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    #[cfg(feature = "test-knobs")]
+    variant: Variant,
+    #[cfg(feature = "test-knobs")]
+    connector: Option<ConnectorDefect>,
+}
+
+impl Knobs {
+    /// A broken reference: a domain variant and a connector defect (test builds only).
+    #[cfg(feature = "test-knobs")]
+    pub fn broken(variant: Variant, connector: Option<ConnectorDefect>) -> Knobs {
+        Knobs { variant, connector }
+    }
+
+    /// The executor's variant (`conforming` without `test-knobs`).
+    pub fn variant(&self) -> Variant {
+        #[cfg(feature = "test-knobs")]
+        {
+            self.variant
+        }
+        #[cfg(not(feature = "test-knobs"))]
+        {
+            Variant::Conforming
+        }
+    }
+
+    /// Whether the executor is this variant.
+    pub fn is(&self, v: Variant) -> bool {
+        self.variant() == v
+    }
+
+    /// The connector's defect (none without `test-knobs`).
+    pub fn connector(&self) -> Option<ConnectorDefect> {
+        #[cfg(feature = "test-knobs")]
+        {
+            self.connector
+        }
+        #[cfg(not(feature = "test-knobs"))]
+        {
+            None
+        }
+    }
+
+    /// The same knobs, without the connector defect (an executor's own, not its connector's).
+    pub fn executor_only(&self) -> Knobs {
+        #[cfg(feature = "test-knobs")]
+        {
+            Knobs {
+                variant: self.variant,
+                connector: None,
+            }
+        }
+        #[cfg(not(feature = "test-knobs"))]
+        {
+            *self
+        }
+    }
+
+    /// Whether any knob is turned.
+    pub fn any(&self) -> bool {
+        self.variant() != Variant::Conforming || self.connector().is_some()
+    }
+}
