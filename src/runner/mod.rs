@@ -24,20 +24,19 @@ pub use assemble::{authority_word, flag_word, outcome_word, state_word};
 use connectors::OperatorWorld;
 pub use events::RunEvent;
 pub use verdict::aggregate;
-use verdict::{primary, push_violation};
+use verdict::{StepVerdict, primary, push_violation};
 use world::World;
 pub use world::required_ops;
 
 use crate::aoc::Domain;
 use crate::aoc::composition::composition_status;
 use crate::aoc::domain::{DomainConfig, Limits};
-use crate::aoc::requirement::Req;
-use crate::case::{Expected, LoadedCase, Step};
+use crate::case::LoadedCase;
 use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
 use crate::reference::Knobs;
 use crate::reference::in_process::InProcess;
-use crate::report::model::{CaseReport, Failure, FaultReport, Verdict};
+use crate::report::model::{CaseReport, Failure, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::SutError;
@@ -65,35 +64,16 @@ fn sut_err(e: &SutError) -> String {
     e.to_string()
 }
 
-/// Runs one case against a store. Never panics on SUT behaviour: findings become the verdict.
-pub async fn run_case(
+/// Setup: a fresh fake-payments on a loopback port, the implementation under test (the
+/// reference in process, or its processes) and the World that drives them. An error is why the
+/// case could not start (a harness error).
+async fn setup(
     store: Arc<AnyStore>,
     lc: &LoadedCase,
     opts: &RunOptions,
-    emit: &mut (dyn FnMut(RunEvent) + Send),
-) -> CaseReport {
-    let started = Instant::now();
+    report: &mut CaseReport,
+) -> Result<(World, tokio::task::JoinHandle<()>, fake_payments::Handle), String> {
     let case = &lc.case;
-    let Some(checked) = &lc.checked else {
-        return CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone())
-            .harness_error(
-                "the case has defects (`aocheck cases check` names them); it was not run".into(),
-                Instant::now(),
-            );
-    };
-    emit(RunEvent::CaseStarted {
-        case: case.id.clone(),
-    });
-    let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
-    report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
-    if let Some(st) = &opts.repro_store {
-        report.repro.push_str(&format!(" --store {st}"));
-    }
-    if let Some(spec) = &opts.sut {
-        report
-            .repro
-            .push_str(&format!(" --sut '{}'", spec.command.replace('\'', "'\\''")));
-    }
     // A fresh provider per case.
     let mut pconfig = fake_payments::Config::example();
     // The provider's signing key follows the seed, so a run's profile digest is reproducible.
@@ -108,20 +88,19 @@ pub async fn run_case(
     };
     let (app, provider) = match fake_payments::router(pconfig) {
         Ok(x) => x,
-        Err(d) => return report.harness_error(format!("fake-payments config: {d:?}"), started),
+        Err(d) => return Err(format!("fake-payments config: {d:?}")),
     };
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
         Err(e) => {
-            return report.harness_error(
-                format!("cannot bind a loopback port for fake-payments: {e}"),
-                started,
-            );
+            return Err(format!(
+                "cannot bind a loopback port for fake-payments: {e}"
+            ));
         }
     };
     let base = match listener.local_addr() {
         Ok(a) => format!("http://{a}"),
-        Err(e) => return report.harness_error(e.to_string(), started),
+        Err(e) => return Err(e.to_string()),
     };
     let server = tokio::spawn(async move {
         let _ = fake_payments::serve(listener, app).await;
@@ -133,7 +112,7 @@ pub async fn run_case(
             Ok(c) => c,
             Err(e) => {
                 server.abort();
-                return report.harness_error(e.to_string(), started);
+                return Err(e.to_string());
             }
         };
     report.provider_profile = Some(serde_json::json!({
@@ -158,7 +137,7 @@ pub async fn run_case(
         Ok(d) => d,
         Err(d) => {
             server.abort();
-            return report.harness_error(format!("domain config: {d:?}"), started);
+            return Err(format!("domain config: {d:?}"));
         }
     };
     report.bypass_paths = domain.bypass_paths().to_vec();
@@ -205,12 +184,12 @@ pub async fn run_case(
         Ok(s) => s,
         Err(e) => {
             server.abort();
-            return report.harness_error(e.to_string(), started);
+            return Err(e.to_string());
         }
     };
     report.implementation = sut.implementation();
     let connect = sut.connectors();
-    let mut world = World {
+    let world = World {
         sut,
         provider: provider.clone(),
         clock,
@@ -237,6 +216,42 @@ pub async fn run_case(
             delegation_errors: BTreeMap::new(),
             seen: BTreeMap::new(),
         },
+    };
+    Ok((world, server, provider))
+}
+
+/// Runs one case against a store. Never panics on SUT behaviour: findings become the verdict.
+pub async fn run_case(
+    store: Arc<AnyStore>,
+    lc: &LoadedCase,
+    opts: &RunOptions,
+    emit: &mut (dyn FnMut(RunEvent) + Send),
+) -> CaseReport {
+    let started = Instant::now();
+    let case = &lc.case;
+    let Some(checked) = &lc.checked else {
+        return CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone())
+            .harness_error(
+                "the case has defects (`aocheck cases check` names them); it was not run".into(),
+                Instant::now(),
+            );
+    };
+    emit(RunEvent::CaseStarted {
+        case: case.id.clone(),
+    });
+    let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
+    report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
+    if let Some(st) = &opts.repro_store {
+        report.repro.push_str(&format!(" --store {st}"));
+    }
+    if let Some(spec) = &opts.sut {
+        report
+            .repro
+            .push_str(&format!(" --sut '{}'", spec.command.replace('\'', "'\\''")));
+    }
+    let (mut world, server, provider) = match setup(store, lc, opts, &mut report).await {
+        Ok(x) => x,
+        Err(m) => return report.harness_error(m, started),
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
@@ -288,63 +303,13 @@ pub async fn run_case(
             result: label.clone(),
         });
         report.steps.push(format!("{}: {label}", step.verb()));
-        match (&result, expected) {
-            (Err(SutError::Mismatch(req, m)), _) => failures.push(Failure {
-                requirement: *req,
-                step: Some(i),
-                msg: format!("{}: {m}", step.verb()),
-            }),
-            (Err(SutError::Harness(m)), _) => {
-                harness = Some(format!("steps[{i}] ({}): {m}", step.verb()));
+        match verdict::judge_step(step, i, &result, expected, &case.requirements) {
+            StepVerdict::Met => {}
+            StepVerdict::Failed(f) => failures.push(f),
+            StepVerdict::Undecided(m) => {
+                harness = Some(m);
                 break;
             }
-            (Err(SutError::Corrupt(m)), _) => failures.push(Failure {
-                requirement: Req::R004,
-                step: Some(i),
-                msg: format!("{}: {m}", step.verb()),
-            }),
-            (_, Expected::Any) | (Ok(()), Expected::Ok) => {}
-            (Err(SutError::RefusedUnnamed(_)), Expected::Refused(None)) => {}
-            (Err(SutError::RefusedUnnamed(m)), Expected::Refused(Some(w))) => {
-                failures.push(Failure {
-                    requirement: w,
-                    step: Some(i),
-                    msg: format!("{}: expected a refusal under {w}; {m}", step.verb()),
-                })
-            }
-            (Err(SutError::RefusedUnnamed(m)), Expected::Ok) => failures.push(Failure {
-                requirement: primary(&case.requirements),
-                step: Some(i),
-                msg: format!("{}: {m}", step.verb()),
-            }),
-            (Err(SutError::Refused(r)), Expected::Refused(want)) => {
-                if let Some(w) = want
-                    && w != r.requirement
-                {
-                    failures.push(Failure {
-                        requirement: w,
-                        step: Some(i),
-                        msg: format!(
-                            "{} was refused for {}, expected a refusal under {w}: {r}",
-                            step.verb(),
-                            r.requirement
-                        ),
-                    });
-                }
-            }
-            (Ok(()), Expected::Refused(want)) => {
-                let req = want.unwrap_or_else(|| primary(&case.requirements));
-                failures.push(Failure {
-                    requirement: req,
-                    step: Some(i),
-                    msg: format!("{} was accepted; it must be refused ({req})", step.verb()),
-                });
-            }
-            (Err(SutError::Refused(r)), Expected::Ok) => failures.push(Failure {
-                requirement: r.requirement,
-                step: Some(i),
-                msg: format!("{} was refused: {r}", step.verb()),
-            }),
         }
         // Every checker after every step.
         for v in world.check().await {
@@ -378,81 +343,9 @@ pub async fn run_case(
         failures.extend(world.final_expectations(case, checked).await);
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
-    let mut unfired: Vec<String> = Vec::new();
-    for r in provider.rules() {
-        let fired = r.fired > 0;
-        report.faults.push(FaultReport {
-            what: format!("provider {} {}", r.rule.op.label(), r.rule.fault),
-            fired,
-        });
-        if !fired {
-            unfired.push(format!(
-                "declared fault {} on {} never fired: the case did not exercise what it claims",
-                r.rule.fault,
-                r.rule.op.label()
-            ));
-        }
-    }
-    // The same for fake-hermes's rules: a Hermes case whose fault never fired is not a pass.
-    if let Some((_, h, _)) = &world.operator.hermes {
-        for r in h.rules() {
-            let fired = r.fired > 0;
-            report.faults.push(FaultReport {
-                what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
-                fired,
-            });
-            if !fired {
-                unfired.push(format!(
-                    "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
-                    r.rule.fault,
-                    r.rule.route.label()
-                ));
-            }
-        }
-    }
-    for s in case.steps.iter().take_while(|_| !skip) {
-        if let Step::OperatorKill { instance } = s {
-            report.faults.push(FaultReport {
-                what: format!("kill connector {instance}"),
-                fired: true,
-            });
-        }
-        if let Step::Crash {
-            executor, at_hold, ..
-        } = s
-        {
-            match at_hold {
-                None => report.faults.push(FaultReport {
-                    what: format!("crash {executor}"),
-                    fired: true,
-                }),
-                Some(hold) => {
-                    // The kill landed during the request only if the provider committed with
-                    // nobody left to answer.
-                    let landed = provider
-                        .ledger()
-                        .effects
-                        .iter()
-                        .any(|e| e.reply == fake_payments::ledger::Reply::ClientGone);
-                    report.faults.push(FaultReport {
-                        what: format!("crash {executor} while hold {hold} parks its request"),
-                        fired: landed,
-                    });
-                    if !landed {
-                        unfired.push(format!(
-                            "crash of {executor} at hold {hold}: no effect was committed after its sender died (no client_gone reply in the provider's ledger)"
-                        ));
-                    }
-                }
-            }
-        }
-        if let Step::Replace { executor, .. } = s {
-            report.faults.push(FaultReport {
-                what: format!("replace by {executor}"),
-                fired: true,
-            });
-        }
-    }
+    let hermes_rules = world.operator.hermes.as_ref().map(|(_, h, _)| h.rules());
+    let (faults, unfired) = verdict::fired_faults(case, &provider, hermes_rules, skip);
+    report.faults = faults;
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
     report.checker_runs = world.checker.runs;
@@ -467,17 +360,12 @@ pub async fn run_case(
     }
     report.harness = harness.clone();
     report.unsupported = world.operator.unsupported.clone();
-    report.verdict = if !failures.is_empty() {
-        Verdict::Fail
-    } else if harness.is_some() {
-        Verdict::HarnessError
-    } else if report.unsupported.is_some() {
-        Verdict::Unsupported
-    } else if report.checker_runs == 0 {
-        Verdict::NotRun
-    } else {
-        Verdict::Pass
-    };
+    report.verdict = verdict::case_verdict(
+        !failures.is_empty(),
+        harness.is_some(),
+        report.unsupported.is_some(),
+        report.checker_runs,
+    );
     report.failures = failures;
     report.millis = started.elapsed().as_millis() as u64;
     emit(RunEvent::CaseFinished {

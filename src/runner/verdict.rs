@@ -14,10 +14,13 @@ use super::assemble::{admission_label, authority_word, flag_word, outcome_word, 
 use super::world::World;
 use crate::aoc::composition::CompositionStatus;
 use crate::aoc::requirement::Req;
+use crate::case::{Case, Expected, Step};
 use crate::check::hermes::runs_of;
 use crate::check::{Violation, effects_for};
+use crate::report::model::FaultReport;
 use crate::report::model::RequirementReport;
 use crate::report::model::{CaseReport, Failure, Verdict};
+use crate::sut::SutError;
 
 /// Aggregates requirement verdicts: fail if any case failure names the requirement; else a
 /// harness error, not-run or other unknown if any case evaluating it had one; pass only if every
@@ -335,5 +338,232 @@ impl World {
             }
         }
         out
+    }
+}
+
+/// How one step met its expectation.
+#[derive(Debug)]
+pub(super) enum StepVerdict {
+    Met,
+    /// A requirement was violated at this step.
+    Failed(Failure),
+    /// aocheck could not decide (the case stops here as a harness error).
+    Undecided(String),
+}
+
+/// Judges one step's result against its expectation (`ok`, `refused`, `refused REQ`, `any`).
+/// A mismatch the World found or a corrupt history is a failure whatever was expected; a harness
+/// error is never judged.
+pub(super) fn judge_step(
+    step: &Step,
+    i: usize,
+    result: &Result<(), SutError>,
+    expected: Expected,
+    requirements: &[String],
+) -> StepVerdict {
+    let verb = step.verb();
+    let failed = |requirement: Req, msg: String| {
+        StepVerdict::Failed(Failure {
+            requirement,
+            step: Some(i),
+            msg,
+        })
+    };
+    match (result, expected) {
+        (Err(SutError::Mismatch(req, m)), _) => failed(*req, format!("{verb}: {m}")),
+        (Err(SutError::Harness(m)), _) => {
+            StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
+        }
+        (Err(SutError::Corrupt(m)), _) => failed(Req::R004, format!("{verb}: {m}")),
+        (_, Expected::Any) | (Ok(()), Expected::Ok) => StepVerdict::Met,
+        (Err(SutError::RefusedUnnamed(_)), Expected::Refused(None)) => StepVerdict::Met,
+        (Err(SutError::RefusedUnnamed(m)), Expected::Refused(Some(w))) => {
+            failed(w, format!("{verb}: expected a refusal under {w}; {m}"))
+        }
+        (Err(SutError::RefusedUnnamed(m)), Expected::Ok) => {
+            failed(primary(requirements), format!("{verb}: {m}"))
+        }
+        (Err(SutError::Refused(r)), Expected::Refused(want)) => match want {
+            Some(w) if w != r.requirement => failed(
+                w,
+                format!(
+                    "{verb} was refused for {}, expected a refusal under {w}: {r}",
+                    r.requirement
+                ),
+            ),
+            _ => StepVerdict::Met,
+        },
+        (Ok(()), Expected::Refused(want)) => {
+            let req = want.unwrap_or_else(|| primary(requirements));
+            failed(
+                req,
+                format!("{verb} was accepted; it must be refused ({req})"),
+            )
+        }
+        (Err(SutError::Refused(r)), Expected::Ok) => {
+            failed(r.requirement, format!("{verb} was refused: {r}"))
+        }
+    }
+}
+
+/// The faults a case declared, and which of them never fired (each a reason the case cannot
+/// pass): provider rules and Hermes rules by their counters, crashes at a hold by the provider's
+/// ledger (an effect committed with nobody left to answer), kills and replacements as performed.
+pub(super) fn fired_faults(
+    case: &Case,
+    provider: &fake_payments::Handle,
+    hermes_rules: Option<Vec<fake_hermes::faults::RuleState>>,
+    skipped: bool,
+) -> (Vec<FaultReport>, Vec<String>) {
+    let mut faults = Vec::new();
+    let mut unfired = Vec::new();
+    for r in provider.rules() {
+        let fired = r.fired > 0;
+        faults.push(FaultReport {
+            what: format!("provider {} {}", r.rule.op.label(), r.rule.fault),
+            fired,
+        });
+        if !fired {
+            unfired.push(format!(
+                "declared fault {} on {} never fired: the case did not exercise what it claims",
+                r.rule.fault,
+                r.rule.op.label()
+            ));
+        }
+    }
+    for r in hermes_rules.unwrap_or_default() {
+        let fired = r.fired > 0;
+        faults.push(FaultReport {
+            what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
+            fired,
+        });
+        if !fired {
+            unfired.push(format!(
+                "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
+                r.rule.fault,
+                r.rule.route.label()
+            ));
+        }
+    }
+    for s in case.steps.iter().take_while(|_| !skipped) {
+        match s {
+            Step::OperatorKill { instance } => faults.push(FaultReport {
+                what: format!("kill connector {instance}"),
+                fired: true,
+            }),
+            Step::Crash {
+                executor,
+                at_hold: None,
+                ..
+            } => faults.push(FaultReport {
+                what: format!("crash {executor}"),
+                fired: true,
+            }),
+            Step::Crash {
+                executor,
+                at_hold: Some(hold),
+                ..
+            } => {
+                // The kill landed during the request only if the provider committed with nobody
+                // left to answer.
+                let landed = provider
+                    .ledger()
+                    .effects
+                    .iter()
+                    .any(|e| e.reply == fake_payments::ledger::Reply::ClientGone);
+                faults.push(FaultReport {
+                    what: format!("crash {executor} while hold {hold} parks its request"),
+                    fired: landed,
+                });
+                if !landed {
+                    unfired.push(format!(
+                        "crash of {executor} at hold {hold}: no effect was committed after its sender died (no client_gone reply in the provider's ledger)"
+                    ));
+                }
+            }
+            Step::Replace { executor, .. } => faults.push(FaultReport {
+                what: format!("replace by {executor}"),
+                fired: true,
+            }),
+            _ => {}
+        }
+    }
+    (faults, unfired)
+}
+
+/// A case's verdict from what was found, in the order of the policy above.
+pub(super) fn case_verdict(
+    failed: bool,
+    undecided: bool,
+    unsupported: bool,
+    checker_runs: u32,
+) -> Verdict {
+    if failed {
+        Verdict::Fail
+    } else if undecided {
+        Verdict::HarnessError
+    } else if unsupported {
+        Verdict::Unsupported
+    } else if checker_runs == 0 {
+        Verdict::NotRun
+    } else {
+        Verdict::Pass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aoc::{Refusal, RefusalKind};
+    use rstest::rstest;
+
+    fn refused(req: Req) -> Result<(), SutError> {
+        Err(SutError::Refused(Refusal::new(
+            None,
+            req,
+            RefusalKind::Reported { msg: "no".into() },
+        )))
+    }
+
+    fn step() -> Step {
+        serde_json::from_value(serde_json::json!({"do": "settle"})).expect("a step")
+    }
+
+    #[rstest]
+    #[case::ok_as_expected(Ok(()), Expected::Ok, "met")]
+    #[case::any_takes_a_refusal(refused(Req::R006), Expected::Any, "met")]
+    #[case::refused_as_expected(refused(Req::R010), Expected::Refused(Some(Req::R010)), "met")]
+    #[case::refused_unlabelled_expected(refused(Req::R010), Expected::Refused(None), "met")]
+    #[case::accepted_but_must_be_refused(Ok(()), Expected::Refused(Some(Req::R006)), "failed AOC-REQ-006")]
+    #[case::refused_but_must_pass(refused(Req::R005), Expected::Ok, "failed AOC-REQ-005")]
+    #[case::mismatch_fails_even_under_any(Err(SutError::Mismatch(Req::R009, "x".into())), Expected::Any, "failed AOC-REQ-009")]
+    #[case::corrupt_is_req_004(Err(SutError::Corrupt("x".into())), Expected::Any, "failed AOC-REQ-004")]
+    #[case::harness_is_never_judged(Err(SutError::Harness("hung".into())), Expected::Ok, "undecided")]
+    fn a_step_is_judged_by_its_expectation(
+        #[case] result: Result<(), SutError>,
+        #[case] expected: Expected,
+        #[case] want: &str,
+    ) {
+        let got = match judge_step(&step(), 3, &result, expected, &["AOC-REQ-001".into()]) {
+            StepVerdict::Met => "met".to_string(),
+            StepVerdict::Failed(f) => {
+                assert_eq!(f.step, Some(3));
+                format!("failed {}", f.requirement)
+            }
+            StepVerdict::Undecided(m) => {
+                assert!(m.contains("steps[3]"), "{m}");
+                "undecided".into()
+            }
+        };
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_verdict_order_is_fail_then_harness_error_then_unsupported_then_not_run() {
+        assert_eq!(case_verdict(true, true, true, 0), Verdict::Fail);
+        assert_eq!(case_verdict(false, true, true, 5), Verdict::HarnessError);
+        assert_eq!(case_verdict(false, false, true, 5), Verdict::Unsupported);
+        assert_eq!(case_verdict(false, false, false, 0), Verdict::NotRun);
+        assert_eq!(case_verdict(false, false, false, 1), Verdict::Pass);
     }
 }
