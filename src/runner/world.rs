@@ -11,8 +11,9 @@ use crate::check::{Checker, Observed, Snapshot, Violation, effects_for};
 use crate::clock::ManualClock;
 use crate::sut::Sut;
 use crate::sut::SutError;
-use crate::sut::message::Op;
+use crate::sut::message::{Op, Request, reply};
 use crate::sut::operator::Conn;
+use crate::sut::{To, decode};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -112,11 +113,13 @@ impl World {
     pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
         match step {
             Step::Join { executor, .. } => {
-                self.sut.join(executor).await?;
+                let v = self.sut.start(executor, Request::Join).await?;
+                decode::<reply::Generation>(Op::Join, v)?;
                 self.current = Some(executor.clone());
             }
             Step::Replace { executor, .. } => {
-                self.sut.replace(executor).await?;
+                let v = self.sut.start(executor, Request::Takeover).await?;
+                decode::<reply::Generation>(Op::Takeover, v)?;
                 self.current = Some(executor.clone());
             }
             Step::Crash {
@@ -157,11 +160,13 @@ impl World {
             } => {
                 let who = self.who(executor)?;
                 let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
-                let id = self
-                    .sut
-                    .create(&who, &key, amount.unwrap_or(1250), simulate.as_deref())
-                    .await?;
-                self.occurrences.insert(occurrence.clone(), id);
+                let req = Request::Create {
+                    key,
+                    amount: amount.unwrap_or(1250),
+                    simulate: simulate.clone(),
+                };
+                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
             Step::Reserve {
                 occurrence,
@@ -169,7 +174,15 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.reserve(&who, &o, 1250).await?
+                self.sut
+                    .exec(
+                        &who,
+                        Request::Reserve {
+                            occurrence: o,
+                            amount: 1250,
+                        },
+                    )
+                    .await?
             }
             Step::Enter {
                 occurrence,
@@ -177,7 +190,9 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.enter(&who, &o).await?
+                self.sut
+                    .exec(&who, Request::Enter { occurrence: o })
+                    .await?
             }
             Step::Send {
                 occurrence,
@@ -186,7 +201,15 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.send(&who, &o, *background).await?
+                self.sut
+                    .exec(
+                        &who,
+                        Request::Send {
+                            occurrence: o,
+                            background: *background,
+                        },
+                    )
+                    .await?
             }
             Step::Execute {
                 occurrence,
@@ -194,7 +217,9 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.execute(&who, &o).await?
+                self.sut
+                    .exec(&who, Request::Execute { occurrence: o })
+                    .await?
             }
             Step::Settle { .. } => self.sut.settle().await?,
             Step::Adopt {
@@ -203,7 +228,9 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.adopt(&who, &o).await?;
+                self.sut
+                    .exec(&who, Request::Adopt { occurrence: o })
+                    .await?;
             }
             Step::Reconcile {
                 occurrence,
@@ -211,7 +238,9 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.reconcile(&who, &o).await?
+                self.sut
+                    .exec(&who, Request::Reconcile { occurrence: o })
+                    .await?
             }
             Step::Release {
                 occurrence,
@@ -226,7 +255,15 @@ impl World {
                         SutError::Harness(format!("release reason {r:?} is unknown"))
                     })?,
                 };
-                self.sut.release(&who, &o, reason).await?
+                self.sut
+                    .exec(
+                        &who,
+                        Request::Release {
+                            occurrence: o,
+                            reason,
+                        },
+                    )
+                    .await?
             }
             Step::Rebind {
                 occurrence,
@@ -236,7 +273,16 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut.rebind(&who, &o, field, value).await?
+                self.sut
+                    .exec(
+                        &who,
+                        Request::Rebind {
+                            occurrence: o,
+                            field: field.clone(),
+                            value: value.clone(),
+                        },
+                    )
+                    .await?
             }
             Step::Remedy {
                 occurrence,
@@ -246,8 +292,12 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                let r = self.sut.remedy(&who, &o, authorization).await?;
-                self.occurrences.insert(remedy.clone(), r);
+                let req = Request::Remedy {
+                    occurrence: o,
+                    authorization: authorization.clone(),
+                };
+                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                self.occurrences.insert(remedy.clone(), r.occurrence);
             }
             Step::ProviderFault { .. } => {
                 let rule = step
@@ -306,7 +356,14 @@ impl World {
             },
             Step::Advance { ms } => self.clock.advance(*ms),
             Step::Submit { submission, .. } => {
-                let a = self.sut.submit(submission).await?;
+                // A client submits: through the observer, never an executor.
+                let req = Request::Submit {
+                    key: submission.clone(),
+                };
+                let r: reply::Admitted = self.sut.ask(To::Observer, req).await?;
+                let a = r.admission.ok_or_else(|| {
+                    SutError::Harness("submit answered without `admission`".into())
+                })?;
                 self.submissions.insert(submission.clone(), a);
             }
             Step::Claim {
@@ -323,7 +380,9 @@ impl World {
                         crate::aoc::RefusalKind::Admission { msg },
                     ))
                 };
-                match self.sut.claim(&who).await? {
+                let claimed: reply::Admitted =
+                    self.sut.ask(To::Executor(&who), Request::Claim).await?;
+                match claimed.admission {
                     Some(a) if a == want => {}
                     Some(a) => {
                         let label = self
@@ -350,11 +409,21 @@ impl World {
                     self.adm(submission)?,
                     self.occ(occurrence)?,
                 );
-                self.sut.link(&who, &a, &o).await?
+                self.sut
+                    .exec(
+                        &who,
+                        Request::Link {
+                            admission: a,
+                            occurrence: o,
+                        },
+                    )
+                    .await?
             }
             Step::Recover { executor, .. } => {
                 let who = self.who(executor)?;
-                self.sut.recover(&who).await?;
+                self.sut
+                    .ask::<reply::Recovered>(To::Executor(&who), Request::Recover)
+                    .await?;
             }
             Step::ResolveUnknown {
                 submission,
@@ -362,7 +431,9 @@ impl World {
                 ..
             } => {
                 let (who, a) = (self.who(executor)?, self.adm(submission)?);
-                self.sut.resolve_unknown(&who, &a).await?;
+                self.sut
+                    .exec(&who, Request::ResolveUnknown { admission: a })
+                    .await?;
             }
             Step::Finish {
                 submission,
@@ -374,11 +445,19 @@ impl World {
                 let end = crate::aoc::admission::AdmissionEnd::parse(end).ok_or_else(|| {
                     SutError::Harness(format!("admission end {end:?} is unknown"))
                 })?;
-                self.sut.finish(&who, &a, end).await?
+                self.sut
+                    .exec(&who, Request::Finish { admission: a, end })
+                    .await?
             }
-            Step::LeaseRefresh { executor, .. } => self.sut.lease_call(executor, false).await?,
-            Step::LeaseRelease { executor, .. } => self.sut.lease_call(executor, true).await?,
-            Step::Import { .. } => self.sut.import().await?,
+            Step::LeaseRefresh { executor, .. } => {
+                self.sut.exec(executor, Request::LeaseRefresh).await?
+            }
+            Step::LeaseRelease { executor, .. } => {
+                self.sut.exec(executor, Request::LeaseRelease).await?
+            }
+            Step::Import { .. } => {
+                self.sut.call(To::Observer, Request::Import).await?;
+            }
             Step::OperatorInvoke {
                 action,
                 objective,

@@ -14,13 +14,13 @@ pub mod process;
 pub mod processes;
 pub mod protocol;
 
-use crate::aoc::admission::{Admission, AdmissionEnd};
+use crate::aoc::admission::Admission;
 use crate::aoc::composition::{BypassPath, CompositionStatus};
-use crate::aoc::history::{ChainedEntry, ReleaseReason};
+use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
 pub use crate::reference::{ReferenceSut, Variant};
-use message::{Hello, HermesInit, Op, OperatorInit, Request, reply};
+use message::{Hello, HermesInit, Op, OperatorInit, Request};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
@@ -116,9 +116,12 @@ pub fn decode<T: serde::de::DeserializeOwned>(op: Op, v: Value) -> Result<T, Sut
         .map_err(|e| SutError::Harness(format!("{op} answered something else ({e}): {v}")))
 }
 
-/// The typed requests the World sends, one method each, for every implementation alike.
+/// The generic request helpers the World uses, and the observations the checkers read (through
+/// the observer), for every implementation alike. A new operation needs nothing here: the World
+/// sends its `Request` with [`exec`](Self::exec) or [`ask`](Self::ask).
 impl dyn Sut {
-    async fn ask<T: serde::de::DeserializeOwned>(
+    /// Sends `req` and decodes its typed ok result.
+    pub async fn ask<T: serde::de::DeserializeOwned>(
         &mut self,
         to: To<'_>,
         req: Request,
@@ -128,7 +131,8 @@ impl dyn Sut {
         decode(op, v)
     }
 
-    async fn exec(&mut self, who: &str, req: Request) -> Result<(), SutError> {
+    /// Sends `req` to the executor `who`; its ok result carries nothing the World needs.
+    pub async fn exec(&mut self, who: &str, req: Request) -> Result<(), SutError> {
         self.call(To::Executor(who), req).await.map(|_| ())
     }
 
@@ -136,115 +140,12 @@ impl dyn Sut {
         self.hello().supports(op)
     }
 
-    pub async fn join(&mut self, name: &str) -> Result<(), SutError> {
-        let v = self.start(name, Request::Join).await?;
-        decode::<reply::Generation>(Op::Join, v).map(|_| ())
-    }
-    pub async fn replace(&mut self, name: &str) -> Result<(), SutError> {
-        let v = self.start(name, Request::Takeover).await?;
-        decode::<reply::Generation>(Op::Takeover, v).map(|_| ())
-    }
-    pub async fn create(
-        &mut self,
-        who: &str,
-        key: &str,
-        amount: i64,
-        simulate: Option<&str>,
-    ) -> Result<OccurrenceId, SutError> {
-        let req = Request::Create {
-            key: key.into(),
-            amount,
-            simulate: simulate.map(str::to_string),
-        };
-        let r: reply::Occurrence = self.ask(To::Executor(who), req).await?;
-        Ok(r.occurrence)
-    }
-    pub async fn reserve(
-        &mut self,
-        who: &str,
-        o: &OccurrenceId,
-        amount: u64,
-    ) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Reserve { occurrence, amount })
-            .await
-    }
-    pub async fn enter(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Enter { occurrence }).await
-    }
-    pub async fn send(
-        &mut self,
-        who: &str,
-        o: &OccurrenceId,
-        background: bool,
-    ) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(
-            who,
-            Request::Send {
-                occurrence,
-                background,
-            },
-        )
-        .await
-    }
-    /// Enter, then send if the entry was granted.
-    pub async fn execute(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Execute { occurrence }).await
-    }
     /// Every live executor finishes its background work.
     pub async fn settle(&mut self) -> Result<(), SutError> {
         for n in self.executors() {
             self.exec(&n, Request::Settle).await?;
         }
         Ok(())
-    }
-    pub async fn adopt(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Adopt { occurrence }).await
-    }
-    pub async fn reconcile(&mut self, who: &str, o: &OccurrenceId) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Reconcile { occurrence }).await
-    }
-    pub async fn release(
-        &mut self,
-        who: &str,
-        o: &OccurrenceId,
-        reason: ReleaseReason,
-    ) -> Result<(), SutError> {
-        let occurrence = o.clone();
-        self.exec(who, Request::Release { occurrence, reason })
-            .await
-    }
-    pub async fn rebind(
-        &mut self,
-        who: &str,
-        o: &OccurrenceId,
-        field: &str,
-        value: &str,
-    ) -> Result<(), SutError> {
-        let req = Request::Rebind {
-            occurrence: o.clone(),
-            field: field.into(),
-            value: value.into(),
-        };
-        self.exec(who, req).await
-    }
-    pub async fn remedy(
-        &mut self,
-        who: &str,
-        o: &OccurrenceId,
-        authorization: &str,
-    ) -> Result<OccurrenceId, SutError> {
-        let req = Request::Remedy {
-            occurrence: o.clone(),
-            authorization: authorization.into(),
-        };
-        let r: reply::Occurrence = self.ask(To::Executor(who), req).await?;
-        Ok(r.occurrence)
     }
     /// What the implementation reports about an occurrence, and its raw stored history, read by
     /// the observer. The state is folded from the history when the implementation gives none.
@@ -277,64 +178,10 @@ impl dyn Sut {
         let v = self.call(To::Observer, Request::Lane).await?;
         Ok(v["generation"].as_u64().unwrap_or(0))
     }
-    /// A client submission (through the observer: no executor submits).
-    pub async fn submit(&mut self, key: &str) -> Result<AdmissionId, SutError> {
-        let req = Request::Submit { key: key.into() };
-        let v = self.call(To::Observer, req).await?;
-        v["admission"]
-            .as_str()
-            .map(AdmissionId::from_stored)
-            .ok_or_else(|| SutError::Harness(format!("submit answered without `admission`: {v}")))
-    }
-    pub async fn claim(&mut self, who: &str) -> Result<Option<AdmissionId>, SutError> {
-        let r: reply::Admitted = self.ask(To::Executor(who), Request::Claim).await?;
-        Ok(r.admission)
-    }
-    pub async fn link(
-        &mut self,
-        who: &str,
-        a: &AdmissionId,
-        o: &OccurrenceId,
-    ) -> Result<(), SutError> {
-        let req = Request::Link {
-            admission: a.clone(),
-            occurrence: o.clone(),
-        };
-        self.exec(who, req).await
-    }
-    pub async fn recover(&mut self, who: &str) -> Result<(), SutError> {
-        self.ask::<reply::Recovered>(To::Executor(who), Request::Recover)
-            .await
-            .map(|_| ())
-    }
-    pub async fn resolve_unknown(&mut self, who: &str, a: &AdmissionId) -> Result<(), SutError> {
-        let admission = a.clone();
-        self.exec(who, Request::ResolveUnknown { admission }).await
-    }
-    pub async fn finish(
-        &mut self,
-        who: &str,
-        a: &AdmissionId,
-        end: AdmissionEnd,
-    ) -> Result<(), SutError> {
-        let admission = a.clone();
-        self.exec(who, Request::Finish { admission, end }).await
-    }
     pub async fn admission(&mut self, a: &AdmissionId) -> Result<Admission, SutError> {
         let admission = a.clone();
         self.ask(To::Observer, Request::Admission { admission })
             .await
-    }
-    pub async fn lease_call(&mut self, who: &str, release: bool) -> Result<(), SutError> {
-        let req = if release {
-            Request::LeaseRelease
-        } else {
-            Request::LeaseRefresh
-        };
-        self.exec(who, req).await
-    }
-    pub async fn import(&mut self) -> Result<(), SutError> {
-        self.call(To::Observer, Request::Import).await.map(|_| ())
     }
     /// The composition status and the bypass paths the implementation discloses, when it lists
     /// `describe`.
