@@ -348,12 +348,12 @@ pub async fn run(cli: Cli) -> u8 {
                 serde_json::from_value::<crate::operator::connector::ConnectorDefect>(v.clone())
             {
                 return crate::reference::serve::serve(Knobs::broken(
-                    crate::sut::Variant::Conforming,
+                    crate::reference::Variant::Conforming,
                     Some(d),
                 ))
                 .await;
             }
-            match serde_json::from_value::<crate::sut::Variant>(v) {
+            match serde_json::from_value::<crate::reference::Variant>(v) {
                 Ok(v) => crate::reference::serve::serve(Knobs::broken(v, None)).await,
                 Err(_) => {
                     eprintln!(

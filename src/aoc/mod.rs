@@ -16,6 +16,7 @@ pub mod ids;
 pub mod lease;
 pub mod occurrence;
 pub mod profile;
+pub mod refusal;
 pub mod requirement;
 
 pub use binding::{BindingField, EvidenceBinding, ProviderBinding};

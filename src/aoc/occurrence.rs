@@ -8,7 +8,6 @@
 //! authority 012.
 
 use crate::aoc::binding::{EvidenceBinding, ProviderBinding, ProviderRef};
-use crate::aoc::error::{Refusal, RefusalKind};
 use crate::aoc::history::{
     CallerLabels, ChainedEntry, EntryBody, EvidenceRef, Outcome, ReleaseReason, RemedyOf,
 };
@@ -16,6 +15,7 @@ use crate::aoc::ids::{
     AttemptId, ExecutorId, Generation, Holder, LaneId, Millis, OccurrenceId, OwnerToken,
 };
 use crate::aoc::profile::{Evidence, EvidenceKind, MissingKnowledge, ProviderProfile, StatusClass};
+use crate::aoc::refusal::{Refusal, RefusalKind};
 use crate::aoc::requirement::Req;
 use crate::digest::Digest;
 use serde::{Deserialize, Serialize};

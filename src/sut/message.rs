@@ -1,8 +1,9 @@
 //! The messages of `aocheck-sut/1` as Rust types: [`Init`] and its answer [`Hello`], one
 //! [`Request`] variant per operation with typed fields, the typed ok results in [`reply`], and
-//! [`Failure`]. The harness encodes these types (`mod.rs`, `processes.rs`, `operator.rs`) and the reference
-//! decodes them (`crate::reference::dispatch`); the operations a case needs are [`Op`] values derived from its steps.
-//! `docs/sut-protocol.md` is checked against these types by a test, so the two cannot drift.
+//! [`Failure`]. The harness encodes these types (the World, `processes.rs`, `operator.rs`) and
+//! the reference decodes them (its dispatch); the operations a case needs are [`Op`] values
+//! derived from its steps. `docs/sut-protocol.md` is checked against these types by a test, so
+//! the two cannot drift.
 //!
 //! On the wire a request is one flat JSON object: `{"id", "now"?, "op", …fields}`
 //! ([`Envelope`]); the framing (lines, pairing, violations) is `protocol.rs`.

@@ -1,8 +1,8 @@
 //! The harness side of the boundary. The runner drives every implementation through one trait,
-//! [`Sut`], with the typed messages of [`message`]: the reference in process
-//! (`crate::reference::in_process`) and any implementation as processes speaking `aocheck-sut/1`
-//! ([`processes::ProcessSut`]) answer the same requests, are read by the same observer requests and
-//! are judged by the same checkers. Connector instances are started through [`Connect`] and
+//! [`Sut`], with the typed messages of [`message`]: the reference in process (the reference's
+//! `in_process`) and any implementation as processes speaking `aocheck-sut/1`
+//! ([`processes::ProcessSut`]) answer the same requests, are read by the same observer requests
+//! and are judged by the same checkers. Connector instances are started through [`Connect`] and
 //! answer through [`operator::Conn`], whichever they are.
 //!
 //! A refusal keeps the requirement the implementation names; anything else it reports is quoted
@@ -19,7 +19,7 @@ use crate::aoc::composition::{BypassPath, CompositionStatus};
 use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::occurrence::OccurrenceState;
-pub use crate::reference::{ReferenceSut, Variant};
+
 use message::{Hello, HermesInit, Op, OperatorInit, Request};
 use serde_json::Value;
 use std::future::Future;

@@ -4,10 +4,10 @@
 
 use aocheck::aoc::Req;
 use aocheck::operator::connector::ConnectorDefect;
+use aocheck::reference::Variant;
 use aocheck::report::model::{Report, Verdict};
 use aocheck::runner::{RunOptions, run_suite};
 use aocheck::store::AnyStore;
-use aocheck::sut::Variant;
 use rstest::rstest;
 use std::path::Path;
 use std::sync::Arc;
