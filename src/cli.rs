@@ -100,7 +100,7 @@ pub struct RunArgs {
     /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
     #[arg(long)]
     pub store: Option<StoreSpec>,
-    /// Output folder (default: reports/runs/<run id>).
+    /// Output folder (default: `reports/runs/<run id>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The seed (printed first; reproduces a run).

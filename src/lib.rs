@@ -24,7 +24,7 @@
 //! ```
 //!
 //! Layers point one way: [`digest`] and [`vocab`] at the base; [`aoc`] (pure cores, then the
-//! `Domain` service) over [`store`]; [`operator`] over both; [`reference`] behind the [`sut`]
+//! `Domain` service) over [`store`]; [`operator`] over both; [`reference`](mod@reference) behind the [`sut`]
 //! boundary; [`case`], [`check`], [`runner`] and [`report`] on top; [`cli`] and [`exit`] for the
 //! binary. The entry points are re-exported below.
 

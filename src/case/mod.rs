@@ -1,4 +1,4 @@
-//! Conformance cases: the model ([`model`]: what a file says), the rulebook ([`validate`]: every
+//! Conformance cases: the model ([`model`]: what a file says), the rulebook ([`mod@validate`]: every
 //! defect at once, naming file, case, field and fix) and the loader ([`load()`]: files to checked
 //! cases, each step's expectation parsed once).
 

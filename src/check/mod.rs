@@ -3,7 +3,7 @@
 //! ground-truth ledger. A checker that finds nothing wrong says so by returning no violation; every
 //! checker here has a broken implementation in `tests/it/broken.rs` that makes it fire.
 
-pub mod hermes;
+pub(crate) mod hermes;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::history::{ChainedEntry, EntryBody, Outcome, is_prefix_preserving, verify_chain};

@@ -1,4 +1,4 @@
-//! Report formats, each an independent rendering of the [`Report`](super::model::Report):
+//! Report formats, each an independent rendering of the [`Report`]:
 //! `report.json`, `junit.xml` (failure = requirement violated, error = the harness could not
 //! decide, skipped = unsupported or not run), `summary.md` (fits a CI job summary) and a
 //! self-contained `report.html`.

@@ -10,9 +10,9 @@
 
 pub mod message;
 pub mod operator;
-pub mod process;
+pub(crate) mod process;
 pub mod processes;
-pub mod protocol;
+pub(crate) mod protocol;
 
 use crate::aoc::admission::Admission;
 use crate::aoc::composition::{BypassPath, CompositionStatus};
@@ -118,7 +118,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(op: Op, v: Value) -> Result<T, Sut
 
 /// The generic request helpers the World uses, and the observations the checkers read (through
 /// the observer), for every implementation alike. A new operation needs nothing here: the World
-/// sends its `Request` with [`exec`](Self::exec) or [`ask`](Self::ask).
+/// sends its `Request` with `exec` or `ask`.
 impl dyn Sut {
     /// Sends `req` and decodes its typed ok result.
     pub async fn ask<T: serde::de::DeserializeOwned>(
@@ -200,7 +200,7 @@ impl dyn Sut {
         })?;
         Ok(Some((c, b)))
     }
-    /// As [`Self::describe_if_supported`]; an implementation that does not list it cannot be
+    /// As `describe_if_supported`; an implementation that does not list it cannot be
     /// judged on what it discloses.
     pub async fn describe(&mut self) -> Result<(CompositionStatus, Vec<BypassPath>), SutError> {
         self.describe_if_supported()
