@@ -271,3 +271,91 @@ async fn a_misbehaving_implementation_is_a_harness_error_quoting_it(
     // Bounded by the per-request deadline, not by the script's 60 s sleep.
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+/// A relay in front of the reference that rewrites its errors as another implementation might:
+/// `relabel` drops or changes every refusal's requirement label (an honest choice: the draft
+/// requires the refusal, not its label); `accept` answers every refusal with `ok` (a liar: the
+/// reference refused, the relay claims it was accepted).
+fn relay(dir: &Path, mode: &str) -> String {
+    let script = dir.join(format!("relay_{mode}.py"));
+    std::fs::write(
+        &script,
+        format!(
+            r#"import json, subprocess, sys, threading
+child = subprocess.Popen(["{exe}", "sut", "reference"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def answers():
+    for line in child.stdout:
+        msg = json.loads(line)
+        err = msg.get("error")
+        if err and err.get("kind") == "refused":
+            if "{mode}" == "accept":
+                msg = {{"id": msg["id"], "ok": {{}}}}
+            elif msg["id"] % 2 == 0:
+                err.pop("requirement", None)
+            else:
+                err["requirement"] = "AOC-REQ-001"
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+t = threading.Thread(target=answers, daemon=True)
+t.start()
+for line in sys.stdin:
+    child.stdin.write(line.encode())
+    child.stdin.flush()
+child.stdin.close()
+t.join(timeout=5)
+"#,
+            exe = env!("CARGO_BIN_EXE_aocheck"),
+        ),
+    )
+    .expect("write the relay");
+    format!("python3 '{}'", script.display())
+}
+
+/// Both directions of D22: refusals under other labels, or none, pass every case that expects a
+/// refusal; claiming acceptance of what was refused fails, for the requirement the case names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusal_labels_are_an_implementations_choice_but_a_refusal_is_not() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Cases that expect labelled refusals and crash nothing (a relay is not killed with its
+    // child, so crash cases are out of its reach).
+    let cases = ["AOC-CASE-005", "AOC-CASE-006", "AOC-CASE-007", "SEED003-C"];
+    let (r, _d) = run(
+        &relay(tmp.path(), "relabel"),
+        &cases,
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(r.cases.len(), cases.len());
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: an honest relabelling was failed: {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness
+        );
+    }
+    let (r, _d) = run(
+        &relay(tmp.path(), "accept"),
+        &["AOC-CASE-007"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "a claimed acceptance passed: {:?}",
+        c.harness
+    );
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement == Req::R010 && f.msg.contains("must be refused")),
+        "{:?}",
+        c.failures
+    );
+}
