@@ -448,9 +448,10 @@ impl Step {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct OccurrenceExpect {
-    /// `pending`, `unresolved`, `resolved` or `released`.
+    /// `pending`, `unresolved`, `resolved` or `released`; or a list of them, when the draft
+    /// allows each (the observed state must be one of them).
     #[serde(default)]
-    pub state: Option<String>,
+    pub state: Option<OneOrMany>,
     /// `success`, `not_accepted`, `final_failure` or `final_failure_no_effect`.
     #[serde(default)]
     pub outcome: Option<String>,
@@ -499,6 +500,23 @@ pub struct OperatorExpect {
     pub approvals: Option<u32>,
     #[serde(default)]
     pub stops: Option<u32>,
+}
+
+/// One word, or a list of words any of which is accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn words(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// Final expectations.
@@ -577,7 +595,10 @@ pub struct Checked {
 /// [`OccurrenceExpect`] in typed vocabulary.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct CheckedOccurrence {
-    pub state: Option<crate::vocab::State>,
+    /// The states accepted (empty: no expectation).
+    pub state: Vec<crate::vocab::State>,
+    /// The outcome a `resolved` occurrence must have (an occurrence in another accepted state has
+    /// none to check).
     pub outcome: Option<crate::vocab::Outcome>,
     pub entry_attempts: Option<u32>,
     pub provider_effects: Option<u32>,
@@ -600,9 +621,10 @@ impl Checked {
         for (label, e) in &c.expect.occurrences {
             let state = e
                 .state
-                .as_deref()
+                .iter()
+                .flat_map(|s| s.words())
                 .map(|v| State::parse(v).ok_or_else(|| word("state", v)))
-                .transpose()?;
+                .collect::<Result<Vec<_>, _>>()?;
             let outcome = e
                 .outcome
                 .as_deref()

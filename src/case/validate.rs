@@ -493,13 +493,20 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 "name an occurrence the steps create",
             );
         }
-        if let Some(s) = &e.state
-            && State::parse(s).is_none()
-        {
+        for s in e.state.iter().flat_map(|s| s.words()) {
+            if State::parse(s).is_none() {
+                d(
+                    at("state"),
+                    format!("{s:?} is unknown"),
+                    &format!("use {}, or a list of them", State::listed()),
+                );
+            }
+        }
+        if e.state.as_ref().is_some_and(|s| s.words().is_empty()) {
             d(
                 at("state"),
-                format!("{s:?} is unknown"),
-                &format!("use {}", State::listed()),
+                "an empty list accepts nothing".into(),
+                "name at least one state",
             );
         }
         if let Some(o) = &e.outcome

@@ -136,25 +136,8 @@ impl World {
                 })
             };
             let state = state_word(&st);
-            if let Some(want) = e.state
-                && want != state
-            {
-                fail(
-                    pick(Req::R009),
-                    format!("state is {state}, expected {want}"),
-                );
-            }
-            if let Some(want) = e.outcome {
-                let got = outcome_word(&st);
-                if got != Some(want) {
-                    fail(
-                        pick(Req::R011),
-                        format!(
-                            "outcome is {}, expected {want}",
-                            got.map_or("none", |o| o.name())
-                        ),
-                    );
-                }
+            for (req, msg) in judge_state(e, state, outcome_word(&st)) {
+                fail(pick(req), msg);
             }
             if let Some(want) = e.entry_attempts
                 && st.entry_attempts != want
@@ -502,6 +485,41 @@ pub(super) fn case_verdict(
     }
 }
 
+/// An occurrence's final state and outcome against the case: the state must be one the case
+/// accepts (AOC-REQ-009); the outcome is what a resolved occurrence must have (AOC-REQ-011). Where
+/// the case accepts another state too (the draft lets a generic failure stay unresolved, say), an
+/// occurrence in that state has no outcome to check.
+pub(super) fn judge_state(
+    e: &crate::case::CheckedOccurrence,
+    state: crate::vocab::State,
+    outcome: Option<crate::vocab::Outcome>,
+) -> Vec<(Req, String)> {
+    use crate::vocab::State;
+    let mut out = Vec::new();
+    if !e.state.is_empty() && !e.state.contains(&state) {
+        let want: Vec<&str> = e.state.iter().map(|s| s.name()).collect();
+        out.push((
+            Req::R009,
+            format!("state is {state}, expected {}", want.join(" or ")),
+        ));
+    }
+    let outcome_applies =
+        e.state.is_empty() || state == State::Resolved || !e.state.contains(&state);
+    if let Some(want) = e.outcome
+        && outcome_applies
+        && outcome != Some(want)
+    {
+        out.push((
+            Req::R011,
+            format!(
+                "outcome is {}, expected {want}",
+                outcome.map_or("none", |o| o.name())
+            ),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,6 +572,33 @@ mod tests {
             }
         };
         assert_eq!(got, want);
+    }
+
+    #[rstest]
+    #[case::resolved_as_the_reference_does(&["resolved", "unresolved"], "resolved", Some("final_failure"), 0)]
+    #[case::unresolved_as_the_draft_allows(&["resolved", "unresolved"], "unresolved", None, 0)]
+    #[case::resolved_with_another_outcome(&["resolved", "unresolved"], "resolved", Some("success"), 1)]
+    #[case::unresolved_where_only_resolved_is_accepted(&["resolved"], "unresolved", None, 2)]
+    #[case::released_is_neither(&["resolved", "unresolved"], "released", None, 2)]
+    #[case::no_state_expectation_still_checks_the_outcome(&[], "unresolved", None, 1)]
+    fn final_state_and_outcome(
+        #[case] accepted: &[&str],
+        #[case] state: &str,
+        #[case] outcome: Option<&str>,
+        #[case] findings: usize,
+    ) {
+        use crate::vocab::{Outcome, State};
+        let e = crate::case::CheckedOccurrence {
+            state: accepted.iter().filter_map(|s| State::parse(s)).collect(),
+            outcome: Some(Outcome::FinalFailure),
+            ..Default::default()
+        };
+        let got = judge_state(
+            &e,
+            State::parse(state).expect("state"),
+            outcome.and_then(Outcome::parse),
+        );
+        assert_eq!(got.len(), findings, "{got:?}");
     }
 
     #[test]

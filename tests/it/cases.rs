@@ -156,7 +156,7 @@ fn the_case_schema_lists_exactly_the_shared_vocabulary() {
     };
     let names = |all: Vec<&str>| all.into_iter().map(str::to_string).collect::<Vec<_>>();
     assert_eq!(
-        listed(&occ["state"]["enum"]),
+        listed(&occ["state"]["oneOf"][0]["enum"]),
         names(State::ALL.iter().map(|w| w.name()).collect())
     );
     assert_eq!(
@@ -192,7 +192,7 @@ fn a_case_with_defects_has_no_typed_form() {
     write(
         dir.path(),
         "X-3.yaml",
-        "id: X-3\ntitle: t\nrequirements: [AOC-REQ-002]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1, expect: refused AOC-REQ-002}\nexpect:\n  occurrences:\n    o1: {state: pending, missing_knowledge: [transport]}\n",
+        "id: X-3\ntitle: t\nrequirements: [AOC-REQ-002]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1, expect: refused AOC-REQ-002}\n  - {do: create, occurrence: o2}\nexpect:\n  occurrences:\n    o1: {state: pending, missing_knowledge: [transport]}\n    o2: {state: [resolved, unresolved]}\n",
     );
     let (cases, defects) = aocheck::case::load(dir.path());
     assert!(defects.is_empty(), "{defects:#?}");
@@ -201,9 +201,13 @@ fn a_case_with_defects_has_no_typed_form() {
         k.expected[1],
         aocheck::case::Expected::Refused(Some(aocheck::aoc::Req::R002))
     );
+    assert_eq!(k.occurrences["o1"].state, [aocheck::vocab::State::Pending]);
     assert_eq!(
-        k.occurrences["o1"].state,
-        Some(aocheck::vocab::State::Pending)
+        k.occurrences["o2"].state,
+        [
+            aocheck::vocab::State::Resolved,
+            aocheck::vocab::State::Unresolved
+        ]
     );
     assert_eq!(
         k.occurrences["o1"].missing_knowledge,
