@@ -77,6 +77,7 @@ fn sut_failure(e: &SutError) -> Value {
         SutError::Mismatch(r, m) => failure("internal", Some(*r), m.clone(), false),
         SutError::Harness(m) => failure("internal", None, m.clone(), false),
         SutError::RefusedUnnamed(m) => failure("refused", None, m.clone(), true),
+        SutError::Version(m) => failure("internal", None, m.clone(), false),
     }
 }
 

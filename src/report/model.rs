@@ -87,6 +87,18 @@ pub struct OccurrenceReport {
     pub history_len: u64,
 }
 
+/// Why aocheck could not decide a case; it decides the exit code (`crate::exit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessCause {
+    /// The implementation, a provider or a store could not be reached, hung, exited unasked or
+    /// broke the protocol (exit 4).
+    Unreachable,
+    /// What the case needs could not be established: a declared fault never fired, or the
+    /// implementation speaks another protocol version (exit 2).
+    Undecided,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CaseReport {
     pub id: String,
@@ -96,6 +108,9 @@ pub struct CaseReport {
     pub verdict: Verdict,
     pub failures: Vec<Failure>,
     pub harness: Option<String>,
+    /// Why, when `harness` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_cause: Option<HarnessCause>,
     /// Why the case could not be exercised on this configuration (verdict `unsupported`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
@@ -131,6 +146,7 @@ impl CaseReport {
             verdict: Verdict::NotRun,
             failures: Vec::new(),
             harness: None,
+            harness_cause: None,
             unsupported: None,
             faults: Vec::new(),
             steps: Vec::new(),
@@ -147,9 +163,20 @@ impl CaseReport {
             repro: String::new(),
         }
     }
-    pub fn harness_error(mut self, msg: String, started: std::time::Instant) -> Self {
+    pub fn harness_error(self, msg: String, started: std::time::Instant) -> Self {
+        self.harness_error_because(HarnessCause::Unreachable, msg, started)
+    }
+
+    /// A harness error, saying why aocheck could not decide.
+    pub fn harness_error_because(
+        mut self,
+        cause: HarnessCause,
+        msg: String,
+        started: std::time::Instant,
+    ) -> Self {
         self.verdict = Verdict::HarnessError;
         self.harness = Some(msg);
+        self.harness_cause = Some(cause);
         self.millis = started.elapsed().as_millis() as u64;
         self
     }

@@ -36,7 +36,7 @@ use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
 use crate::reference::Knobs;
 use crate::reference::in_process::InProcess;
-use crate::report::model::{CaseReport, Failure, Verdict};
+use crate::report::model::{CaseReport, Failure, HarnessCause, Verdict};
 use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::SutError;
@@ -72,7 +72,7 @@ async fn setup(
     lc: &LoadedCase,
     opts: &RunOptions,
     report: &mut CaseReport,
-) -> Result<(World, tokio::task::JoinHandle<()>, fake_payments::Handle), String> {
+) -> Result<(World, tokio::task::JoinHandle<()>, fake_payments::Handle), (HarnessCause, String)> {
     let case = &lc.case;
     // A fresh provider per case.
     let mut pconfig = fake_payments::Config::example();
@@ -88,19 +88,25 @@ async fn setup(
     };
     let (app, provider) = match fake_payments::router(pconfig) {
         Ok(x) => x,
-        Err(d) => return Err(format!("fake-payments config: {d:?}")),
+        Err(d) => {
+            return Err((
+                HarnessCause::Unreachable,
+                format!("fake-payments config: {d:?}"),
+            ));
+        }
     };
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
         Err(e) => {
-            return Err(format!(
-                "cannot bind a loopback port for fake-payments: {e}"
+            return Err((
+                HarnessCause::Unreachable,
+                format!("cannot bind a loopback port for fake-payments: {e}"),
             ));
         }
     };
     let base = match listener.local_addr() {
         Ok(a) => format!("http://{a}"),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err((HarnessCause::Unreachable, e.to_string())),
     };
     let server = tokio::spawn(async move {
         let _ = fake_payments::serve(listener, app).await;
@@ -112,7 +118,7 @@ async fn setup(
             Ok(c) => c,
             Err(e) => {
                 server.abort();
-                return Err(e.to_string());
+                return Err((HarnessCause::Unreachable, e.to_string()));
             }
         };
     report.provider_profile = Some(serde_json::json!({
@@ -137,7 +143,7 @@ async fn setup(
         Ok(d) => d,
         Err(d) => {
             server.abort();
-            return Err(format!("domain config: {d:?}"));
+            return Err((HarnessCause::Unreachable, format!("domain config: {d:?}")));
         }
     };
     report.bypass_paths = domain.bypass_paths().to_vec();
@@ -184,7 +190,12 @@ async fn setup(
         Ok(s) => s,
         Err(e) => {
             server.abort();
-            return Err(e.to_string());
+            // Another protocol version: nothing could be judged, but nothing was unreachable.
+            let cause = match e {
+                SutError::Version(_) => HarnessCause::Undecided,
+                _ => HarnessCause::Unreachable,
+            };
+            return Err((cause, e.to_string()));
         }
     };
     report.implementation = sut.implementation();
@@ -231,7 +242,8 @@ pub async fn run_case(
     let case = &lc.case;
     let Some(checked) = &lc.checked else {
         return CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone())
-            .harness_error(
+            .harness_error_because(
+                HarnessCause::Undecided,
                 "the case has defects (`aocheck cases check` names them); it was not run".into(),
                 Instant::now(),
             );
@@ -251,10 +263,11 @@ pub async fn run_case(
     }
     let (mut world, server, provider) = match setup(store, lc, opts, &mut report).await {
         Ok(x) => x,
-        Err(m) => return report.harness_error(m, started),
+        Err((cause, m)) => return report.harness_error_because(cause, m, started),
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
+    let mut cause = HarnessCause::Unreachable;
     // A case that needs an operation the implementation does not list is never run partly.
     {
         let p = &mut world.sut;
@@ -307,6 +320,9 @@ pub async fn run_case(
             StepVerdict::Met => {}
             StepVerdict::Failed(f) => failures.push(f),
             StepVerdict::Undecided(m) => {
+                if matches!(result, Err(SutError::Version(_))) {
+                    cause = HarnessCause::Undecided;
+                }
                 harness = Some(m);
                 break;
             }
@@ -357,8 +373,10 @@ pub async fn run_case(
     // a harness error, and a case whose declared faults never fired is never a pass.
     if harness.is_none() && !unfired.is_empty() {
         harness = Some(unfired.join("; "));
+        cause = HarnessCause::Undecided;
     }
     report.harness = harness.clone();
+    report.harness_cause = harness.as_ref().map(|_| cause);
     report.unsupported = world.operator.unsupported.clone();
     report.verdict = verdict::case_verdict(
         !failures.is_empty(),

@@ -360,6 +360,9 @@ pub(super) fn judge_step(
         (Err(SutError::Harness(m)), _) => {
             StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
         }
+        (Err(SutError::Version(m)), _) => {
+            StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
+        }
         (Err(SutError::Corrupt(m)), _) => failed(Req::R004, format!("{verb}: {m}")),
         (_, Expected::Any) | (Ok(()), Expected::Ok) => StepVerdict::Met,
         (Err(SutError::RefusedUnnamed(_)), Expected::Refused(_)) => StepVerdict::Met,

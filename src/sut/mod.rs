@@ -43,6 +43,9 @@ pub enum SutError {
     /// An implementation refused (through the protocol) without naming the requirement.
     #[error("{0}")]
     RefusedUnnamed(String),
+    /// The implementation speaks another protocol version: nothing can be judged.
+    #[error("{0}")]
+    Version(String),
 }
 
 impl From<crate::aoc::DomainError> for SutError {

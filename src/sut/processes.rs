@@ -95,7 +95,7 @@ impl Spawner {
         };
         init.now = Some(i.clock.now().0);
         let hello = p.init(&init).await.map_err(|e| match e {
-            CallError::Version { .. } => SutError::Harness(format!("version: {e}")),
+            CallError::Version { .. } => SutError::Version(format!("version: {e}")),
             e => call_error(&label, e),
         })?;
         if let Ok(mut l) = i.log.lock() {

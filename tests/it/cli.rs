@@ -153,3 +153,61 @@ fn the_reference_server_answers_a_request_before_init_with_an_error() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+/// Exit codes as documented (`src/exit.rs`, README): a declared fault that never fired and an
+/// implementation speaking another protocol version leave the case undecided (2); an
+/// implementation that hangs is unreachable (4); a conforming run is 0.
+#[test]
+fn undecided_cases_exit_2_and_unreachable_implementations_exit_4() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = dir.path().join("cases");
+    std::fs::create_dir_all(&cases).expect("mkdir");
+    // A refund fault the steps never reach: the case did not exercise what it claims.
+    std::fs::write(
+        cases.join("X-UNFIRED.yaml"),
+        "id: X-UNFIRED\ntitle: a fault that never fires\nrequirements: [AOC-REQ-010]\nsteps:\n  - {do: provider_fault, op: refund, fault: {type: reject, status: 503}}\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1}\n  - {do: reserve, occurrence: o1}\n  - {do: execute, occurrence: o1}\nexpect:\n  occurrences:\n    o1: {state: resolved, entry_attempts: 1, provider_effects: 1}\n",
+    )
+    .expect("write");
+    let run = |extra: &[&str], out: &str| {
+        let out_dir = dir.path().join(out);
+        let mut args = vec![
+            "run",
+            "--cases",
+            cases.to_str().expect("utf8"),
+            "--out",
+            out_dir.to_str().expect("utf8"),
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = aocheck(&args);
+        let report: serde_json::Value = std::fs::read_to_string(out_dir.join("report.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        (code, report, format!("{stdout}{stderr}"))
+    };
+    let (code, report, text) = run(&[], "unfired");
+    assert_eq!(code, 2, "{text}");
+    assert_eq!(report["cases"][0]["verdict"], "harness_error", "{text}");
+    assert_eq!(report["cases"][0]["harness_cause"], "undecided");
+
+    let script = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).expect("write");
+        format!("python3 '{}'", p.display())
+    };
+    let old = script(
+        "old.py",
+        "import json, sys\nfor line in sys.stdin:\n    req = json.loads(line)\n    print(json.dumps({\"id\": req[\"id\"], \"ok\": {\"protocol\": \"aocheck-sut/0\", \"name\": \"old\", \"version\": \"0\", \"operations\": []}}), flush=True)\n",
+    );
+    let (code, report, text) = run(&["--sut", &old], "version");
+    assert_eq!(code, 2, "{text}");
+    assert_eq!(report["cases"][0]["harness_cause"], "undecided", "{text}");
+
+    let hang = script(
+        "hang.py",
+        "import sys, time\nsys.stdin.readline()\ntime.sleep(60)\n",
+    );
+    let (code, report, text) = run(&["--sut", &hang, "--sut-timeout", "1"], "hang");
+    assert_eq!(code, 4, "{text}");
+    assert_eq!(report["cases"][0]["harness_cause"], "unreachable", "{text}");
+}
