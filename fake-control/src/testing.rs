@@ -79,11 +79,10 @@ pub fn get_json(url: &str) -> (u16, serde_json::Value) {
 
 /// Runs `exe` with `flag FILE`, where FILE holds `contents`; returns the exit code and stderr.
 pub fn run_with_file(exe: &str, flag: &str, name: &str, contents: &str) -> (Option<i32>, String) {
-    let dir = std::env::temp_dir().join(format!(
-        "fake-control-{}-{}",
-        std::process::id(),
-        name.replace(['/', '.'], "_")
-    ));
+    // One folder per call: tests of one binary run at once.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("fake-control-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join(name);
     std::fs::write(&path, contents).expect("write");

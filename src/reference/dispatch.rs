@@ -15,7 +15,7 @@ use crate::operator::error::ErrorCode;
 use crate::operator::{Connector, ConnectorError, Policy};
 use crate::store::{AnyStore, Store, StoreSpec};
 use crate::sut::SutError;
-use crate::sut::message::{Hello, Init, Op, PROTOCOL, Request, StoreInit, reply};
+use crate::sut::message::{Failure, Hello, Init, Op, Outcome, PROTOCOL, Request, StoreInit, reply};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -43,34 +43,40 @@ pub struct Dispatch {
 
 /// A connector failure as a protocol error: the seed's code as `kind`, the whole error in
 /// `details`.
-fn connector_failure(e: &ConnectorError) -> Value {
+fn connector_failure(e: &ConnectorError) -> Failure {
     let mut f = failure(
         e.code.as_str(),
         None,
         e.message.clone(),
         !e.uncertain_outcome,
     );
-    f["details"] = json!(e);
+    f.details = Some(json!(e));
     f
 }
 
+/// A typed error answer.
 pub(crate) fn failure(
     kind: &str,
     requirement: Option<Req>,
     message: String,
     definite: bool,
-) -> Value {
-    let mut e = json!({"kind": kind, "message": message,
-        "outcome": if definite { "definite" } else { "indefinite" }});
-    if let Some(r) = requirement {
-        e["requirement"] = json!(r.to_string());
+) -> Failure {
+    Failure {
+        kind: kind.into(),
+        requirement: requirement.map(|r| r.to_string()),
+        message,
+        outcome: if definite {
+            Outcome::Definite
+        } else {
+            Outcome::Indefinite
+        },
+        details: None,
     }
-    e
 }
 
 /// A reference error as a protocol error. A refusal is definite (the domain wrote nothing); a
 /// store or provider failure is indefinite (fail closed).
-fn sut_failure(e: &SutError) -> Value {
+fn sut_failure(e: &SutError) -> Failure {
     match e {
         SutError::Refused(r) => failure("refused", Some(r.requirement), r.to_string(), true),
         SutError::Corrupt(m) => failure("corrupt", Some(Req::R004), m.clone(), false),
@@ -83,7 +89,7 @@ fn sut_failure(e: &SutError) -> Value {
 
 impl Dispatch {
     /// Answers one AOC request (the operator requests go to [`Dispatch::operator_side`]).
-    pub async fn handle(&mut self, now: Option<u64>, req: Request) -> Result<Value, Value> {
+    pub async fn handle(&mut self, now: Option<u64>, req: Request) -> Result<Value, Failure> {
         if let Some(now) = now {
             self.clock.set(now);
         }
@@ -283,10 +289,10 @@ impl Dispatch {
 /// Encoding an ok result (a typed reply) as the `ok` object.
 mod erased {
     pub trait Encode {
-        fn encode(&self) -> Result<serde_json::Value, serde_json::Value>;
+        fn encode(&self) -> Result<serde_json::Value, crate::sut::message::Failure>;
     }
     impl<T: serde::Serialize> Encode for T {
-        fn encode(&self) -> Result<serde_json::Value, serde_json::Value> {
+        fn encode(&self) -> Result<serde_json::Value, crate::sut::message::Failure> {
             serde_json::to_value(self)
                 .map_err(|e| super::failure("internal", None, format!("cannot encode: {e}"), false))
         }
@@ -302,7 +308,7 @@ pub struct OperatorSide {
 
 impl OperatorSide {
     /// Answers one operator request; concurrent calls are allowed.
-    pub async fn operator(&self, req: Request) -> Result<Value, Value> {
+    pub async fn operator(&self, req: Request) -> Result<Value, Failure> {
         if let Request::Policy { policy } = req {
             // Validation only: the policy a later process would be started with.
             let p: Policy = serde_json::from_value(policy).map_err(|e| {
@@ -396,12 +402,6 @@ impl Dispatch {
             .open()
             .await
             .map_err(|e| format!("cannot open the store: {e}"))?;
-        Dispatch::over(Arc::new(store), init, knobs).await
-    }
-
-    /// An executor over a store handle the caller already holds (the in-process reference;
-    /// `init.store` is not consulted).
-    pub async fn over(store: Arc<AnyStore>, init: Init, knobs: Knobs) -> Result<Dispatch, String> {
         let client = PaymentsClient::connect(
             &init.providers.payments.base_url,
             &init.providers.payments.account,
@@ -409,6 +409,18 @@ impl Dispatch {
         )
         .await
         .map_err(|e| format!("cannot reach the payment provider: {e}"))?;
+        Dispatch::over(Arc::new(store), client, init, knobs)
+    }
+
+    /// An executor over a store handle and a payments client the caller already holds (the
+    /// in-process reference shares one connected client; `init.store` and
+    /// `init.providers.payments` are not consulted).
+    pub fn over(
+        store: Arc<AnyStore>,
+        client: PaymentsClient,
+        init: Init,
+        knobs: Knobs,
+    ) -> Result<Dispatch, String> {
         let domain_id = init
             .domain
             .id
@@ -426,12 +438,6 @@ impl Dispatch {
         );
         let domain = Domain::new(store.clone(), config, Arc::new(clock.clone()))
             .map_err(|d| format!("domain configuration: {}", d.join("; ")))?;
-        // Informative only: the reference's own fence decides what a process holds.
-        let _ = (
-            init.executor.generation,
-            init.executor.credential,
-            init.seed,
-        );
         let operator = init.operator.clone().unwrap_or_default();
         let connector = match &init.providers.hermes {
             None => None,
@@ -462,7 +468,7 @@ impl Dispatch {
             }
         };
         Ok(Dispatch {
-            sut: ReferenceSut::new(domain, client, knobs.executor_only()),
+            sut: ReferenceSut::new(domain, client, knobs),
             name: init.executor.name,
             clock,
             store,

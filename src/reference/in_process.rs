@@ -6,6 +6,7 @@
 
 use super::Knobs;
 use super::dispatch::{self, Dispatch, OperatorSide};
+use super::payments::PaymentsClient;
 use crate::clock::{Clock, ManualClock};
 use crate::store::AnyStore;
 use crate::sut::message::{ExecutorInit, Failure, Hello, HermesInit, Init, OperatorInit, Request};
@@ -22,6 +23,9 @@ pub struct InProcess {
     /// The case's `init`; each executor gets its own `executor` and `now`.
     init: Init,
     store: Arc<AnyStore>,
+    /// One connected client for every executor, as one deployment's executors would share
+    /// their provider configuration (connecting fetches the provider's key and profile).
+    client: PaymentsClient,
     knobs: Knobs,
     clock: ManualClock,
     observer: Dispatch,
@@ -34,37 +38,38 @@ pub struct InProcess {
 }
 
 /// An error the dispatch answered, as the boundary's error (the same reading as for a process).
-fn answer(op: &str, r: Result<Value, Value>) -> Result<Value, SutError> {
-    r.map_err(|e| match serde_json::from_value::<Failure>(e.clone()) {
-        Ok(f) => failure_error(op, f),
-        Err(err) => SutError::Harness(format!("{op}: an unreadable error ({err}): {e}")),
-    })
+fn answer(op: &str, r: Result<Value, Failure>) -> Result<Value, SutError> {
+    r.map_err(|f| failure_error(op, f))
 }
 
 impl InProcess {
-    /// The observer starts at once; executors start with `join` or `takeover`. `init.store` is
-    /// not consulted: every executor and instance works on `store`.
-    pub async fn start(
+    /// The observer starts at once; executors start with `join` or `takeover`. `init.store` and
+    /// `init.providers.payments` are not consulted: every executor and instance works on `store`
+    /// with a clone of `client`.
+    pub fn start(
         store: Arc<AnyStore>,
+        client: PaymentsClient,
         init: Init,
         knobs: Knobs,
         clock: ManualClock,
     ) -> Result<Self, SutError> {
         let connect = Arc::new(LocalConnect {
             store: Mutex::new(store.clone()),
+            client: client.clone(),
             init: init.clone(),
             knobs,
         });
         Ok(InProcess {
             observer: Dispatch::over(
                 store.clone(),
+                client.clone(),
                 for_executor(&init, OBSERVER, clock.now().0),
-                knobs.executor_only(),
+                knobs,
             )
-            .await
             .map_err(SutError::Harness)?,
             init,
             store,
+            client,
             knobs,
             clock,
             executors: BTreeMap::new(),
@@ -77,8 +82,7 @@ impl InProcess {
 
     async fn start_executor(&mut self, name: &str, req: Request) -> Result<Value, SutError> {
         let init = for_executor(&self.init, name, self.clock.now().0);
-        let d = Dispatch::over(self.store.clone(), init, self.knobs.executor_only())
-            .await
+        let d = Dispatch::over(self.store.clone(), self.client.clone(), init, self.knobs)
             .map_err(SutError::Harness)?;
         if let Some(old) = self.executors.insert(name.into(), d) {
             // The same name again: the earlier executor is retired, not dead.
@@ -183,6 +187,7 @@ impl Sut for InProcess {
 #[derive(Debug)]
 struct LocalConnect {
     store: Mutex<Arc<AnyStore>>,
+    client: PaymentsClient,
     init: Init,
     knobs: Knobs,
 }
@@ -204,8 +209,7 @@ impl Connect for LocalConnect {
             init.now = None;
             init.providers.hermes = Some(hermes);
             init.operator = Some(operator);
-            let d = Dispatch::over(store, init, self.knobs)
-                .await
+            let d = Dispatch::over(store, self.client.clone(), init, self.knobs)
                 .map_err(SutError::Harness)?;
             Ok(Conn::new(Arc::new(LocalConn {
                 side: d.operator_side(),
@@ -241,17 +245,7 @@ struct LocalConn {
 
 impl Connection for LocalConn {
     fn call(&self, req: Request) -> BoxFuture<'_, Result<Result<Value, Failure>, SutError>> {
-        Box::pin(async move {
-            let op = req.op();
-            match self.side.operator(req).await {
-                Ok(v) => Ok(Ok(v)),
-                Err(e) => serde_json::from_value::<Failure>(e.clone())
-                    .map(Err)
-                    .map_err(|err| {
-                        SutError::Harness(format!("{op}: an unreadable error ({err}): {e}"))
-                    }),
-            }
-        })
+        Box::pin(async move { Ok(self.side.operator(req).await) })
     }
     fn stop<'a>(&'a self, _why: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async {})

@@ -51,24 +51,4 @@ impl Knobs {
             None
         }
     }
-
-    /// The same knobs, without the connector defect (an executor's own, not its connector's).
-    pub fn executor_only(&self) -> Knobs {
-        #[cfg(feature = "test-knobs")]
-        {
-            Knobs {
-                variant: self.variant,
-                connector: None,
-            }
-        }
-        #[cfg(not(feature = "test-knobs"))]
-        {
-            *self
-        }
-    }
-
-    /// Whether any knob is turned.
-    pub fn any(&self) -> bool {
-        self.variant() != Variant::Conforming || self.connector().is_some()
-    }
 }

@@ -26,7 +26,7 @@ pub async fn serve(knobs: Knobs) -> u8 {
             }
         }
     });
-    let send = move |id: u64, answer: Result<Value, Value>| {
+    let send = move |id: u64, answer: Result<Value, message::Failure>| {
         let msg = match answer {
             Ok(v) => json!({"id": id, "ok": v}),
             Err(e) => json!({"id": id, "error": e}),

@@ -108,12 +108,6 @@ impl OperatorWorld {
         ))
     }
 
-    /// Stops a connector instance (SIGKILL for a process; its requests in flight fail with it)
-    /// and records why in the case's process log.
-    pub(super) async fn stop(&self, c: &Conn, why: &str) {
-        c.stop(why).await;
-    }
-
     /// Where bindings are read: an instance of its own, started with the harness's default
     /// policy.
     pub(super) async fn reader(&mut self) -> Result<Conn, SutError> {

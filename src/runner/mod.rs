@@ -170,9 +170,14 @@ async fn setup(
                 dinit,
                 opts.seed,
             );
-            InProcess::start(store_for_operator, init, opts.knobs, clock.clone())
-                .await
-                .map(|s| Box::new(s) as Box<dyn Sut>)
+            InProcess::start(
+                store_for_operator,
+                client.clone(),
+                init,
+                opts.knobs,
+                clock.clone(),
+            )
+            .map(|s| Box::new(s) as Box<dyn Sut>)
         }
         Some(spec) => ProcessSut::start(
             spec.clone(),
@@ -439,7 +444,7 @@ pub async fn run_suite(
             .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
         None => crate::reference::implementation(),
     };
-    if opts.knobs.any() && opts.sut.is_none() {
+    if opts.knobs.variant() != crate::reference::Variant::Conforming && opts.sut.is_none() {
         implementation["variant"] = serde_json::to_value(opts.knobs.variant()).unwrap_or_default();
     }
     Report {

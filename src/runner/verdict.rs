@@ -357,10 +357,7 @@ pub(super) fn judge_step(
     };
     match (result, expected) {
         (Err(SutError::Mismatch(req, m)), _) => failed(*req, format!("{verb}: {m}")),
-        (Err(SutError::Harness(m)), _) => {
-            StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
-        }
-        (Err(SutError::Version(m)), _) => {
+        (Err(SutError::Harness(m) | SutError::Version(m)), _) => {
             StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
         }
         (Err(SutError::Corrupt(m)), _) => failed(Req::R004, format!("{verb}: {m}")),

@@ -110,6 +110,17 @@ impl World {
             .ok_or_else(|| SutError::Harness(format!("submission {label:?} was not admitted")))
     }
 
+    /// A step on one occurrence: the step's executor sends the request built for its id.
+    async fn on_occurrence(
+        &mut self,
+        executor: &Option<String>,
+        occurrence: &str,
+        request: impl FnOnce(OccurrenceId) -> Request,
+    ) -> Result<(), SutError> {
+        let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+        self.sut.exec(&who, request(o)).await
+    }
+
     pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
         match step {
             Step::Join { executor, .. } => {
@@ -173,25 +184,18 @@ impl World {
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(
-                        &who,
-                        Request::Reserve {
-                            occurrence: o,
-                            amount: 1250,
-                        },
-                    )
-                    .await?
+                self.on_occurrence(executor, occurrence, |o| Request::Reserve {
+                    occurrence: o,
+                    amount: 1250,
+                })
+                .await?
             }
             Step::Enter {
                 occurrence,
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(&who, Request::Enter { occurrence: o })
+                self.on_occurrence(executor, occurrence, |o| Request::Enter { occurrence: o })
                     .await?
             }
             Step::Send {
@@ -200,25 +204,18 @@ impl World {
                 background,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(
-                        &who,
-                        Request::Send {
-                            occurrence: o,
-                            background: *background,
-                        },
-                    )
-                    .await?
+                self.on_occurrence(executor, occurrence, |o| Request::Send {
+                    occurrence: o,
+                    background: *background,
+                })
+                .await?
             }
             Step::Execute {
                 occurrence,
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(&who, Request::Execute { occurrence: o })
+                self.on_occurrence(executor, occurrence, |o| Request::Execute { occurrence: o })
                     .await?
             }
             Step::Settle { .. } => self.sut.settle().await?,
@@ -227,20 +224,18 @@ impl World {
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(&who, Request::Adopt { occurrence: o })
-                    .await?;
+                self.on_occurrence(executor, occurrence, |o| Request::Adopt { occurrence: o })
+                    .await?
             }
             Step::Reconcile {
                 occurrence,
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(&who, Request::Reconcile { occurrence: o })
-                    .await?
+                self.on_occurrence(executor, occurrence, |o| Request::Reconcile {
+                    occurrence: o,
+                })
+                .await?
             }
             Step::Release {
                 occurrence,
@@ -248,22 +243,17 @@ impl World {
                 reason,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
                 let reason = match reason.as_deref() {
                     None => ReleaseReason::PredecessorNeverEntered,
                     Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
                         SutError::Harness(format!("release reason {r:?} is unknown"))
                     })?,
                 };
-                self.sut
-                    .exec(
-                        &who,
-                        Request::Release {
-                            occurrence: o,
-                            reason,
-                        },
-                    )
-                    .await?
+                self.on_occurrence(executor, occurrence, |o| Request::Release {
+                    occurrence: o,
+                    reason,
+                })
+                .await?
             }
             Step::Rebind {
                 occurrence,
@@ -272,17 +262,12 @@ impl World {
                 executor,
                 ..
             } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                self.sut
-                    .exec(
-                        &who,
-                        Request::Rebind {
-                            occurrence: o,
-                            field: field.clone(),
-                            value: value.clone(),
-                        },
-                    )
-                    .await?
+                self.on_occurrence(executor, occurrence, |o| Request::Rebind {
+                    occurrence: o,
+                    field: field.clone(),
+                    value: value.clone(),
+                })
+                .await?
             }
             Step::Remedy {
                 occurrence,
@@ -529,8 +514,7 @@ impl World {
                     .collect();
                 stopped.extend(self.operator.reader.take());
                 for c in stopped {
-                    self.operator
-                        .stop(&c, "stopped: the case changed the connector's policy")
+                    c.stop("stopped: the case changed the connector's policy")
                         .await;
                 }
                 let policy = self
@@ -657,7 +641,7 @@ impl World {
                     .partition(|(i, _)| i == instance);
                 if let Some(c) = self.operator.connectors.remove(instance) {
                     // A process dies by SIGKILL; its requests in flight fail with it.
-                    self.operator.stop(&c, "killed with SIGKILL").await;
+                    c.stop("killed with SIGKILL").await;
                 }
                 for (_, t) in kill {
                     t.abort();
@@ -711,7 +695,7 @@ impl World {
     pub(super) async fn durability(&mut self) -> Result<(), SutError> {
         let before_reader = self.operator.reader().await?;
         for (_, c) in std::mem::take(&mut self.operator.connectors) {
-            self.operator.stop(&c, "killed with SIGKILL").await;
+            c.stop("killed with SIGKILL").await;
         }
         for (_, t) in self.operator.background.drain(..) {
             t.abort();
@@ -729,9 +713,7 @@ impl World {
                 before_reader.binding(id).await?.ok().flatten(),
             ));
         }
-        self.operator
-            .stop(&before_reader, "stopped for the durability check")
-            .await;
+        before_reader.stop("stopped for the durability check").await;
         self.operator.reader = None;
         if !self.operator.connect.reopen().await? {
             self.operator.unsupported = Some(

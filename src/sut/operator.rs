@@ -6,9 +6,9 @@
 //! connector's own answer (judged by the case), the outer one means aocheck could not talk to the
 //! implementation (a harness error).
 
-use super::message::{Failure, Request, reply};
+use super::message::{Failure, Op, Request, reply};
 use super::processes::failure_error;
-use super::{BoxFuture, SutError};
+use super::{BoxFuture, SutError, decode};
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;
 use crate::operator::error::ErrorCode;
@@ -32,7 +32,8 @@ pub trait Connection: Send + Sync + std::fmt::Debug {
 #[derive(Clone, Debug)]
 pub struct Conn(Arc<dyn Connection>);
 
-fn connector_error(kind: &str, f: &super::protocol::SutFailure) -> Option<ConnectorError> {
+fn connector_error(f: &Failure) -> Option<ConnectorError> {
+    let kind = f.kind.as_str();
     if !kind.starts_with("connector.hermes_agent.") {
         return None;
     }
@@ -56,21 +57,16 @@ impl Conn {
         let op = req.op().name();
         match self.0.call(req).await? {
             Ok(v) => Ok(Ok(v)),
-            Err(f) => match connector_error(&f.kind.clone(), &f) {
+            Err(f) => match connector_error(&f) {
                 Some(e) => Ok(Err(e)),
                 None => Err(failure_error(op, f)),
             },
         }
     }
 
-    fn decode<T: serde::de::DeserializeOwned>(op: &str, v: Value) -> Result<T, SutError> {
-        serde_json::from_value(v.clone())
-            .map_err(|e| SutError::Harness(format!("{op} answered something else ({e}): {v}")))
-    }
-
     pub async fn invoke(&self, a: &Action) -> Answer<OperatorResult> {
         match self.call(Request::Invoke { action: a.clone() }).await? {
-            Ok(v) => Ok(Ok(Self::decode("invoke", v)?)),
+            Ok(v) => Ok(Ok(decode(Op::Invoke, v)?)),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -87,7 +83,7 @@ impl Conn {
             aip_records: records.to_vec(),
         };
         match self.call(req).await? {
-            Ok(v) => Ok(Ok(Self::decode("delegate", v)?)),
+            Ok(v) => Ok(Ok(decode(Op::Delegate, v)?)),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -97,7 +93,7 @@ impl Conn {
             action_id: action_id.into(),
         };
         match self.call(req).await? {
-            Ok(v) => Ok(Ok(Self::decode("cancel", v)?)),
+            Ok(v) => Ok(Ok(decode(Op::Cancel, v)?)),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -109,7 +105,7 @@ impl Conn {
         match self.call(req).await? {
             Ok(Value::Null) => Ok(Ok(None)),
             Ok(v) => {
-                let r: reply::Binding = Self::decode("binding", v)?;
+                let r: reply::Binding = decode(Op::Binding, v)?;
                 Ok(Ok(Some((r.version, r.binding))))
             }
             Err(e) => Ok(Err(e)),

@@ -220,16 +220,6 @@ impl ProcessSut {
         })
     }
 
-    /// The case's process starter (for the operator connector's instances).
-    pub fn spawner(&self) -> Spawner {
-        self.spawner.clone()
-    }
-
-    /// Every process started, with how it ended, for the report.
-    pub fn processes(&self) -> Vec<String> {
-        self.spawner.log()
-    }
-
     fn exec(&mut self, name: &str) -> Result<&mut Exec, SutError> {
         if let Some(label) = self.killed.get(name)
             && !self.executors.contains_key(name)

@@ -38,7 +38,7 @@ pub enum Outcome {
 pub struct SutFailure {
     /// `refused`, `conflict`, `invalid`, `unsupported`, `internal`, or a connector code.
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requirement: Option<String>,
     #[serde(default)]
     pub message: String,

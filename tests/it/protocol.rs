@@ -327,6 +327,18 @@ async fn refusal_labels_are_an_implementations_choice_but_a_refusal_is_not() {
     )
     .await;
     assert_eq!(r.cases.len(), cases.len());
+    // The relay really relabelled: refusals arrived without a label and under a wrong one.
+    let steps: Vec<&String> = r.cases.iter().flat_map(|c| &c.steps).collect();
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.ends_with("refused (no requirement named)")),
+        "{steps:?}"
+    );
+    assert!(
+        steps.iter().any(|s| s.ends_with("refused AOC-REQ-001")),
+        "{steps:?}"
+    );
     for c in &r.cases {
         assert_eq!(
             c.verdict,

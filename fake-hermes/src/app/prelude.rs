@@ -23,8 +23,14 @@ pub(super) async fn prelude(
         Some(Fault::Forget) => forget(s),
         Some(Fault::Delay { ms }) => tokio::time::sleep(Duration::from_millis(*ms)).await,
         Some(Fault::Hold { name }) => {
-            let (own, mut watch) = s.holds.watch();
-            let flag = client.unwrap_or(own);
+            // Without the caller's flag, this future answers the client: watch it here.
+            let (flag, mut watch) = match client {
+                Some(flag) => (flag, None),
+                None => {
+                    let (flag, watch) = s.holds.watch();
+                    (flag, Some(watch))
+                }
+            };
             let shown = fake_control::holds::Parked {
                 request_seq: None,
                 op: route.label().to_string(),
@@ -32,7 +38,9 @@ pub(super) async fn prelude(
                 idempotency_key: None,
             };
             let released = s.holds.park(name, shown, flag).released().await;
-            watch.answered();
+            if let Some(w) = watch.as_mut() {
+                w.answered();
+            }
             if let ReleaseAction::Reject { status } = released {
                 return Pre::Respond(error(status, "Service unavailable", None));
             }
