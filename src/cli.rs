@@ -1,5 +1,5 @@
 //! The command line: `run` (the suite, in process or through `--sut`), `cases check`, `sut
-//! reference` (the reference as an `aocheck-sut/1` process), `keygen` and `verify` (signed
+//! reference` (the reference as an `aocheck-sut/2` process), `keygen` and `verify` (signed
 //! evidence), and `store`, `profile` and `verify-history` to inspect what an implementation left.
 //! Exit codes are `crate::exit`'s.
 
@@ -30,7 +30,7 @@ pub enum Command {
         #[command(subcommand)]
         what: CasesCmd,
     },
-    /// Be a system under test: speak `aocheck-sut/1` on stdin/stdout.
+    /// Be a system under test: speak `aocheck-sut/2` on stdin/stdout.
     Sut {
         #[command(subcommand)]
         what: SutCmd,
@@ -109,11 +109,11 @@ pub struct RunArgs {
     /// Sign the report with this Ed25519 private key (PEM).
     #[arg(long)]
     pub sign: Option<PathBuf>,
-    /// Judge this implementation through `aocheck-sut/1` (one process per executor generation,
+    /// Judge this implementation through `aocheck-sut/2` (one process per executor generation,
     /// crashes are SIGKILL), e.g. `--sut 'python3 examples/python-sut/sut.py'`.
     #[arg(long, value_name = "COMMAND")]
     pub sut: Option<String>,
-    /// Seconds each `aocheck-sut/1` request may take before the process is killed.
+    /// Seconds each `aocheck-sut/2` request may take before the process is killed.
     #[arg(long, default_value_t = 10)]
     pub sut_timeout: u64,
 }
@@ -240,7 +240,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
     if let Some(command) = &a.sut {
         if command.trim().is_empty() {
             eprintln!(
-                "error: --sut: the command is empty; name the program that speaks aocheck-sut/1"
+                "error: --sut: the command is empty; name the program that speaks aocheck-sut/2"
             );
             return exit::INVALID_INPUT;
         }

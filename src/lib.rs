@@ -14,7 +14,7 @@
 //!      trait sut::Sut  (one boundary; messages in sut::message)
 //!         ├─ reference::in_process  ─┐  the reference answers the same typed requests
 //!         └─ sut::processes (any     ─┘  through reference::dispatch, in process or over
-//!            language, aocheck-sut/1)     stdin/stdout (`aocheck sut reference`)
+//!            language, aocheck-sut/2)     stdin/stdout (`aocheck sut reference`)
 //!         │ HTTP                          ground truth read only by the harness
 //!         ▼
 //!      fake-payments · fake-hermes  (crates of their own, on fake-control)

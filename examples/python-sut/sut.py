@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A minimal AOC executor speaking aocheck-sut/1, in Python with the standard library only.
+"""A minimal AOC executor speaking aocheck-sut/2, in Python with the standard library only.
 
 One process is one executor generation. Everything durable lives in the SQLite file named by
 `init` (store.path): the lane's lease (generation fence), each occurrence's request and binding,
@@ -7,7 +7,7 @@ and its append-only history, chained by SHA-256 over RFC 8785 JSON. A successor 
 same file, takes the lane over (a higher generation), adopts what it finds, and never sends an
 entered occurrence's request again.
 
-It talks to fake-payments: the Idempotency-Key is the occurrence id, every response's Ed25519 tag
+It talks to fake-payments: the Idempotency-Key is "aoc-" + the occurrence id, every response's Ed25519 tag
 is verified against the published key, and only verified, exactly bound, mapped statuses decide an
 outcome. Anything else is recorded as missing knowledge.
 
@@ -28,7 +28,10 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ed25519_verify import verify  # noqa: E402
 
-PROTOCOL = "aocheck-sut/1"
+PROTOCOL = "aocheck-sut/2"
+# The Idempotency-Key of an occurrence: its id behind a prefix (declared in the init answer, so
+# aocheck can attribute every payment in the provider's ledger).
+KEY_RULE = "aoc-{occurrence}"
 LANE = "lane-1"
 OPERATIONS = [
     "join", "takeover", "create", "reserve", "enter", "send", "execute", "settle",
@@ -332,8 +335,8 @@ class Executor:
             binding = {
                 "profile_id": self.profile["id"], "profile_version": self.profile["version"],
                 "account": self.account, "environment": self.profile["environments"][0],
-                "request_digest": request_digest, "key_rule": self.profile["key_rule"],
-                "native_key": occ_id, "status_source": "payments.get",
+                "request_digest": request_digest, "key_rule": KEY_RULE,
+                "native_key": KEY_RULE.replace("{occurrence}", occ_id), "status_source": "payments.get",
             }
             db.execute("INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?)",
                        (occ_id, key, json.dumps(body), json.dumps(binding),
@@ -417,7 +420,8 @@ class Executor:
             raise Invalid("this process holds no entry permit for %s" % occ_id)
         occ = self.occurrence(self.db, occ_id)
         try:
-            result = self.call("POST", "/v1/payments", json.loads(occ["body"]), key=occ_id)
+            result = self.call("POST", "/v1/payments", json.loads(occ["body"]),
+                               key=json.loads(occ["binding"])["native_key"])
         except OSError as e:
             result = e
         self.record(occ_id, {"type": "response", "attempt": attempt}, result, False)
@@ -463,7 +467,8 @@ class Executor:
             if st["ref"]:
                 result, listing = self.call("GET", "/v1/payments/" + st["ref"]), False
             else:
-                result, listing = self.call("GET", "/v1/payments?idempotency_key=" + occ_id), True
+                key = json.loads(occ["binding"])["native_key"]
+                result, listing = self.call("GET", "/v1/payments?idempotency_key=" + key), True
         except OSError as e:
             result, listing = e, False
         self.record(occ_id, {"type": "status_query"}, result, listing)
@@ -516,7 +521,8 @@ def main():
                 executor = Executor(req)
                 log("executor %s ready" % executor.name)
                 reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
-                                           "version": "0.1.0", "operations": OPERATIONS}}
+                                           "version": "0.1.0", "operations": OPERATIONS,
+                                           "key_rule": KEY_RULE}}
             elif executor is None:
                 raise Invalid("%s before init" % op)
             elif op not in OPERATIONS:

@@ -20,7 +20,7 @@ pub enum AdmissionEnd {
 }
 
 impl AdmissionEnd {
-    /// The end named as cases and `aocheck-sut/1` write it (`completed`, `not_executed` …).
+    /// The end named as cases and `aocheck-sut/2` write it (`completed`, `not_executed` …).
     pub fn parse(s: &str) -> Option<Self> {
         serde_json::from_value(serde_json::Value::String(s.into())).ok()
     }

@@ -61,7 +61,7 @@ pub enum ReleaseReason {
 }
 
 impl ReleaseReason {
-    /// The reason named as cases and `aocheck-sut/1` write it (`owner_abandoned` …).
+    /// The reason named as cases and `aocheck-sut/2` write it (`owner_abandoned` …).
     pub fn parse(s: &str) -> Option<Self> {
         serde_json::from_value(serde_json::Value::String(s.into())).ok()
     }

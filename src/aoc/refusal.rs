@@ -63,7 +63,7 @@ pub enum RefusalKind {
     InvalidInput { field: String, msg: String },
     /// Admission rules (seed 003).
     Admission { msg: String },
-    /// A refusal an implementation reported through `aocheck-sut/1` (its own words).
+    /// A refusal an implementation reported through `aocheck-sut/2` (its own words).
     Reported { msg: String },
 }
 

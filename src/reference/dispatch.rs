@@ -26,6 +26,7 @@ pub fn hello() -> Hello {
         name: "aocheck-reference".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         operations: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
+        key_rule: crate::check::accounting::PLACEHOLDER.into(),
     }
 }
 

@@ -43,10 +43,18 @@ pub enum Variant {
     TrustUnauthenticated,
     /// Puts an `unknown` admission back in the queue on recovery.
     ResetUnknownToQueued,
+    /// Sends again under the same key when an entered occurrence's outcome is unknown: the
+    /// provider answers from its idempotency store, so no second effect appears.
+    ResendSameKey,
+    /// Reports an unresolved entered occurrence as resolved with success (its history is honest).
+    RosyState,
+    /// Drops the earliest observation from its history once a second one is recorded, and
+    /// recomputes the chain so that it verifies.
+    DropObservation,
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 8] = [
+    pub const BROKEN: [Variant; 11] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -55,6 +63,9 @@ impl Variant {
         Variant::OverwriteHistory,
         Variant::TrustUnauthenticated,
         Variant::ResetUnknownToQueued,
+        Variant::ResendSameKey,
+        Variant::RosyState,
+        Variant::DropObservation,
     ];
 }
 
@@ -310,7 +321,7 @@ impl ReferenceSut {
             Ok(p) => p,
             Err(err) => {
                 let refusal = SutError::from(err);
-                if self.knobs.is(Variant::ReplayUnknown)
+                if (self.knobs.is(Variant::ReplayUnknown) || self.knobs.is(Variant::ResendSameKey))
                     && let SutError::Refused(r) = &refusal
                     && matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. })
                 {
@@ -318,7 +329,9 @@ impl ReferenceSut {
                     let st = self.domain.state(occ).await?;
                     if st.is_unresolved() {
                         let mut b = intent.binding.clone();
-                        b.native_key = Some(format!("{}-retry", occ));
+                        if self.knobs.is(Variant::ReplayUnknown) {
+                            b.native_key = Some(format!("{}-retry", occ));
+                        }
                         let _ = self
                             .client
                             .send_create(
@@ -522,17 +535,39 @@ impl ReferenceSut {
             st.authority.released += st.authority.consumed;
             st.authority.consumed = 0;
         }
+        if self.knobs.is(Variant::RosyState) && st.is_unresolved() && st.entry_attempts > 0 {
+            // The defect: an unknown outcome reported as the hoped-for one.
+            st.phase = crate::aoc::occurrence::Phase::Resolved;
+            st.outcome = Some(crate::aoc::history::Outcome::Success);
+            st.missing.clear();
+        }
         Ok(st)
     }
 
     pub async fn history(&self, occ: &OccurrenceId) -> Result<Vec<ChainedEntry>, SutError> {
         // The raw stored history, unverified: the checkers verify it themselves.
-        self.domain
+        let h = self
+            .domain
             .store()
             .load(&self.domain.config().domain_id, occ)
             .await
             .map_err(|e| SutError::Harness(e.to_string()))?
-            .ok_or_else(|| SutError::Harness(format!("no history for {occ}")))
+            .ok_or_else(|| SutError::Harness(format!("no history for {occ}")))?;
+        let observed =
+            |e: &ChainedEntry| matches!(e.body, crate::aoc::history::EntryBody::Observed { .. });
+        if self.knobs.is(Variant::DropObservation) && h.iter().filter(|e| observed(e)).count() > 1 {
+            // The defect: the inconvenient first observation is gone and the chain re-sealed.
+            let mut bodies: Vec<_> = h.into_iter().map(|e| e.body).collect();
+            if let Some(i) = bodies
+                .iter()
+                .position(|b| matches!(b, crate::aoc::history::EntryBody::Observed { .. }))
+            {
+                bodies.remove(i);
+            }
+            return ChainedEntry::seal_all(0, None, bodies)
+                .map_err(|e| SutError::Harness(e.to_string()));
+        }
+        Ok(h)
     }
 
     // ---- admissions and the lease (seed 003) ----

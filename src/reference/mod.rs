@@ -1,6 +1,6 @@
 //! The reference implementation behind the boundary: the AOC executor over `crate::aoc`
 //! ([`executor`]), its fake-payments client ([`payments`]: tag verification, evidence), and the
-//! `aocheck-sut/1` server (`serve`, `aocheck sut reference`).
+//! `aocheck-sut/2` server (`serve`, `aocheck sut reference`).
 
 pub(crate) mod dispatch;
 pub mod executor;

@@ -1,4 +1,4 @@
-//! The reference implementation behind `aocheck-sut/1` (`aocheck sut reference`): one process is
+//! The reference implementation behind `aocheck-sut/2` (`aocheck sut reference`): one process is
 //! one executor generation. It reads requests from stdin, answers on stdout, logs on stderr, and
 //! keeps everything durable in the store named by `init`, so a successor process on the same store
 //! continues where a killed predecessor stopped.

@@ -354,7 +354,7 @@ pub fn html(r: &Report) -> String {
     for c in &r.cases {
         let _ = write!(
             s,
-            "<h2 id=\"{}\">{} <span class=\"{}\">{}</span></h2><p>{}<br><span class=\"small\">{} · {} ms · checkers ran {} times · reproduce: <code>{}</code></span></p>",
+            "<h2 id=\"{}\">{} <span class=\"{}\">{}</span></h2><p>{}<br><span class=\"small\">{} · {} ms · {} facts examined · reproduce: <code>{}</code></span></p>",
             h(&c.id),
             h(&c.id),
             c.verdict.label(),
@@ -362,7 +362,7 @@ pub fn html(r: &Report) -> String {
             h(&c.title),
             h(&c.requirements.join(", ")),
             c.millis,
-            c.checker_runs,
+            c.facts.values().sum::<u32>(),
             h(&c.repro)
         );
         for f in &c.failures {
@@ -373,6 +373,13 @@ pub fn html(r: &Report) -> String {
         }
         if let Some(m) = &c.unsupported {
             let _ = write!(s, "<p class=\"unsupported\">unsupported: {}</p>", h(m));
+        }
+        if !c.not_established.is_empty() {
+            let _ = write!(
+                s,
+                "<p class=\"missing_knowledge\">not established (no check examined a fact about them): {}</p>",
+                h(&c.not_established.join(", "))
+            );
         }
         if !c.faults.is_empty() {
             s.push_str("<p>faults: ");

@@ -8,6 +8,7 @@ use crate::aoc::composition::{BypassPath, CompositionStatus};
 use crate::aoc::domain::Limits;
 use crate::aoc::requirement::Req;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 pub const SCHEMA: &str = "aocheck.report/1";
@@ -116,7 +117,14 @@ pub struct CaseReport {
     pub unsupported: Option<String>,
     pub faults: Vec<FaultReport>,
     pub steps: Vec<String>,
-    pub checker_runs: u32,
+    /// Facts some check examined, per requirement id (a requirement passes only above zero).
+    pub facts: BTreeMap<String, u32>,
+    /// Declared requirements no check examined a fact about: the case cannot pass them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_established: Vec<String>,
+    /// The implementation's declared key rule, by which the provider's ledger was attributed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_rule: Option<String>,
     pub occurrences: Vec<OccurrenceReport>,
     /// Hermes operator bindings (Hermes cases only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -125,7 +133,7 @@ pub struct CaseReport {
     pub bypass_paths: Vec<BypassPath>,
     pub composition: CompositionStatus,
     pub limits: Option<Limits>,
-    /// The implementation that answered (process runs only: `aocheck-sut/1` self-description).
+    /// The implementation that answered (process runs only: `aocheck-sut/2` self-description).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub implementation: Option<serde_json::Value>,
     /// Every implementation process the case started, and how each ended (process runs only).
@@ -150,7 +158,9 @@ impl CaseReport {
             unsupported: None,
             faults: Vec::new(),
             steps: Vec::new(),
-            checker_runs: 0,
+            facts: BTreeMap::new(),
+            not_established: Vec::new(),
+            key_rule: None,
             occurrences: Vec::new(),
             operators: Vec::new(),
             provider_profile: None,

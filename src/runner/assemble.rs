@@ -3,7 +3,6 @@
 
 use super::world::World;
 use crate::aoc::occurrence::Phase;
-use crate::check::effects_for;
 use crate::report::model::OccurrenceReport;
 use crate::vocab::{Authority, Flag, Outcome, State};
 
@@ -211,7 +210,7 @@ impl World {
                 entry_attempts: st.entry_attempts,
                 evidence_sources: st.evidence_sources.iter().cloned().collect(),
                 missing_knowledge: st.missing.iter().map(|m| m.to_string()).collect(),
-                provider_effects: effects_for(&ledger, id.as_str()).len() as u32,
+                provider_effects: self.effects_of(&ledger, id).len() as u32,
                 history_len: st.len,
             });
         }

@@ -1,6 +1,6 @@
 //! The runner: for each case, a fresh fake-payments on a loopback port, a fresh domain namespace on
 //! the chosen store, and the implementation under test (the reference in process, or processes
-//! speaking `aocheck-sut/1`); it performs the case's steps, runs every checker after every step,
+//! speaking `aocheck-sut/2`); it performs the case's steps, runs every checker after every step,
 //! and judges the case. It emits one [`RunEvent`] stream; reporters consume it.
 //!
 //! | file | job |
@@ -56,7 +56,7 @@ pub struct RunOptions {
     pub knobs: Knobs,
     /// The `--store` argument a reproduction needs (`None`: the default SQLite store).
     pub repro_store: Option<String>,
-    /// Judge an implementation through `aocheck-sut/1` processes instead of in process.
+    /// Judge an implementation through `aocheck-sut/2` processes instead of in process.
     pub sut: Option<ProcessSpec>,
 }
 
@@ -204,6 +204,9 @@ async fn setup(
         }
     };
     report.implementation = sut.implementation();
+    report.key_rule = Some(sut.hello().key_rule.clone());
+    let key_rule = crate::check::accounting::KeyRule::parse(&sut.hello().key_rule)
+        .map_err(|e| (HarnessCause::Undecided, format!("the implementation's {e}")))?;
     let connect = sut.connectors();
     let world = World {
         sut,
@@ -213,6 +216,7 @@ async fn setup(
         submissions: BTreeMap::new(),
         current: None,
         checker: Checker::default(),
+        key_rule,
         limits,
         observe_error: None,
         operator: OperatorWorld {
@@ -322,8 +326,19 @@ pub async fn run_case(
         });
         report.steps.push(format!("{}: {label}", step.verb()));
         match verdict::judge_step(step, i, &result, expected, &case.requirements) {
-            StepVerdict::Met => {}
-            StepVerdict::Failed(f) => failures.push(f),
+            StepVerdict::Met => {
+                // A refusal the case expected is a fact about the requirement it protects.
+                if let (crate::case::Expected::Refused(want), Err(_)) = (expected, &result) {
+                    world
+                        .checker
+                        .facts
+                        .saw(want.unwrap_or_else(|| primary(&case.requirements)));
+                }
+            }
+            StepVerdict::Failed(f) => {
+                world.checker.facts.saw(f.requirement);
+                failures.push(f)
+            }
             StepVerdict::Undecided(m) => {
                 if matches!(result, Err(SutError::Version(_))) {
                     cause = HarnessCause::Undecided;
@@ -362,6 +377,9 @@ pub async fn run_case(
             harness = Some(h);
         }
         failures.extend(world.final_expectations(case, checked).await);
+        if let Some(h) = world.observe_error.take() {
+            harness = Some(h);
+        }
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
     let hermes_rules = world.operator.hermes.as_ref().map(|(_, h, _)| h.rules());
@@ -369,7 +387,16 @@ pub async fn run_case(
     report.faults = faults;
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
-    report.checker_runs = world.checker.runs;
+    report.facts = world.checker.facts.by_id();
+    report.not_established = case
+        .requirements
+        .iter()
+        .filter(|r| {
+            crate::aoc::requirement::Req::parse(r)
+                .is_some_and(|r| world.checker.facts.count(r) == 0)
+        })
+        .cloned()
+        .collect();
     world.sut.shutdown().await;
     report.sut_processes = world.sut.processes();
     server.abort();
@@ -383,11 +410,13 @@ pub async fn run_case(
     report.harness = harness.clone();
     report.harness_cause = harness.as_ref().map(|_| cause);
     report.unsupported = world.operator.unsupported.clone();
+    let world_facts = world.checker.facts.total();
     report.verdict = verdict::case_verdict(
         !failures.is_empty(),
         harness.is_some(),
         report.unsupported.is_some(),
-        report.checker_runs,
+        world_facts,
+        !report.not_established.is_empty(),
     );
     report.failures = failures;
     report.millis = started.elapsed().as_millis() as u64;

@@ -15,8 +15,8 @@ use super::world::World;
 use crate::aoc::composition::CompositionStatus;
 use crate::aoc::requirement::Req;
 use crate::case::{Case, Expected, Step};
+use crate::check::Violation;
 use crate::check::hermes::runs_of;
-use crate::check::{Violation, effects_for};
 use crate::report::model::FaultReport;
 use crate::report::model::RequirementReport;
 use crate::report::model::{CaseReport, Failure, Verdict};
@@ -45,15 +45,14 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
                 Verdict::Fail
             } else if let Some(worst) = evaluating
                 .iter()
-                .map(|c| c.verdict)
+                .map(|c| verdict_for(c, *r))
                 .filter(|v| *v != Verdict::Pass && *v != Verdict::Fail)
                 .max()
             {
                 worst
-            } else if evaluating.iter().all(|c| c.verdict == Verdict::Pass) {
-                Verdict::Pass
             } else {
-                // Failed for another requirement only: this one held in those cases.
+                // Passed, or failed for another requirement only, in every case that evaluates
+                // it: it was established and held there.
                 Verdict::Pass
             };
             RequirementReport {
@@ -68,6 +67,19 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
             }
         })
         .collect()
+}
+
+/// What one case says of one requirement it evaluates (and does not fail): a requirement the case
+/// established holds even where the case as a whole lacks knowledge of another; one it did not
+/// establish is missing knowledge in a case that otherwise held, and otherwise as undecided as
+/// the case.
+fn verdict_for(c: &CaseReport, r: Req) -> Verdict {
+    let established = !c.not_established.iter().any(|x| Req::parse(x) == Some(r));
+    match c.verdict {
+        Verdict::Fail | Verdict::MissingKnowledge if established => Verdict::Pass,
+        Verdict::Fail => Verdict::MissingKnowledge,
+        v => v,
+    }
 }
 
 pub(super) fn primary(reqs: &[String]) -> Req {
@@ -136,6 +148,22 @@ impl World {
                 })
             };
             let state = state_word(&st);
+            let facts = &mut self.checker.facts;
+            if !e.state.is_empty() {
+                facts.saw(pick(Req::R009));
+            }
+            if e.outcome.is_some() {
+                facts.saw(pick(Req::R011));
+            }
+            if e.entry_attempts.is_some() || e.provider_effects.is_some() {
+                facts.saw(pick(Req::R010));
+            }
+            if !e.missing_knowledge.is_empty() {
+                facts.saw(pick(Req::R009));
+            }
+            if e.authority.is_some() || e.remedies.is_some() {
+                facts.saw(pick(Req::R012));
+            }
             for (req, msg) in judge_state(e, state, outcome_word(&st)) {
                 fail(pick(req), msg);
             }
@@ -151,7 +179,7 @@ impl World {
                 );
             }
             if let Some(want) = e.provider_effects {
-                let got = effects_for(&ledger, id.as_str()).len() as u32;
+                let got = self.effects_of(&ledger, &id).len() as u32;
                 if got != want {
                     fail(
                         pick(Req::R010),
@@ -189,11 +217,31 @@ impl World {
             }
         }
         if !case.expect.operators.is_empty() {
-            let h = self.operator.hermes().await.ok().map(|(_, h)| h);
-            let c = self.operator.reader().await.ok();
+            // Without Hermes's ledger or the connector's bindings these expectations cannot be
+            // judged: that is a harness error, never a silent skip.
+            let h = match self.operator.hermes().await {
+                Ok((_, h)) => h,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read fake-hermes's ledger: {e}"));
+                    return out;
+                }
+            };
+            let c = match self.operator.reader().await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.observe_error = Some(format!("cannot read the bindings: {e}"));
+                    return out;
+                }
+            };
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);
-                let (Some(h), Some(c)) = (&h, &c) else { break };
+                let facts = &mut self.checker.facts;
+                if e.status.is_some() || e.stops.is_some() {
+                    facts.saw(pick(Req::R011));
+                }
+                if e.runs.is_some() || e.approvals.is_some() {
+                    facts.saw(pick(Req::R010));
+                }
                 let ledger = h.ledger();
                 let b = c.binding_of(&id).await;
                 let mut fail = |req: Req, msg: String| {
@@ -257,6 +305,7 @@ impl World {
             }
         }
         for (sub, want) in &case.expect.admissions {
+            self.checker.facts.saw(pick(Req::R005));
             let got = match self.submissions.get(sub) {
                 Some(id) => match self.sut.admission(&id.clone()).await {
                     Ok(a) => admission_label(&a.state),
@@ -291,6 +340,7 @@ impl World {
         if let Some(want) = &case.expect.composition
             && let Some((composition, _)) = &described
         {
+            self.checker.facts.saw(pick(Req::R013));
             let got = match composition {
                 CompositionStatus::Supported => "supported",
                 CompositionStatus::Unsupported { .. } => "unsupported",
@@ -304,6 +354,7 @@ impl World {
             }
         }
         for kind in &case.expect.bypass_disclosed {
+            self.checker.facts.saw(pick(Req::R001));
             let paths = described.as_ref().map(|d| d.1.as_slice()).unwrap_or(&[]);
             let disclosed = paths.iter().any(|b| {
                 serde_json::to_value(b.kind)
@@ -470,7 +521,8 @@ pub(super) fn case_verdict(
     failed: bool,
     undecided: bool,
     unsupported: bool,
-    checker_runs: u32,
+    facts: u32,
+    not_established: bool,
 ) -> Verdict {
     if failed {
         Verdict::Fail
@@ -478,8 +530,10 @@ pub(super) fn case_verdict(
         Verdict::HarnessError
     } else if unsupported {
         Verdict::Unsupported
-    } else if checker_runs == 0 {
+    } else if facts == 0 {
         Verdict::NotRun
+    } else if not_established {
+        Verdict::MissingKnowledge
     } else {
         Verdict::Pass
     }
@@ -603,10 +657,69 @@ mod tests {
 
     #[test]
     fn the_verdict_order_is_fail_then_harness_error_then_unsupported_then_not_run() {
-        assert_eq!(case_verdict(true, true, true, 0), Verdict::Fail);
-        assert_eq!(case_verdict(false, true, true, 5), Verdict::HarnessError);
-        assert_eq!(case_verdict(false, false, true, 5), Verdict::Unsupported);
-        assert_eq!(case_verdict(false, false, false, 0), Verdict::NotRun);
-        assert_eq!(case_verdict(false, false, false, 1), Verdict::Pass);
+        assert_eq!(case_verdict(true, true, true, 0, true), Verdict::Fail);
+        assert_eq!(
+            case_verdict(false, true, true, 5, true),
+            Verdict::HarnessError
+        );
+        assert_eq!(
+            case_verdict(false, false, true, 5, true),
+            Verdict::Unsupported
+        );
+        assert_eq!(case_verdict(false, false, false, 0, true), Verdict::NotRun);
+        assert_eq!(
+            case_verdict(false, false, false, 3, true),
+            Verdict::MissingKnowledge
+        );
+        assert_eq!(case_verdict(false, false, false, 1, false), Verdict::Pass);
+    }
+
+    fn case(verdict: Verdict, reqs: &[&str], failed: &[Req], unestablished: &[&str]) -> CaseReport {
+        let mut c = CaseReport::new(
+            "C",
+            "t",
+            std::path::Path::new("c.yaml"),
+            reqs.iter().map(|r| r.to_string()).collect(),
+        );
+        c.verdict = verdict;
+        c.not_established = unestablished.iter().map(|r| r.to_string()).collect();
+        c.failures = failed
+            .iter()
+            .map(|r| Failure {
+                requirement: *r,
+                step: None,
+                msg: "x".into(),
+            })
+            .collect();
+        c
+    }
+
+    /// A requirement passes only where it was established; one no check examined is missing
+    /// knowledge even when the case failed for another requirement.
+    #[rstest]
+    #[case::established_in_a_passing_case(Verdict::Pass, &[], &[], Verdict::Pass)]
+    #[case::established_beside_an_unestablished_one(Verdict::MissingKnowledge, &[], &["AOC-REQ-002"], Verdict::Pass)]
+    #[case::not_established(Verdict::MissingKnowledge, &[], &["AOC-REQ-001"], Verdict::MissingKnowledge)]
+    #[case::failed_for_it(Verdict::Fail, &[Req::R001], &[], Verdict::Fail)]
+    #[case::failed_for_another_but_held(Verdict::Fail, &[Req::R002], &[], Verdict::Pass)]
+    #[case::failed_for_another_and_unexamined(Verdict::Fail, &[Req::R002], &["AOC-REQ-001"], Verdict::MissingKnowledge)]
+    #[case::harness_error(Verdict::HarnessError, &[], &[], Verdict::HarnessError)]
+    fn a_requirement_is_judged_by_what_examined_it(
+        #[case] verdict: Verdict,
+        #[case] failed: &[Req],
+        #[case] unestablished: &[&str],
+        #[case] want: Verdict,
+    ) {
+        let c = case(
+            verdict,
+            &["AOC-REQ-001", "AOC-REQ-002"],
+            failed,
+            unestablished,
+        );
+        let got = aggregate(&[c])
+            .into_iter()
+            .find(|q| q.id == Req::R001)
+            .map(|q| q.verdict);
+        assert_eq!(got, Some(want));
     }
 }

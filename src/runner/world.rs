@@ -7,7 +7,8 @@ use crate::aoc::history::ReleaseReason;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::requirement::Req;
 use crate::case::Step;
-use crate::check::{Checker, Observed, Snapshot, Violation, effects_for};
+use crate::check::accounting::{Accounting, KeyRule};
+use crate::check::{Checker, Observed, Snapshot, Violation};
 use crate::clock::ManualClock;
 use crate::sut::Sut;
 use crate::sut::SutError;
@@ -33,10 +34,12 @@ pub(super) struct World {
     pub(super) current: Option<String>,
     pub(super) checker: Checker,
     pub(super) limits: Limits,
+    /// The implementation's declared key rule: how the provider's ledger is attributed.
+    pub(super) key_rule: KeyRule,
     pub(super) operator: OperatorWorld,
 }
 
-/// The `aocheck-sut/1` operations a case needs: every case needs `state`, `lane` and `settle`;
+/// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
 /// each step needs the operation the World sends for it; every operator step also reads the
 /// connector's durable binding.
 pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> {
@@ -102,6 +105,18 @@ impl World {
                 "occurrence {label:?} does not exist (its creation failed?)"
             ))
         })
+    }
+    /// The payment creations the provider attributes to one occurrence by the declared key rule.
+    pub(super) fn effects_of(
+        &self,
+        ledger: &fake_payments::ledger::Ledger,
+        o: &OccurrenceId,
+    ) -> Vec<fake_payments::ledger::Effect> {
+        Accounting::of(ledger, Some(&self.key_rule), &[o.as_str()])
+            .effects_of(o.as_str())
+            .iter()
+            .map(|e| (*e).clone())
+            .collect()
     }
     pub(super) fn adm(&self, label: &str) -> Result<AdmissionId, SutError> {
         self.submissions
@@ -177,6 +192,19 @@ impl World {
                     simulate: simulate.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                // AOC-REQ-002: "creation retries … MUST return the original occurrence".
+                if let Some(first) = self.occurrences.get(occurrence) {
+                    self.checker.facts.saw(Req::R002);
+                    if *first != r.occurrence {
+                        return Err(SutError::Mismatch(
+                            Req::R002,
+                            format!(
+                                "a creation retry under the same creation key minted {} instead of returning {first}",
+                                r.occurrence
+                            ),
+                        ));
+                    }
+                }
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
             Step::Reserve {
@@ -311,11 +339,8 @@ impl World {
             Step::ProviderStatus { occurrence, status } => {
                 let o = self.occ(occurrence)?;
                 let effect = self
-                    .provider
-                    .ledger()
-                    .effects
-                    .iter()
-                    .find(|e| e.idempotency_key.as_deref() == Some(o.as_str()))
+                    .effects_of(&self.provider.ledger(), &o)
+                    .first()
                     .map(|e| e.payment_id.clone());
                 let id = effect.ok_or_else(|| {
                     SutError::Harness(format!("the provider has no payment for {occurrence:?}"))
@@ -327,7 +352,8 @@ impl World {
             Step::ProviderExpire { occurrence } => match occurrence {
                 Some(label) => {
                     let o = self.occ(label)?;
-                    let ids: Vec<String> = effects_for(&self.provider.ledger(), o.as_str())
+                    let ids: Vec<String> = self
+                        .effects_of(&self.provider.ledger(), &o)
                         .iter()
                         .map(|e| e.payment_id.clone())
                         .collect();
@@ -367,6 +393,7 @@ impl World {
                 };
                 let claimed: reply::Admitted =
                     self.sut.ask(To::Executor(&who), Request::Claim).await?;
+                self.checker.facts.saw(Req::R005);
                 match claimed.admission {
                     Some(a) if a == want => {}
                     Some(a) => {
@@ -473,12 +500,14 @@ impl World {
                         .push((instance, tokio::spawn(async move { c.invoke(&a).await })));
                 } else {
                     let r = c.invoke(&a).await?;
+                    result_facts(&mut self.checker.facts, result, error);
                     check_operator_result(&r, result, error)?;
                 }
             }
             Step::OperatorManifest {} => {
                 let c = self.operator.connector("p1").await?;
                 let m = c.manifest().await?;
+                self.checker.facts.saw(Req::R009);
                 let wrong: Vec<String> = pinned_manifest("primary")
                     .into_iter()
                     .filter_map(|(ptr, want)| {
@@ -528,6 +557,7 @@ impl World {
                     .await?
                     .validate_policy(&policy)
                     .await?;
+                self.checker.facts.saw(Req::R001);
                 match (error, got) {
                     (None, None) => {}
                     (Some(want), Some(e)) if e.code.as_str().ends_with(want.as_str()) => {}
@@ -581,6 +611,12 @@ impl World {
                         self.operator.delegation_errors.remove(action);
                     }
                 }
+                if r.as_ref()
+                    .is_ok_and(|o| !o.output["provider"]["delegated"].is_null())
+                {
+                    self.checker.facts.saw(Req::R011);
+                }
+                result_facts(&mut self.checker.facts, result, error);
                 judge_delegated_result(&r, child, action)?;
                 check_operator_result(&r, result, error)?;
             }
@@ -599,6 +635,7 @@ impl World {
                     .await?
                     .map_err(|e| SutError::Mismatch(Req::R011, format!("cancel failed: {e}")))?;
                 if let Some(want) = status {
+                    self.checker.facts.saw(Req::R011);
                     let got = serde_json::to_value(b.status)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
@@ -727,6 +764,7 @@ impl World {
             let after = fresh.binding(id).await?.ok().flatten();
             seen.push((label.clone(), b, after));
         }
+        self.checker.facts.saw(Req::R005);
         judge_durability(seen, "a fresh instance")
     }
 
@@ -761,6 +799,7 @@ impl World {
             provider: self.provider.ledger(),
             generation,
             limits: self.limits,
+            key_rule: Some(self.key_rule.clone()),
         };
         let mut out = self.checker.check(&snap);
         out.extend(self.operator_checks().await);
@@ -783,6 +822,7 @@ impl World {
                 continue;
             };
             for run in runs_of(&ledger, id) {
+                self.checker.facts.saw(Req::R003);
                 let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
                 let exact = sent.as_ref().is_some_and(|p| {
                     p["aip_call_arguments"] == want
@@ -836,10 +876,14 @@ impl World {
                 }
             };
             if let Some(prev) = self.operator.seen.get(&label) {
+                for r in [Req::R003, Req::R004, Req::R005] {
+                    self.checker.facts.saw(r);
+                }
                 out.extend(binding_monotonic(&label, prev, &b));
             }
             self.operator.seen.insert(label.clone(), b.clone());
             let runs = runs_of(&ledger, &id).len();
+            self.checker.facts.saw(Req::R010);
             if runs > 1 {
                 out.push(Violation {
                     checker: "one_run_per_action",
@@ -848,12 +892,18 @@ impl World {
                     msg: format!("{runs} Hermes runs started for one source Action (ground truth)"),
                 });
             }
+            if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed {
+                self.checker.facts.saw(Req::R009);
+            }
             if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed && runs > 0
             {
                 out.push(Violation { checker: "no_failure_without_evidence", requirement: Req::R009, occurrence: Some(label.clone()), msg: format!("binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)") });
             }
             if let Some(run) = &b.run_id {
                 let applied = ledger.approvals.iter().filter(|a| &a.run_id == run).count();
+                if !b.approval_commands.is_empty() || applied > 0 {
+                    self.checker.facts.saw(Req::R010);
+                }
                 if applied > b.approval_commands.len() {
                     out.push(Violation {
                         checker: "one_command_per_resume",
@@ -871,6 +921,7 @@ impl World {
                     _ => None,
                 };
                 if let Some(want) = want {
+                    self.checker.facts.saw(Req::R011);
                     if !ledger.terminal.contains_key(run) {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         ledger = h.ledger();
@@ -892,5 +943,20 @@ impl World {
             }
         }
         out
+    }
+}
+
+/// The facts an operator step's expected result or failure examines (what
+/// `check_operator_result` judges them under).
+fn result_facts(facts: &mut crate::check::Facts, result: &Option<String>, error: &Option<String>) {
+    if let Some(want) = error {
+        facts.saw(if want.contains("outcome_unknown") {
+            Req::R009
+        } else {
+            Req::R010
+        });
+    }
+    if result.is_some() {
+        facts.saw(Req::R011);
     }
 }

@@ -1,4 +1,4 @@
-//! The messages of `aocheck-sut/1` as Rust types: [`Init`] and its answer [`Hello`], one
+//! The messages of `aocheck-sut/2` as Rust types: [`Init`] and its answer [`Hello`], one
 //! [`Request`] variant per operation with typed fields, the typed ok results in [`reply`], and
 //! [`Failure`]. The harness encodes these types (the World, `processes.rs`, `operator.rs`) and
 //! the reference decodes them (its dispatch); the operations a case needs are [`Op`] values
@@ -542,6 +542,10 @@ pub struct Hello {
     pub version: String,
     /// Names, not [`Op`]s: an implementation may list operations this aocheck does not know.
     pub operations: Vec<String>,
+    /// How the implementation derives the provider's Idempotency-Key from an occurrence id: a
+    /// template with one `{occurrence}` (`crate::check::accounting::KeyRule`). Every effect and
+    /// create request in the provider's ledger is attributed by it; the harness never assumes one.
+    pub key_rule: String,
 }
 
 impl Hello {

@@ -1,6 +1,6 @@
 //! The harness side of the boundary. The runner drives every implementation through one trait,
 //! [`Sut`], with the typed messages of [`message`]: the reference in process (the reference's
-//! `in_process`) and any implementation as processes speaking `aocheck-sut/1`
+//! `in_process`) and any implementation as processes speaking `aocheck-sut/2`
 //! ([`processes::ProcessSut`]) answer the same requests, are read by the same observer requests
 //! and are judged by the same checkers. Connector instances are started through [`Connect`] and
 //! answer through [`operator::Conn`], whichever they are.

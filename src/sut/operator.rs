@@ -1,5 +1,5 @@
 //! The Hermes operator connector under test: one instance ([`Conn`]) answering the operator
-//! operations of `aocheck-sut/1` (`invoke`, `delegate`, `cancel`, `binding`, `manifest`,
+//! operations of `aocheck-sut/2` (`invoke`, `delegate`, `cancel`, `binding`, `manifest`,
 //! `policy`), whether it is a process or the reference in process ([`Connection`]).
 //!
 //! Every call returns `Result<Result<T, ConnectorError>, SutError>`: the inner error is the

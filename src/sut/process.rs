@@ -1,4 +1,4 @@
-//! One implementation process speaking `aocheck-sut/1`: spawned from a command line, its stderr
+//! One implementation process speaking `aocheck-sut/2`: spawned from a command line, its stderr
 //! written to a file in the run folder, every request answered within a deadline or the process
 //! is killed, and SIGKILL on demand for crash faults. A hung, crashing or garbling implementation
 //! becomes a typed [`CallError`] quoting what it did, never a hung harness.
@@ -336,6 +336,14 @@ impl SutProcess {
                         .collect()
                 })
                 .ok_or_else(|| bad("init answer lacks `operations`".into()))?,
+            key_rule: {
+                let r = s("key_rule").ok_or_else(|| {
+                    bad("init answer lacks `key_rule` (how the Idempotency-Key is derived from an occurrence id, e.g. \"{occurrence}\")".into())
+                })?;
+                crate::check::accounting::KeyRule::parse(&r)
+                    .map_err(|e| bad(format!("init answer: {e}")))?;
+                r
+            },
         })
     }
 
@@ -397,8 +405,8 @@ for line in sys.stdin:
     req = json.loads(line)
     print("got", req["op"], file=sys.stderr, flush=True)
     if req["op"] == "init":
-        proto = "aocheck-sut/0" if mode == "old" else "aocheck-sut/1"
-        out = {"id": req["id"], "ok": {"protocol": proto, "name": "scripted", "version": "0.0.1", "operations": ["state"]}}
+        proto = "aocheck-sut/1" if mode == "old" else "aocheck-sut/2"
+        out = {"id": req["id"], "ok": {"protocol": proto, "name": "scripted", "version": "0.0.1", "operations": ["state"], "key_rule": "{occurrence}"}}
     elif mode == "hang":
         time.sleep(60); continue
     elif mode == "garble":
@@ -558,7 +566,7 @@ for line in sys.stdin:
         let p = start(dir.path(), "old", 10_000);
         let e = p.init(&test_init()).await.expect_err("version");
         assert!(matches!(e, CallError::Version { .. }), "{e}");
-        assert!(e.to_string().contains("aocheck-sut/0"));
+        assert!(e.to_string().contains("aocheck-sut/1"));
     }
 
     #[tokio::test]

@@ -1,4 +1,4 @@
-//! An implementation aocheck did not write, driven through `aocheck-sut/1`: one process per
+//! An implementation aocheck did not write, driven through `aocheck-sut/2`: one process per
 //! executor generation plus one observer process that only reads (state, lane, admissions), so the
 //! checkers always see what is durable in the implementation's store, whichever executor was just
 //! killed. A crash is a SIGKILL; a successor is a new process on the same store.
@@ -299,6 +299,7 @@ impl ProcessSut {
             "same_team": self.hello.name == "aocheck-reference",
             "protocol": self.hello.protocol,
             "operations": self.hello.operations,
+            "key_rule": self.hello.key_rule,
             "command": command,
         })
     }

@@ -1,4 +1,4 @@
-//! The message layer of `aocheck-sut/1` (docs/sut-protocol.md): requests and responses as JSON
+//! The message layer of `aocheck-sut/2` (docs/sut-protocol.md): requests and responses as JSON
 //! lines, bounded line reading, request/response pairing, and typed protocol violations that
 //! quote the offending line. The process runner builds on this.
 
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-pub const PROTOCOL: &str = "aocheck-sut/1";
+pub const PROTOCOL: &str = "aocheck-sut/2";
 /// The largest line either side may send.
 pub const MAX_LINE: usize = 1 << 20;
 /// How much of an offending line a violation quotes.

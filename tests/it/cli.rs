@@ -114,7 +114,7 @@ fn sut_runs_refuse_what_cannot_work_and_say_what_would() {
     // An empty command names what is wanted.
     let (code, _, err) = aocheck(&["run", "--out", out, "--sut", " "]);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("aocheck-sut/1"), "{err}");
+    assert!(err.contains("aocheck-sut/2"), "{err}");
     // An unknown variant lists the real ones.
     let (code, _, err) = aocheck(&["sut", "reference", "--variant", "nope"]);
     assert_eq!(code, 3, "{err}");

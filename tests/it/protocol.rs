@@ -1,4 +1,4 @@
-//! The harness judges an implementation it did not write through `aocheck-sut/1` exactly as it
+//! The harness judges an implementation it did not write through `aocheck-sut/2` exactly as it
 //! judges its own: the reference, run as one process per executor generation with real SIGKILLs,
 //! passes the AOC suite on SQLite and PostgreSQL; its broken variants are caught through the
 //! protocol; an implementation that lacks operations, hangs or garbles gets `unsupported` or
@@ -56,7 +56,7 @@ async fn run(
 
 fn assert_reference_passes(r: &Report) {
     assert_eq!(r.implementation["name"], "aocheck-reference");
-    assert_eq!(r.implementation["protocol"], "aocheck-sut/1");
+    assert_eq!(r.implementation["protocol"], "aocheck-sut/2");
     for c in &r.cases {
         assert_eq!(
             c.verdict,
@@ -67,7 +67,11 @@ fn assert_reference_passes(r: &Report) {
             c.harness,
             c.unsupported
         );
-        assert!(c.checker_runs > 0);
+        assert!(
+            c.not_established.is_empty() && !c.facts.is_empty(),
+            "{}",
+            c.id
+        );
         assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
     }
     // Crashes really were SIGKILLs of separate processes, and successors were new processes.
@@ -103,7 +107,7 @@ async fn the_reference_passes_through_the_protocol_on_sqlite() {
     assert_eq!(r.implementation["same_team"], true);
     let md = aocheck::report::formats::markdown(&r);
     assert!(
-        md.contains("Judged through `aocheck-sut/1`: `aocheck-reference`"),
+        md.contains("Judged through `aocheck-sut/2`: `aocheck-reference`"),
         "{md}"
     );
     let html = aocheck::report::formats::html(&r);
@@ -140,6 +144,9 @@ async fn the_reference_passes_through_the_protocol_on_postgres() {
 #[case::overwrite_history("overwrite_history", "AOC-CASE-001", Req::R004)]
 #[case::trust_unauthenticated("trust_unauthenticated", "AOC-CASE-009", Req::R009)]
 #[case::reset_unknown_to_queued("reset_unknown_to_queued", "SEED003-B", Req::R005)]
+#[case::resend_same_key("resend_same_key", "AOCHECK-KILL-01", Req::R010)]
+#[case::rosy_state("rosy_state", "AOC-CASE-003", Req::R009)]
+#[case::drop_observation("drop_observation", "AOC-CASE-009", Req::R004)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] variant: &str,
@@ -201,7 +208,7 @@ mode, ops = sys.argv[1], sys.argv[2].split(",")
 for line in sys.stdin:
     req = json.loads(line)
     if req["op"] == "init":
-        out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/0" if mode == "version" else "aocheck-sut/1", "name": "scripted", "version": "0", "operations": ops}}
+        out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/0" if mode == "version" else "aocheck-sut/2", "name": "scripted", "version": "0", "operations": ops, "key_rule": "{occurrence}"}}
     elif mode == "hang":
         time.sleep(60)
         continue
@@ -234,7 +241,7 @@ async fn missing_operations_make_cases_unsupported_never_pass() {
         assert_eq!(c.verdict, Verdict::Unsupported, "{}: {:?}", c.id, c.harness);
         let why = c.unsupported.clone().unwrap_or_default();
         assert!(why.contains("reserve") || why.contains("submit"), "{why}");
-        assert_eq!(c.checker_runs, 0);
+        assert!(c.facts.is_empty(), "{:?}", c.facts);
     }
     assert_eq!(r.implementation["name"], "scripted");
     assert_ne!(aocheck::exit::of_report(&r), 0);
@@ -244,7 +251,7 @@ async fn missing_operations_make_cases_unsupported_never_pass() {
 #[case::hang("hang", "no response to `")]
 #[case::garble("garble", "this is not json")]
 #[case::exit("exit", "giving up on purpose")]
-#[case::version("version", "\"aocheck-sut/0\", aocheck speaks aocheck-sut/1")]
+#[case::version("version", "\"aocheck-sut/0\", aocheck speaks aocheck-sut/2")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misbehaving_implementation_is_a_harness_error_quoting_it(
     #[case] mode: &str,

@@ -28,6 +28,13 @@ fn redact(mut v: Value) -> Value {
                 .unwrap_or("")
                 .to_string();
             c["file"] = file.into();
+            // Which requirements were established is stable; how many facts a Hermes case saw
+            // depends on when a background binding first appears.
+            if let Some(facts) = c["facts"].as_object_mut() {
+                for n in facts.values_mut() {
+                    *n = "[facts]".into();
+                }
+            }
             if let Some(occs) = c["occurrences"].as_array_mut() {
                 for o in occs {
                     o["occurrence_id"] = "[occurrence_id]".into();

@@ -56,7 +56,10 @@ async fn a_new_process_on_the_same_store_finishes_what_its_predecessor_reserved(
     let st = b.state(&occ).await.expect("state");
     assert!(st.outcome.is_some(), "{st:?}");
     let ledger = provider.ledger();
-    let effects = aocheck::check::effects_for(&ledger, occ.as_str());
+    let rule = aocheck::check::accounting::KeyRule::parse("{occurrence}").expect("rule");
+    let acct = aocheck::check::accounting::Accounting::of(&ledger, Some(&rule), &[occ.as_str()]);
+    let effects = acct.effects_of(occ.as_str());
+    assert!(acct.unattributed_effects.is_empty(), "{ledger:?}");
     assert_eq!(effects.len(), 1, "exactly one payment for the occurrence");
     server.abort();
 }
