@@ -2,13 +2,15 @@
 //!
 //! Policy. A case **fails** only when a checker or a step expectation found a violation of a
 //! requirement (each names the requirement and the sentence it enforces). A case **passes** only
-//! when every fault it declares fired, some checker examined it, and nothing was found. Anything
+//! when every fault it declares fired, nothing was found, and every requirement it declares was
+//! established (some check examined a fact about it, `crate::check::Facts`); a case where one was
+//! not is **missing knowledge** (decisions D25). Anything
 //! aocheck could not decide (the implementation hung, broke the protocol, crashed unasked, or a
 //! provider or store was unreachable) is a **harness error**, never a pass or a fail; an operation
 //! the implementation does not list makes the case **unsupported** and it is not run; a case that
-//! no checker examined is **not run**. A requirement fails in a run if any case failure names it,
-//! passes only if every case that evaluates it passed, and is otherwise as undecided as the worst
-//! case that evaluates it. The exit code follows from the case verdicts (`crate::exit`).
+//! no check examined at all is **not run**. A requirement fails in a run if any case failure names
+//! it, passes only if every case that evaluates it established it and did not fail it, and is
+//! otherwise as undecided as the worst case that evaluates it. The exit code follows from the case verdicts (`crate::exit`).
 
 use super::assemble::{admission_label, authority_word, flag_word, outcome_word, state_word};
 use super::world::World;
