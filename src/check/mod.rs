@@ -131,42 +131,47 @@ impl Checker {
         let acct = Accounting::of(&snap.provider, snap.key_rule.as_ref(), &ids);
         // provider_accounting (AOC-REQ-010): the ledger, whole. "A provider idempotency key is
         // not permission for a second attempt" (§4.10); an effect nobody accounts for is an
-        // entry the domain did not serialise.
-        facts.saw(Req::R010);
+        // entry the domain did not serialise. A fact per occurrence accounted for (below), never
+        // per look: an empty ledger with no occurrence establishes nothing.
         let rule = snap
             .key_rule
             .as_ref()
             .map_or("no key rule declared".to_string(), |r| {
                 format!("key rule {r}")
             });
-        for e in &acct.unattributed_effects {
-            v(
-                "provider_accounting",
-                Req::R010,
-                None,
-                format!(
-                    "provider payment {} was created {} that no occurrence's key is ({rule}): an effect the coordination domain does not account for (ground truth)",
-                    e.payment_id,
-                    key_words(&e.idempotency_key)
-                ),
-            );
-        }
-        let unexplained = acct.unattributed_creates.iter().filter(|r| {
-            !acct
-                .unattributed_effects
-                .iter()
-                .any(|e| e.request_seq == r.seq)
+        let effects = acct.unattributed_effects.iter().map(|e| {
+            format!(
+                "provider payment {} was created {}",
+                e.payment_id,
+                key_words(&e.idempotency_key)
+            )
         });
-        for r in unexplained {
-            v(
-                "provider_accounting",
-                Req::R010,
-                None,
+        // A request whose effect is already reported above is not reported twice.
+        let requests = acct
+            .unattributed_creates
+            .iter()
+            .filter(|r| {
+                !acct
+                    .unattributed_effects
+                    .iter()
+                    .any(|e| e.request_seq == r.seq)
+            })
+            .map(|r| {
                 format!(
-                    "a create request reached the provider {} that no occurrence's key is ({rule}), answered {}{} (ground truth)",
+                    "a create request reached the provider {}, answered {}{}",
                     key_words(&r.idempotency_key),
                     r.status,
-                    if r.replayed { ", replayed" } else { "" }
+                    if r.replayed { " (replayed)" } else { "" }
+                )
+            });
+        for what in effects.chain(requests) {
+            facts.saw(Req::R010);
+            v(
+                "provider_accounting",
+                Req::R010,
+                None,
+                format!(
+                    "{what} that no occurrence's key is ({rule}): an entry the coordination domain does not account for (ground truth)"
                 ),
             );
         }
@@ -250,6 +255,7 @@ impl Checker {
             }
             let effects = acct.effects_of(&o.id);
             let creates = acct.creates_of(&o.id);
+            facts.saw(Req::R010);
             // one_effect_per_occurrence (AOC-REQ-010, -002)
             if effects.len() > 1 {
                 v(
@@ -300,8 +306,10 @@ impl Checker {
                 self.domains.insert(label.to_string(), st.domain.clone());
                 // state_matches_history: the report is checked, never trusted (GUIDE §4).
                 if let Ok(h) = &folded {
+                    for r in STATE_FIELDS {
+                        facts.saw(r);
+                    }
                     for (req, what) in contradictions(st, h) {
-                        facts.saw(req);
                         v(
                             "state_matches_history",
                             req,
@@ -309,7 +317,6 @@ impl Checker {
                             format!("the reported state contradicts the stored history: {what}"),
                         );
                     }
-                    facts.saw(Req::R004);
                 }
                 if !creates.is_empty() && st.entry_attempts == 0 {
                     v(
@@ -450,56 +457,62 @@ impl Checker {
     }
 }
 
+/// The requirements `contradictions` compares a reported state under (one fact each per look).
+const STATE_FIELDS: [Req; 5] = [Req::R003, Req::R004, Req::R005, Req::R009, Req::R012];
+
 /// Where a reported state says something its own history does not, and the requirement each
 /// contradiction breaks: a terminal claim or a dropped missing-knowledge flag (AOC-REQ-009), an
 /// entry count or phase that hides an entry (AOC-REQ-004), authority accounting (AOC-REQ-012), a
 /// binding (AOC-REQ-003) or a generation (AOC-REQ-005).
 pub fn contradictions(reported: &OccurrenceState, history: &OccurrenceState) -> Vec<(Req, String)> {
-    let mut out = Vec::new();
-    let mut differ = |req: Req, what: &str, got: String, want: String| {
-        if got != want {
-            out.push((
+    let compared = [
+        (
+            Req::R009,
+            "the outcome",
+            format!("{:?}", reported.outcome),
+            format!("{:?}", history.outcome),
+        ),
+        (
+            Req::R004,
+            "the phase",
+            format!("{:?}", reported.phase),
+            format!("{:?}", history.phase),
+        ),
+        (
+            Req::R004,
+            "the entry count",
+            reported.entry_attempts.to_string(),
+            history.entry_attempts.to_string(),
+        ),
+        (
+            Req::R012,
+            "the authority",
+            format!("{:?}", reported.authority),
+            format!("{:?}", history.authority),
+        ),
+        (
+            Req::R003,
+            "the binding digest",
+            format!("{:?}", reported.binding_digest),
+            format!("{:?}", history.binding_digest),
+        ),
+        (
+            Req::R005,
+            "the owner generation",
+            reported.owner_generation.to_string(),
+            history.owner_generation.to_string(),
+        ),
+    ];
+    let mut out: Vec<(Req, String)> = compared
+        .into_iter()
+        .filter(|(_, _, got, want)| got != want)
+        .map(|(req, what, got, want)| {
+            (
                 req,
                 format!("{what} is reported as {got}, the history says {want}"),
-            ));
-        }
-    };
-    differ(
-        Req::R009,
-        "the outcome",
-        format!("{:?}", reported.outcome),
-        format!("{:?}", history.outcome),
-    );
-    differ(
-        Req::R004,
-        "the phase",
-        format!("{:?}", reported.phase),
-        format!("{:?}", history.phase),
-    );
-    differ(
-        Req::R004,
-        "the entry count",
-        reported.entry_attempts.to_string(),
-        history.entry_attempts.to_string(),
-    );
-    differ(
-        Req::R012,
-        "the authority",
-        format!("{:?}", reported.authority),
-        format!("{:?}", history.authority),
-    );
-    differ(
-        Req::R003,
-        "the binding digest",
-        format!("{:?}", reported.binding_digest),
-        format!("{:?}", history.binding_digest),
-    );
-    differ(
-        Req::R005,
-        "the owner generation",
-        reported.owner_generation.to_string(),
-        history.owner_generation.to_string(),
-    );
+            )
+        })
+        .collect();
     let dropped: Vec<String> = history
         .missing
         .difference(&reported.missing)
@@ -573,4 +586,29 @@ pub fn unbound_responses(history: &[ChainedEntry], facts: &mut Facts) -> Vec<(Re
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A look at nothing establishes nothing: facts count what was examined, never the looks.
+    #[test]
+    fn an_empty_look_establishes_no_requirement() {
+        let mut c = Checker::default();
+        let snap = Snapshot {
+            occurrences: Vec::new(),
+            provider: Ledger::default(),
+            generation: Generation(1),
+            limits: Limits {
+                max_pending: 1,
+                max_in_flight: 1,
+            },
+            key_rule: KeyRule::parse("{occurrence}").ok(),
+        };
+        for _ in 0..3 {
+            assert!(c.check(&snap).is_empty());
+        }
+        assert_eq!(c.facts.total(), 0, "{:?}", c.facts);
+    }
 }

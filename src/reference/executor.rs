@@ -557,13 +557,11 @@ impl ReferenceSut {
             |e: &ChainedEntry| matches!(e.body, crate::aoc::history::EntryBody::Observed { .. });
         if self.knobs.is(Variant::DropObservation) && h.iter().filter(|e| observed(e)).count() > 1 {
             // The defect: the inconvenient first observation is gone and the chain re-sealed.
-            let mut bodies: Vec<_> = h.into_iter().map(|e| e.body).collect();
-            if let Some(i) = bodies
-                .iter()
-                .position(|b| matches!(b, crate::aoc::history::EntryBody::Observed { .. }))
-            {
-                bodies.remove(i);
+            let mut kept = h;
+            if let Some(i) = kept.iter().position(observed) {
+                kept.remove(i);
             }
+            let bodies = kept.into_iter().map(|e| e.body).collect();
             return ChainedEntry::seal_all(0, None, bodies)
                 .map_err(|e| SutError::Harness(e.to_string()));
         }

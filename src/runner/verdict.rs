@@ -228,12 +228,8 @@ impl World {
                     return out;
                 }
             };
-            let c = match self.operator.reader().await {
-                Ok(c) => c,
-                Err(e) => {
-                    self.observe_error = Some(format!("cannot read the bindings: {e}"));
-                    return out;
-                }
+            let Some(c) = self.bindings_reader().await else {
+                return out;
             };
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);

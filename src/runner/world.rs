@@ -768,6 +768,18 @@ impl World {
         judge_durability(seen, "a fresh instance")
     }
 
+    /// The connector's binding reader, or `None` with the reason noted as a harness error: a
+    /// binding nobody can read leaves every check of it vacuous.
+    pub(super) async fn bindings_reader(&mut self) -> Option<Conn> {
+        match self.operator.reader().await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.observe_error = Some(format!("cannot read the bindings: {e}"));
+                None
+            }
+        }
+    }
+
     pub(super) async fn check(&mut self) -> Vec<Violation> {
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
@@ -846,12 +858,8 @@ impl World {
         if self.operator.connectors.is_empty() && self.operator.reader.is_none() {
             return out;
         }
-        let c = match self.operator.reader().await {
-            Ok(c) => c,
-            Err(e) => {
-                self.observe_error = Some(format!("cannot read the bindings: {e}"));
-                return out;
-            }
+        let Some(c) = self.bindings_reader().await else {
+            return out;
         };
         let actions: Vec<(String, String)> = self
             .operator
