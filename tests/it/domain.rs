@@ -264,7 +264,7 @@ async fn req003_entry_with_a_substituted_binding_field_is_refused(
 #[case::profile_version(BindingField::ProfileVersion)]
 #[tokio::test]
 async fn req003_evidence_for_another_binding_is_refused_and_cannot_resolve(
-    #[values(Arm::Memory, Arm::Sqlite)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
     #[case] field: BindingField,
 ) {
     let Some(w) = world(arm).await else { return };
@@ -408,7 +408,9 @@ async fn req004_history_is_append_only_with_a_valid_chain(
 
 #[rstest]
 #[tokio::test]
-async fn req004_a_rewritten_entry_is_detected(#[values(Arm::Memory, Arm::Sqlite)] arm: Arm) {
+async fn req004_a_rewritten_entry_is_detected(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+) {
     let Some(w) = world(arm).await else { return };
     let h = w.join("a").await;
     let (occ, _, _) = w.entered(&h, "1").await;
@@ -433,7 +435,14 @@ async fn req004_a_rewritten_entry_is_detected(#[values(Arm::Memory, Arm::Sqlite)
                 .expect("update");
             assert_eq!(n, 1);
         }
-        AnyStore::Postgres(_) => unreachable!(),
+        AnyStore::Postgres(p) => {
+            let body = serde_json::to_string(&forged.body).expect("json");
+            assert!(
+                p.tamper_entry_for_tests(&w.o.ns, &occ, 2, body)
+                    .await
+                    .expect("update")
+            );
+        }
     }
     match w.d.state(&occ).await {
         Err(DomainError::Corrupt { occurrence, detail }) => {
@@ -584,7 +593,7 @@ async fn req006_a_retired_generation_cannot_reserve_enter_rekey_claim_or_create(
 #[rstest]
 #[tokio::test]
 async fn req006_an_expired_lease_admits_nothing_until_a_successor_joins(
-    #[values(Arm::Memory, Arm::Sqlite)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
 ) {
     let Some(w) = world(arm).await else { return };
     let h1 = w.join("a").await;
@@ -862,7 +871,7 @@ async fn req008_release_needs_serialized_non_entry_and_leaves_a_tombstone(
 #[rstest]
 #[tokio::test]
 async fn req008_release_after_entry_is_refused_whatever_the_reason(
-    #[values(Arm::Memory, Arm::Sqlite)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
     #[values(
         ReleaseReason::DeadlineExpired,
         ReleaseReason::OwnerAbandoned,
@@ -906,7 +915,7 @@ async fn req008_release_after_entry_is_refused_whatever_the_reason(
 #[case::complete_listing_beyond_retention(NativeResult::Listing { complete: true, found: None }, 86_400_001, MissingKnowledge::BeyondRetention)]
 #[tokio::test]
 async fn req009_weak_evidence_is_missing_knowledge_never_terminal(
-    #[values(Arm::Memory, Arm::Sqlite)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
     #[case] native: NativeResult,
     #[case] age_ms: u64,
     #[case] flag: MissingKnowledge,
@@ -951,7 +960,9 @@ async fn req009_weak_evidence_is_missing_knowledge_never_terminal(
 
 #[rstest]
 #[tokio::test]
-async fn req009_stale_evidence_does_not_resolve(#[values(Arm::Memory, Arm::Sqlite)] arm: Arm) {
+async fn req009_stale_evidence_does_not_resolve(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+) {
     let Some(w) = world(arm).await else { return };
     let h = w.join("a").await;
     let (occ, _, _) = w.entered(&h, "1").await;
@@ -979,7 +990,7 @@ async fn req009_stale_evidence_does_not_resolve(#[values(Arm::Memory, Arm::Sqlit
 #[rstest]
 #[tokio::test]
 async fn req011_conflicting_authoritative_evidence_stays_unresolved(
-    #[values(Arm::Memory, Arm::Sqlite)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
 ) {
     let Some(w) = world(arm).await else { return };
     let h = w.join("a").await;
@@ -1257,7 +1268,7 @@ async fn req012_a_remedy_is_a_new_linked_occurrence_and_restores_nothing(
 #[rstest]
 #[tokio::test]
 async fn req001_013_bypass_paths_are_disclosed_and_unsupported_compositions_reported(
-    #[values(Arm::Memory)] arm: Arm,
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
 ) {
     let Some(w) = world_with(arm, |c| {
         c.bypass_paths = vec![BypassPath {

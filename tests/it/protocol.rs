@@ -4,6 +4,7 @@
 //! protocol; an implementation that lacks operations, hangs or garbles gets `unsupported` or
 //! `harness_error`, never `pass`.
 
+use crate::support::POSTGRES_ENV;
 use aocheck::aoc::Req;
 use aocheck::report::model::{Report, Verdict};
 use aocheck::runner::{RunOptions, run_suite};
@@ -121,8 +122,8 @@ async fn the_reference_passes_through_the_protocol_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_passes_through_the_protocol_on_postgres() {
-    let Ok(url) = std::env::var("AOCHECK_TEST_POSTGRES_URL") else {
-        eprintln!("AOCHECK_TEST_POSTGRES_URL unset: the PostgreSQL arm was skipped");
+    let Ok(url) = std::env::var(POSTGRES_ENV) else {
+        eprintln!("{POSTGRES_ENV} unset: the PostgreSQL arm was skipped");
         return;
     };
     let (r, _dir) = run(
@@ -152,8 +153,23 @@ async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] variant: &str,
     #[case] case: &str,
     #[case] req: Req,
+    #[values(false, true)] on_postgres: bool,
 ) {
-    let (r, _dir) = run(&reference(variant), &[case], None, Duration::from_secs(10)).await;
+    let postgres = match (on_postgres, std::env::var(POSTGRES_ENV)) {
+        (false, _) => None,
+        (true, Ok(url)) => Some(url),
+        (true, Err(_)) => {
+            eprintln!("{POSTGRES_ENV} unset: the PostgreSQL arm was skipped");
+            return;
+        }
+    };
+    let (r, _dir) = run(
+        &reference(variant),
+        &[case],
+        postgres,
+        Duration::from_secs(10),
+    )
+    .await;
     let c = &r.cases[0];
     assert_eq!(
         c.verdict,
