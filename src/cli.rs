@@ -356,8 +356,17 @@ pub async fn run(cli: Cli) -> u8 {
             match serde_json::from_value::<crate::reference::Variant>(v) {
                 Ok(v) => crate::reference::serve::serve(Knobs::broken(v, None)).await,
                 Err(_) => {
+                    let names = |vs: &[crate::reference::Variant]| {
+                        vs.iter()
+                            .filter_map(|v| serde_json::to_value(v).ok())
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
                     eprintln!(
-                        "error: --variant {variant:?}: use conforming; a domain variant (replay_unknown, retired_enters, rebind_account, release_on_timeout, restore_authority, overwrite_history, trust_unauthenticated, reset_unknown_to_queued); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval)"
+                        "error: --variant {variant:?}: use conforming; an honest alternative ({}); a broken domain variant ({}); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval)",
+                        names(&crate::reference::Variant::HONEST),
+                        names(&crate::reference::Variant::BROKEN)
                     );
                     exit::INVALID_INPUT
                 }

@@ -66,6 +66,16 @@ pub struct DomainConfig {
     pub action_fence: bool,
     /// AADP composition (§5).
     pub aadp: AadpAccounting,
+    /// Whether authenticated generic final failure (a `FinalFailure` status that does not prove
+    /// no effect) resolves the occurrence as `final_failure`, or leaves it unresolved. The draft
+    /// allows both (§6: generic FAILED "is not proof of non-entry or no protected effect";
+    /// AOC-CASE-010: it "may leave effect unresolved"); either way authority stays consumed.
+    #[serde(default = "resolves")]
+    pub generic_failure_resolves: bool,
+}
+
+fn resolves() -> bool {
+    true
 }
 
 impl DomainConfig {
@@ -79,6 +89,7 @@ impl DomainConfig {
             bypass_paths: Vec::new(),
             action_fence: false,
             aadp: AadpAccounting::None,
+            generic_failure_resolves: true,
         }
     }
 
@@ -887,8 +898,9 @@ impl<S: Store> Domain<S> {
                 )
             })?
             .clone();
+        let generic_resolves = self.config.generic_failure_resolves;
         self.transition(occ, None, None, false, |st| {
-            occurrence::decide_evidence(st, &profile, evidence, submitted_by, now)
+            occurrence::decide_evidence(st, &profile, evidence, submitted_by, now, generic_resolves)
         })
         .await
     }

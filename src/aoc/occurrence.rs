@@ -621,13 +621,16 @@ pub fn decide_rebind(
 /// Provider evidence (AOC-REQ-004, -007, -009, -011). Evidence that contradicts the binding is
 /// refused; evidence that is merely weak is recorded with its missing-knowledge flags and changes
 /// nothing else. Only authenticated, exactly bound, mapped, fresh evidence without conflict may
-/// resolve an entered occurrence; it never changes generation, authority or entry count.
+/// resolve an entered occurrence; it never changes generation, authority or entry count. Generic
+/// final failure (not proving no effect) resolves it only when `generic_resolves` (the domain's
+/// choice, [`crate::aoc::domain::DomainConfig::generic_failure_resolves`]).
 pub fn decide_evidence(
     st: &OccurrenceState,
     profile: &ProviderProfile,
     ev: &Evidence,
     submitted_by: Option<&ExecutorId>,
     now: Millis,
+    generic_resolves: bool,
 ) -> Result<Vec<ChainedEntry>, Refusal> {
     let bound = st
         .binding
@@ -688,9 +691,11 @@ pub fn decide_evidence(
         at: now,
     })?;
     let conflicted = a.state.missing.contains(&MissingKnowledge::Conflicting);
+    let kept_open = class == Some(StatusClass::FinalFailure) && !no_effect && !generic_resolves;
     if let Some(class) = class
         && class.is_terminal()
         && !conflicted
+        && !kept_open
     {
         let outcome = match class {
             StatusClass::Success => Outcome::Success,

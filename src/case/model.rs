@@ -468,6 +468,11 @@ pub struct OccurrenceExpect {
     pub authority: Option<String>,
     #[serde(default)]
     pub remedies: Option<u32>,
+    /// Alternatives, when the draft allows more than one conforming path for this occurrence:
+    /// the fields above hold on every path, and at least one alternative must hold entirely (an
+    /// alternative takes the same fields, without a nested `any_of`).
+    #[serde(default)]
+    pub any_of: Vec<OccurrenceExpect>,
 }
 
 /// What AIP's queue and lifecycle may show for a delegated child.
@@ -605,20 +610,35 @@ pub struct CheckedOccurrence {
     pub missing_knowledge: Vec<crate::vocab::Flag>,
     pub authority: Option<crate::vocab::Authority>,
     pub remedies: Option<u32>,
+    /// Alternative paths, one of which must hold entirely (empty: no alternatives).
+    pub any_of: Vec<CheckedOccurrence>,
 }
 
 impl Checked {
     /// The typed form of a case the validator passed; a word it would have refused is `Err`.
     pub fn of(c: &Case) -> Result<Checked, String> {
-        use crate::vocab::{Authority, Flag, Outcome, State};
         let expected = c
             .steps
             .iter()
             .map(|s| s.expect().map_or(Ok(Expected::Ok), Expect::parse))
             .collect::<Result<Vec<_>, _>>()?;
-        let word = |kind: &str, v: &str| format!("{kind} {v:?} is unknown");
         let mut occurrences = BTreeMap::new();
         for (label, e) in &c.expect.occurrences {
+            occurrences.insert(label.clone(), CheckedOccurrence::of(e)?);
+        }
+        Ok(Checked {
+            expected,
+            occurrences,
+        })
+    }
+}
+
+impl CheckedOccurrence {
+    /// The typed form of one occurrence's expectation (and of its alternatives).
+    pub fn of(e: &OccurrenceExpect) -> Result<CheckedOccurrence, String> {
+        use crate::vocab::{Authority, Flag, Outcome, State};
+        let word = |kind: &str, v: &str| format!("{kind} {v:?} is unknown");
+        {
             let state = e
                 .state
                 .iter()
@@ -640,23 +660,22 @@ impl Checked {
                 .iter()
                 .map(|v| Flag::parse(v).ok_or_else(|| word("flag", v)))
                 .collect::<Result<Vec<_>, _>>()?;
-            occurrences.insert(
-                label.clone(),
-                CheckedOccurrence {
-                    state,
-                    outcome,
-                    entry_attempts: e.entry_attempts,
-                    provider_effects: e.provider_effects,
-                    missing_knowledge,
-                    authority,
-                    remedies: e.remedies,
-                },
-            );
+            let any_of = e
+                .any_of
+                .iter()
+                .map(CheckedOccurrence::of)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(CheckedOccurrence {
+                state,
+                outcome,
+                entry_attempts: e.entry_attempts,
+                provider_effects: e.provider_effects,
+                missing_knowledge,
+                authority,
+                remedies: e.remedies,
+                any_of,
+            })
         }
-        Ok(Checked {
-            expected,
-            occurrences,
-        })
     }
 }
 

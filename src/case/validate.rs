@@ -493,48 +493,31 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 "name an occurrence the steps create",
             );
         }
-        for s in e.state.iter().flat_map(|s| s.words()) {
-            if State::parse(s).is_none() {
+        occurrence_words(e, &at, &mut d);
+        if e.any_of.len() == 1 {
+            d(
+                at("any_of"),
+                "one alternative is no choice".into(),
+                "list two or more alternatives, or put the fields outside any_of",
+            );
+        }
+        for (i, alt) in e.any_of.iter().enumerate() {
+            let at = |f: &str| format!("expect.occurrences.{label}.any_of[{i}].{f}");
+            if !alt.any_of.is_empty() {
                 d(
-                    at("state"),
-                    format!("{s:?} is unknown"),
-                    &format!("use {}, or a list of them", State::listed()),
+                    at("any_of"),
+                    "alternatives do not nest".into(),
+                    "list every path at one level",
                 );
             }
-        }
-        if e.state.as_ref().is_some_and(|s| s.words().is_empty()) {
-            d(
-                at("state"),
-                "an empty list accepts nothing".into(),
-                "name at least one state",
-            );
-        }
-        if let Some(o) = &e.outcome
-            && Outcome::parse(o).is_none()
-        {
-            d(
-                at("outcome"),
-                format!("{o:?} is unknown"),
-                &format!("use {}", Outcome::listed()),
-            );
-        }
-        if let Some(a) = &e.authority
-            && Authority::parse(a).is_none()
-        {
-            d(
-                at("authority"),
-                format!("{a:?} is unknown"),
-                &format!("use {}", Authority::listed()),
-            );
-        }
-        for f in &e.missing_knowledge {
-            if Flag::parse(f).is_none() {
+            if alt == &crate::case::OccurrenceExpect::default() {
                 d(
-                    at("missing_knowledge"),
-                    format!("{f:?} is not a missing-knowledge flag"),
-                    "use a flag name such as transport or unauthenticated",
+                    format!("expect.occurrences.{label}.any_of[{i}]"),
+                    "an empty alternative accepts anything".into(),
+                    "say what this path must show",
                 );
             }
+            occurrence_words(alt, &at, &mut d);
         }
     }
     for label in c.expect.operators.keys() {
@@ -576,4 +559,55 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
         );
     }
     out
+}
+
+/// The words of one occurrence expectation (or of one of its alternatives).
+fn occurrence_words(
+    e: &crate::case::OccurrenceExpect,
+    at: &dyn Fn(&str) -> String,
+    d: &mut dyn FnMut(String, String, &str),
+) {
+    for s in e.state.iter().flat_map(|s| s.words()) {
+        if State::parse(s).is_none() {
+            d(
+                at("state"),
+                format!("{s:?} is unknown"),
+                &format!("use {}, or a list of them", State::listed()),
+            );
+        }
+    }
+    if e.state.as_ref().is_some_and(|s| s.words().is_empty()) {
+        d(
+            at("state"),
+            "an empty list accepts nothing".into(),
+            "name at least one state",
+        );
+    }
+    if let Some(o) = &e.outcome
+        && Outcome::parse(o).is_none()
+    {
+        d(
+            at("outcome"),
+            format!("{o:?} is unknown"),
+            &format!("use {}", Outcome::listed()),
+        );
+    }
+    if let Some(a) = &e.authority
+        && Authority::parse(a).is_none()
+    {
+        d(
+            at("authority"),
+            format!("{a:?} is unknown"),
+            &format!("use {}", Authority::listed()),
+        );
+    }
+    for f in &e.missing_knowledge {
+        if Flag::parse(f).is_none() {
+            d(
+                at("missing_knowledge"),
+                format!("{f:?} is not a missing-knowledge flag"),
+                "use a flag name such as transport or unauthenticated",
+            );
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! (`in_process.rs`) both answer through it, so the reference is judged the same way either way.
 
 use super::Knobs;
-use super::executor::ReferenceSut;
+use super::executor::{ReferenceSut, Variant};
 use super::payments::PaymentsClient;
 use crate::aoc::domain::DomainConfig;
 use crate::aoc::{Domain, Req};
@@ -76,10 +76,16 @@ pub(crate) fn failure(
 }
 
 /// A reference error as a protocol error. A refusal is definite (the domain wrote nothing); a
-/// store or provider failure is indefinite (fail closed).
-fn sut_failure(e: &SutError) -> Failure {
+/// store or provider failure is indefinite (fail closed). `labels`: whether a refusal names the
+/// requirement it enforces (optional in the protocol; the `no_labels` alternative never does).
+fn sut_failure(e: &SutError, labels: bool) -> Failure {
     match e {
-        SutError::Refused(r) => failure("refused", Some(r.requirement), r.to_string(), true),
+        SutError::Refused(r) => failure(
+            "refused",
+            labels.then_some(r.requirement),
+            r.to_string(),
+            true,
+        ),
         SutError::Corrupt(m) => failure("corrupt", Some(Req::R004), m.clone(), false),
         SutError::Mismatch(r, m) => failure("internal", Some(*r), m.clone(), false),
         SutError::Harness(m) => failure("internal", None, m.clone(), false),
@@ -95,7 +101,8 @@ impl Dispatch {
             self.clock.set(now);
         }
         let name = self.name.clone();
-        let e = |e: SutError| sut_failure(&e);
+        let labels = !self.sut.knobs_is(Variant::NoLabels);
+        let e = |e: SutError| sut_failure(&e, labels);
         let ok = |v: &dyn erased::Encode| v.encode();
         let done = || ok(&reply::Done {});
         match req {
@@ -433,6 +440,7 @@ impl Dispatch {
         config.bypass_paths = init.domain.bypass_paths;
         config.aadp = init.domain.aadp;
         config.action_fence = init.domain.action_fence;
+        config.generic_failure_resolves = !knobs.is(Variant::GenericFailureUnresolved);
         let clock = ManualClock::at(
             init.now
                 .unwrap_or_else(|| crate::clock::Clock::now(&crate::clock::SystemClock).0),

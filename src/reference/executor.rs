@@ -6,7 +6,6 @@
 //! [`Variant`] selects a deliberately broken implementation for the harness's own tests.
 
 use super::payments::PaymentsClient;
-use crate::aoc::Domain;
 use crate::aoc::admission::{Admission, AdmissionEnd};
 use crate::aoc::binding::ProviderBinding;
 #[cfg(feature = "test-knobs")]
@@ -15,6 +14,7 @@ use crate::aoc::domain::{CreateRequest, EntryPermit, RemedyRequest};
 use crate::aoc::history::{ChainedEntry, ReleaseReason};
 use crate::aoc::ids::{ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken};
 use crate::aoc::occurrence::OccurrenceState;
+use crate::aoc::{Domain, Req};
 use crate::store::{AnyStore, Store};
 use crate::sut::SutError;
 use serde_json::{Value, json};
@@ -51,6 +51,16 @@ pub enum Variant {
     /// Drops the earliest observation from its history once a second one is recorded, and
     /// recomputes the chain so that it verifies.
     DropObservation,
+    /// Honest alternative: every refusal is reported without a requirement label (the draft
+    /// requires the refusal, not its label; decisions D22).
+    NoLabels,
+    /// Honest alternative: a successor never enters a reservation it adopted from a
+    /// predecessor; it refuses the entry and releases the reservation with a tombstone
+    /// (AOC-CASE-002's path; decisions D30).
+    ReleaseAndTombstone,
+    /// Honest alternative: an authenticated generic final failure leaves the occurrence
+    /// unresolved instead of resolving it as `final_failure` (decisions D24).
+    GenericFailureUnresolved,
 }
 
 impl Variant {
@@ -67,6 +77,13 @@ impl Variant {
         Variant::RosyState,
         Variant::DropObservation,
     ];
+
+    /// Conforming choices other than the reference's own: each must pass everything.
+    pub const HONEST: [Variant; 3] = [
+        Variant::NoLabels,
+        Variant::ReleaseAndTombstone,
+        Variant::GenericFailureUnresolved,
+    ];
 }
 
 #[derive(Debug)]
@@ -75,6 +92,8 @@ struct Exec {
     alive: bool,
     tokens: HashMap<OccurrenceId, OwnerToken>,
     permits: HashMap<OccurrenceId, EntryPermit>,
+    /// Reservations this executor took over from a predecessor by adopting them.
+    adopted: std::collections::HashSet<OccurrenceId>,
 }
 
 /// The request an occurrence stands for. Kept durable (`INTENTS`) beside the domain's records, so
@@ -140,6 +159,10 @@ impl ReferenceSut {
     pub fn variant(&self) -> Variant {
         self.knobs.variant()
     }
+    /// Whether this reference carries the variant (`conforming` only, without `test-knobs`).
+    pub fn knobs_is(&self, v: Variant) -> bool {
+        self.knobs.is(v)
+    }
     pub fn lane(&self) -> &LaneId {
         &self.lane
     }
@@ -189,6 +212,7 @@ impl ReferenceSut {
                 alive: true,
                 tokens: HashMap::new(),
                 permits: HashMap::new(),
+                adopted: Default::default(),
             },
         );
     }
@@ -303,6 +327,7 @@ impl ReferenceSut {
         let (st, tok) = self.domain.adopt(&holder, occ).await?;
         if let (Some(t), Some(e)) = (tok, self.executors.get_mut(name)) {
             e.tokens.insert(occ.clone(), t);
+            e.adopted.insert(occ.clone());
         }
         Ok(st)
     }
@@ -310,6 +335,17 @@ impl ReferenceSut {
     /// Serialized provider entry only (the request is not sent yet).
     pub async fn enter(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
         let e = self.exec(name)?;
+        if self.knobs.is(Variant::ReleaseAndTombstone) && e.adopted.contains(occ) {
+            // The choice: a predecessor's reservation is released with a tombstone, not entered.
+            return Err(SutError::Refused(crate::aoc::Refusal {
+                occurrence: Some(occ.clone()),
+                requirement: Req::R008,
+                kind: crate::aoc::RefusalKind::WrongPhase {
+                    phase: "adopted from a predecessor".into(),
+                    op: "enter (this implementation releases such a reservation instead)".into(),
+                },
+            }));
+        }
         let holder = e.holder.clone();
         let token = e.tokens.get(occ).cloned().unwrap_or_else(OwnerToken::mint);
         let intent = self.intent(occ).await?;

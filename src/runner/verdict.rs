@@ -142,80 +142,16 @@ impl World {
                     continue;
                 }
             };
-            let mut fail = |req: Req, msg: String| {
+            let effects = self.effects_of(&ledger, &id).len() as u32;
+            let facts = &mut self.checker.facts;
+            count_occurrence_facts(e, &mut |r| facts.saw(pick(r)));
+            let judge = |x: &crate::case::CheckedOccurrence| judge_occurrence(x, &st, effects);
+            for (req, msg) in judge_with_alternatives(e, &judge) {
                 out.push(Failure {
-                    requirement: req,
+                    requirement: pick(req),
                     step: None,
                     msg: format!("{label}: {msg}"),
-                })
-            };
-            let state = state_word(&st);
-            let facts = &mut self.checker.facts;
-            if !e.state.is_empty() {
-                facts.saw(pick(Req::R009));
-            }
-            if e.outcome.is_some() {
-                facts.saw(pick(Req::R011));
-            }
-            if e.entry_attempts.is_some() || e.provider_effects.is_some() {
-                facts.saw(pick(Req::R010));
-            }
-            if !e.missing_knowledge.is_empty() {
-                facts.saw(pick(Req::R009));
-            }
-            if e.authority.is_some() || e.remedies.is_some() {
-                facts.saw(pick(Req::R012));
-            }
-            for (req, msg) in judge_state(e, state, outcome_word(&st)) {
-                fail(pick(req), msg);
-            }
-            if let Some(want) = e.entry_attempts
-                && st.entry_attempts != want
-            {
-                fail(
-                    pick(Req::R010),
-                    format!(
-                        "{} provider entry attempts, expected {want}",
-                        st.entry_attempts
-                    ),
-                );
-            }
-            if let Some(want) = e.provider_effects {
-                let got = self.effects_of(&ledger, &id).len() as u32;
-                if got != want {
-                    fail(
-                        pick(Req::R010),
-                        format!("{got} provider effects (ground truth), expected {want}"),
-                    );
-                }
-            }
-            for flag in &e.missing_knowledge {
-                let present = st.missing.iter().any(|m| flag_word(m) == *flag);
-                if !present {
-                    fail(
-                        pick(Req::R009),
-                        format!("missing-knowledge flag {flag} not raised"),
-                    );
-                }
-            }
-            if let Some(want) = e.authority
-                && authority_word(&st.authority) != want
-            {
-                fail(
-                    pick(Req::R012),
-                    format!(
-                        "authority is {}, expected {want}",
-                        authority_word(&st.authority)
-                    ),
-                );
-            }
-            if let Some(want) = e.remedies
-                && st.remedies.len() as u32 != want
-            {
-                fail(
-                    pick(Req::R012),
-                    format!("{} remedies linked, expected {want}", st.remedies.len()),
-                );
+                });
             }
         }
         if !case.expect.operators.is_empty() {
@@ -541,6 +477,104 @@ pub(super) fn case_verdict(
 /// accepts (AOC-REQ-009); the outcome is what a resolved occurrence must have (AOC-REQ-011). Where
 /// the case accepts another state too (the draft lets a generic failure stay unresolved, say), an
 /// occurrence in that state has no outcome to check.
+/// Which requirements an occurrence expectation examines (its alternatives' too), one fact each.
+fn count_occurrence_facts(e: &crate::case::CheckedOccurrence, saw: &mut dyn FnMut(Req)) {
+    if !e.state.is_empty() || !e.missing_knowledge.is_empty() {
+        saw(Req::R009);
+    }
+    if e.outcome.is_some() {
+        saw(Req::R011);
+    }
+    if e.entry_attempts.is_some() || e.provider_effects.is_some() {
+        saw(Req::R010);
+    }
+    if e.authority.is_some() || e.remedies.is_some() {
+        saw(Req::R012);
+    }
+    for alt in &e.any_of {
+        count_occurrence_facts(alt, saw);
+    }
+}
+
+/// How the occurrence departs from an expectation: its own fields, and, when it lists
+/// alternatives, every alternative's departures when none holds entirely.
+/// `judge` judges one expectation's own fields ([`judge_occurrence`] over the observed state).
+pub(super) fn judge_with_alternatives(
+    e: &crate::case::CheckedOccurrence,
+    judge: &dyn Fn(&crate::case::CheckedOccurrence) -> Vec<(Req, String)>,
+) -> Vec<(Req, String)> {
+    let mut found = judge(e);
+    let paths: Vec<_> = e.any_of.iter().map(judge).collect();
+    if !paths.is_empty() && !paths.iter().any(Vec::is_empty) {
+        // No conforming path holds: say how each one failed.
+        for (i, fs) in paths.into_iter().enumerate() {
+            found.extend(
+                fs.into_iter()
+                    .map(|(r, m)| (r, format!("no alternative holds: any_of[{i}]: {m}"))),
+            );
+        }
+    }
+    found
+}
+
+/// How the occurrence departs from one expectation's own fields (its `any_of` is judged by the
+/// caller): `(requirement, message)` per departure, empty when it holds. `effects` is the
+/// ground-truth count from the provider's ledger.
+pub(super) fn judge_occurrence(
+    e: &crate::case::CheckedOccurrence,
+    st: &crate::aoc::occurrence::OccurrenceState,
+    effects: u32,
+) -> Vec<(Req, String)> {
+    let mut out = judge_state(e, state_word(st), outcome_word(st));
+    if let Some(want) = e.entry_attempts
+        && st.entry_attempts != want
+    {
+        out.push((
+            Req::R010,
+            format!(
+                "{} provider entry attempts, expected {want}",
+                st.entry_attempts
+            ),
+        ));
+    }
+    if let Some(want) = e.provider_effects
+        && effects != want
+    {
+        out.push((
+            Req::R010,
+            format!("{effects} provider effects (ground truth), expected {want}"),
+        ));
+    }
+    for flag in &e.missing_knowledge {
+        if !st.missing.iter().any(|m| flag_word(m) == *flag) {
+            out.push((
+                Req::R009,
+                format!("missing-knowledge flag {flag} not raised"),
+            ));
+        }
+    }
+    if let Some(want) = e.authority
+        && authority_word(&st.authority) != want
+    {
+        out.push((
+            Req::R012,
+            format!(
+                "authority is {}, expected {want}",
+                authority_word(&st.authority)
+            ),
+        ));
+    }
+    if let Some(want) = e.remedies
+        && st.remedies.len() as u32 != want
+    {
+        out.push((
+            Req::R012,
+            format!("{} remedies linked, expected {want}", st.remedies.len()),
+        ));
+    }
+    out
+}
+
 pub(super) fn judge_state(
     e: &crate::case::CheckedOccurrence,
     state: crate::vocab::State,
@@ -651,6 +685,49 @@ mod tests {
             outcome.and_then(Outcome::parse),
         );
         assert_eq!(got.len(), findings, "{got:?}");
+    }
+
+    /// Alternatives: the common fields always hold; one alternative must hold entirely; when none
+    /// does, each one's departures are reported. (Judged here over entry attempts alone.)
+    #[rstest]
+    #[case::first_path(Some(1), 1, 0)]
+    #[case::second_path(Some(1), 0, 0)]
+    #[case::neither_path(Some(1), 2, 2)]
+    #[case::common_field_broken_on_a_held_path(Some(5), 1, 1)]
+    #[case::no_common_field(None, 0, 0)]
+    fn one_alternative_must_hold_entirely(
+        #[case] common_remedies: Option<u32>,
+        #[case] observed_entries: u32,
+        #[case] findings: usize,
+    ) {
+        use crate::case::CheckedOccurrence;
+        let path = |n: u32| CheckedOccurrence {
+            entry_attempts: Some(n),
+            ..Default::default()
+        };
+        let e = CheckedOccurrence {
+            remedies: common_remedies,
+            any_of: vec![path(1), path(0)],
+            ..Default::default()
+        };
+        let judge = |x: &CheckedOccurrence| {
+            let mut out = Vec::new();
+            if x.entry_attempts.is_some_and(|w| w != observed_entries) {
+                out.push((Req::R010, "entries".to_string()));
+            }
+            if x.remedies.is_some_and(|w| w != 1) {
+                out.push((Req::R012, "remedies".to_string()));
+            }
+            out
+        };
+        let got = judge_with_alternatives(&e, &judge);
+        assert_eq!(got.len(), findings, "{got:?}");
+        if observed_entries == 2 {
+            assert!(
+                got.iter()
+                    .all(|(_, m)| m.starts_with("no alternative holds: any_of["))
+            );
+        }
     }
 
     #[test]

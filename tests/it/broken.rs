@@ -85,6 +85,79 @@ async fn the_reference_passes_every_case_and_evaluates_every_requirement() {
     assert_eq!(aocheck::exit::of_report(&r), 0);
 }
 
+/// Every conforming choice other than the reference's own passes everything, in process and
+/// through the protocol: the harness judges by the draft, not by the reference's model.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_honest_alternative_passes_every_case(
+    #[values(
+        Variant::NoLabels,
+        Variant::ReleaseAndTombstone,
+        Variant::GenericFailureUnresolved
+    )]
+    variant: Variant,
+) {
+    assert!(Variant::HONEST.contains(&variant));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
+    ));
+    let r = suite_on(store, variant, None, &[]).await;
+    let bad: Vec<_> = r
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass || !c.not_established.is_empty())
+        .map(|c| {
+            (
+                &c.id,
+                c.verdict,
+                &c.failures,
+                &c.harness,
+                &c.not_established,
+            )
+        })
+        .collect();
+    assert!(bad.is_empty(), "{variant:?}: {bad:#?}");
+    assert_eq!(aocheck::exit::of_report(&r), 0);
+    // The alternative really chose otherwise: a pass that never met the choice proves nothing.
+    let case = |id: &str| r.cases.iter().find(|c| c.id == id).expect("case ran");
+    let state_of = |id: &str, label: &str| {
+        case(id)
+            .occurrences
+            .iter()
+            .find(|o| o.label == label)
+            .map(|o| o.state)
+            .expect("occurrence reported")
+    };
+    match variant {
+        Variant::NoLabels => {
+            let steps: Vec<&String> = r.cases.iter().flat_map(|c| &c.steps).collect();
+            assert!(
+                steps
+                    .iter()
+                    .any(|s| s.ends_with("refused (no requirement named)"))
+            );
+            assert!(
+                !steps.iter().any(|s| s.contains("refused AOC-REQ-")),
+                "{steps:?}"
+            );
+        }
+        Variant::ReleaseAndTombstone => {
+            assert_eq!(
+                state_of("AOC-CASE-005", "o1"),
+                aocheck::vocab::State::Released
+            )
+        }
+        Variant::GenericFailureUnresolved => {
+            assert_eq!(
+                state_of("AOC-CASE-010", "o1"),
+                aocheck::vocab::State::Unresolved
+            )
+        }
+        other => panic!("{other:?} is not an honest alternative"),
+    }
+}
+
 #[rstest]
 #[case::replay_unknown(Variant::ReplayUnknown, "AOC-CASE-003", Req::R010)]
 #[case::retired_enters(Variant::RetiredEnters, "AOC-CASE-005", Req::R006)]

@@ -44,6 +44,52 @@ fn the_shipped_cases_are_valid_and_evaluate_every_requirement() {
     }
 }
 
+/// Alternatives (`any_of`) are checked like any expectation: each word, and their shape.
+#[rstest]
+#[case::nested(
+    "any_of: [{state: resolved, any_of: [{state: released}, {state: pending}]}, {state: released}]",
+    "expect.occurrences.o1.any_of[0].any_of",
+    "do not nest"
+)]
+#[case::single(
+    "any_of: [{state: resolved}]",
+    "expect.occurrences.o1.any_of",
+    "no choice"
+)]
+#[case::empty(
+    "any_of: [{}, {state: released}]",
+    "expect.occurrences.o1.any_of[0]",
+    "accepts anything"
+)]
+#[case::unknown_word(
+    "any_of: [{state: resolved}, {state: floating}]",
+    "expect.occurrences.o1.any_of[1].state",
+    "floating"
+)]
+#[case::unknown_authority(
+    "any_of: [{authority: lent}, {state: released}]",
+    "expect.occurrences.o1.any_of[0].authority",
+    "lent"
+)]
+fn alternatives_are_validated(#[case] expect: &str, #[case] field: &str, #[case] needle: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = format!(
+        "id: X-4\ntitle: t\nrequirements: [AOC-REQ-010]\nsteps:\n  - {{do: join, executor: e1}}\n  - {{do: create, occurrence: o1}}\nexpect:\n  occurrences:\n    o1: {{{expect}}}\n"
+    );
+    write(dir.path(), "X-4-t.yaml", &text);
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(
+        defects
+            .iter()
+            .any(|d| d.field == field && d.to_string().contains(needle)),
+        "{defects:#?}"
+    );
+    assert!(
+        cases.iter().all(|c| c.checked.is_none()),
+        "a defective case must not run"
+    );
+}
+
 #[rstest]
 #[case::unknown_verb("steps:\n  - {do: teleport}\n", "-", "teleport")]
 #[case::unknown_field("steps:\n  - {do: join, executor: e1, colour: red}\n", "-", "colour")]

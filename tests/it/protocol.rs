@@ -136,6 +136,17 @@ async fn the_reference_passes_through_the_protocol_on_postgres() {
     assert_reference_passes(&r);
 }
 
+/// The honest alternatives (`tests/it/broken.rs` checks that each really chose otherwise) pass
+/// every case through the protocol as in process.
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_honest_alternative_passes_through_the_protocol(
+    #[values("no_labels", "release_and_tombstone", "generic_failure_unresolved")] variant: &str,
+) {
+    let (r, _dir) = run(&reference(variant), &[], None, Duration::from_secs(10)).await;
+    assert_reference_passes(&r);
+}
+
 #[rstest]
 #[case::replay_unknown("replay_unknown", "AOCHECK-KILL-01", Req::R010)]
 #[case::retired_enters("retired_enters", "AOC-CASE-005", Req::R006)]
