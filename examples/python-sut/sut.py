@@ -32,6 +32,11 @@ PROTOCOL = "aocheck-sut/2"
 # The Idempotency-Key of an occurrence: its id behind a prefix (declared in the init answer, so
 # aocheck can attribute every payment in the provider's ledger).
 KEY_RULE = "aoc-{occurrence}"
+# What this example says about itself (checked in every case against AOC-REQ-013).
+CLAIMS = [
+    "An example executor: one SQLite file is its coordination domain, and fencing holds only "
+    "for the paths that go through it.",
+]
 LANE = "lane-1"
 OPERATIONS = [
     "join", "takeover", "create", "reserve", "enter", "send", "execute", "settle",
@@ -522,7 +527,7 @@ def main():
                 log("executor %s ready" % executor.name)
                 reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
                                            "version": "0.1.0", "operations": OPERATIONS,
-                                           "key_rule": KEY_RULE}}
+                                           "key_rule": KEY_RULE, "claims": CLAIMS}}
             elif executor is None:
                 raise Invalid("%s before init" % op)
             elif op not in OPERATIONS:

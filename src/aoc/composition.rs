@@ -94,12 +94,71 @@ pub fn reference_claims() -> Vec<String> {
     ]
 }
 
-/// Whether a claim text makes one of the prohibited claims (case-insensitive containment).
+/// What makes a sentence one of [`PROHIBITED_CLAIMS`] whatever its wording: every group must
+/// have a word in the sentence (a word matches a term it starts with: `fences` matches `fence`).
+const CLAIM_CONCEPTS: [&[&[&str]]; 4] = [
+    &[
+        &[
+            "copy", "copies", "copying", "import", "migrat", "transfer", "move",
+        ],
+        &["ownership", "owner", "exclusive"],
+        &["ledger", "record"],
+    ],
+    &[&["succession"], &["receipt"], &["fence", "fencing"]],
+    &[
+        &["aadp"],
+        &["bcr"],
+        &[
+            "interchangeab",
+            "equivalen",
+            "same",
+            "identical",
+            "substitut",
+        ],
+    ],
+    &[
+        &["ep", "evidence"],
+        &["format", "formats"],
+        &["mandatory", "required", "requires", "must", "obligatory"],
+    ],
+];
+
+/// Words that make a sentence deny what it names rather than claim it.
+const NEGATIONS: [&str; 8] = [
+    "not", "no", "never", "neither", "nor", "without", "cannot", "none",
+];
+
+/// Whether a claim text makes one of the prohibited claims, and which. Judged per sentence, by
+/// concept rather than exact wording (decisions D32): a sentence that names every concept of a
+/// prohibited claim and does not negate it makes that claim.
 pub fn prohibited_in(claim: &str) -> Option<&'static str> {
-    let lc = claim.to_lowercase();
-    PROHIBITED_CLAIMS
-        .into_iter()
-        .find(|p| lc.contains(&p.to_lowercase()))
+    claim
+        .split(['.', ';', '!', '?', '\n'])
+        .find_map(prohibited_in_sentence)
+}
+
+fn prohibited_in_sentence(sentence: &str) -> Option<&'static str> {
+    let lc = sentence.to_lowercase().replace("n't", " not");
+    let words: Vec<&str> = lc
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.iter().any(|w| NEGATIONS.contains(w)) {
+        return None;
+    }
+    let has = |term: &str| {
+        words.iter().any(|w| {
+            if term.len() <= 3 {
+                *w == term
+            } else {
+                w.starts_with(term)
+            }
+        })
+    };
+    CLAIM_CONCEPTS
+        .iter()
+        .position(|groups| groups.iter().all(|g| g.iter().any(|t| has(t))))
+        .map(|i| PROHIBITED_CLAIMS[i])
 }
 
 #[cfg(test)]
@@ -119,12 +178,42 @@ mod tests {
     }
 
     #[test]
-    fn reference_claims_make_no_prohibited_claim_and_the_check_can_fail() {
+    fn reference_claims_make_no_prohibited_claim() {
         for c in reference_claims() {
             assert_eq!(prohibited_in(&c), None, "{c}");
         }
-        assert!(
-            prohibited_in("We guarantee a Succession Receipt fences a provider path.").is_some()
+    }
+
+    /// Both directions, by wording: each prohibited claim in other words is caught, and the same
+    /// subject denied, or an unrelated statement, is not.
+    #[rstest::rstest]
+    #[case::verbatim(
+        "Copying an operation record transfers exclusive ownership of a live ledger.",
+        Some(0)
+    )]
+    #[case::migration_reworded(
+        "Importing a record from another domain makes us its exclusive owner.",
+        Some(0)
+    )]
+    #[case::receipt("We guarantee a Succession Receipt fences a provider path.", Some(1))]
+    #[case::receipt_reworded("Succession receipts provide fencing for provider calls", Some(1))]
+    #[case::aadp_bcr("AADP and BCR state machines are interchangeable.", Some(2))]
+    #[case::aadp_bcr_reworded("Our BCR ledger is equivalent to the AADP permit machine", Some(2))]
+    #[case::ep_format("An EP evidence format is mandatory.", Some(3))]
+    #[case::ep_format_reworded("Our EP evidence format is mandatory for every provider.", Some(3))]
+    #[case::second_sentence("Fencing is local. Succession Receipts fence provider paths.", Some(1))]
+    #[case::denied("A Succession Receipt does not fence a provider path.", None)]
+    #[case::denied_contraction(
+        "Copying a record doesn't transfer ownership of a live ledger.",
+        None
+    )]
+    #[case::no_format("No evidence format is mandatory.", None)]
+    #[case::unrelated("Executor fencing applies inside this domain only.", None)]
+    fn prohibited_claims_are_found_by_concept(#[case] text: &str, #[case] which: Option<usize>) {
+        assert_eq!(
+            prohibited_in(text),
+            which.map(|i| PROHIBITED_CLAIMS[i]),
+            "{text}"
         );
     }
 }

@@ -27,7 +27,7 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 18] = [
+pub const CHECKERS: [(&str, &[Req]); 19] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -43,6 +43,8 @@ pub const CHECKERS: [(&str, &[Req]); 18] = [
     ("no_invented_outcome", &[Req::R009, Req::R011]),
     ("release_only_before_entry", &[Req::R008]),
     ("limits_respected", &[Req::R006]),
+    // What the implementation says about itself (its `init` answer's claims), in every case.
+    ("no_prohibited_claim", &[Req::R013]),
     // Hermes operator checkers (src/runner: against fake-hermes's ledger).
     ("one_run_per_action", &[Req::R010]),
     ("one_command_per_resume", &[Req::R010]),

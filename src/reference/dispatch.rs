@@ -20,13 +20,22 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// What the reference says about itself in answer to `init`.
-pub fn hello() -> Hello {
+pub fn hello(knobs: Knobs) -> Hello {
+    let mut claims = crate::aoc::composition::reference_claims();
+    if knobs.is(Variant::ProhibitedClaim) {
+        claims.push(
+            "Importing an occurrence record copies it, and copying an operation record transfers \
+             exclusive ownership of a live ledger to the importing domain."
+                .into(),
+        );
+    }
     Hello {
         protocol: PROTOCOL.into(),
         name: "aocheck-reference".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         operations: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
         key_rule: crate::check::accounting::PLACEHOLDER.into(),
+        claims,
     }
 }
 

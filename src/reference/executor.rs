@@ -51,6 +51,9 @@ pub enum Variant {
     /// Drops the earliest observation from its history once a second one is recorded, and
     /// recomputes the chain so that it verifies.
     DropObservation,
+    /// States about itself that copying an operation record transfers exclusive ownership of a
+    /// live ledger (a claim AOC-REQ-013 forbids).
+    ProhibitedClaim,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -64,7 +67,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 11] = [
+    pub const BROKEN: [Variant; 12] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -76,6 +79,7 @@ impl Variant {
         Variant::ResendSameKey,
         Variant::RosyState,
         Variant::DropObservation,
+        Variant::ProhibitedClaim,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -706,8 +710,13 @@ async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result
 }
 
 /// The reference implementation's identity, for reports.
-pub fn implementation() -> Value {
-    json!({"name": "aocheck-reference", "version": env!("CARGO_PKG_VERSION"), "same_team": true})
+pub fn implementation(knobs: super::Knobs) -> Value {
+    json!({
+        "name": "aocheck-reference",
+        "version": env!("CARGO_PKG_VERSION"),
+        "same_team": true,
+        "claims": super::dispatch::hello(knobs).claims,
+    })
 }
 
 /// Shared handle type used by the runner.

@@ -75,7 +75,7 @@ impl InProcess {
             executors: BTreeMap::new(),
             killed: BTreeSet::new(),
             retired: 0,
-            hello: dispatch::hello(),
+            hello: dispatch::hello(knobs),
             connect,
         })
     }

@@ -89,7 +89,7 @@ pub async fn serve(knobs: Knobs) -> u8 {
                 Ok(s) => {
                     eprintln!("aocheck-reference: executor {} ready", s.name());
                     served = Some(s);
-                    (id, Ok(json!(dispatch::hello())))
+                    (id, Ok(json!(dispatch::hello(knobs))))
                 }
                 Err(m) => (id, Err(failure("invalid", None, m, true))),
             },

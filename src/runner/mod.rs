@@ -302,6 +302,19 @@ pub async fn run_case(
             }
         }
     }
+    // AOC-REQ-013 in every case: no claim the implementation makes about itself is prohibited.
+    for claim in &world.sut.hello().claims {
+        world.checker.facts.saw(crate::aoc::Req::R013);
+        if let Some(p) = crate::aoc::composition::prohibited_in(claim) {
+            failures.push(Failure {
+                requirement: crate::aoc::Req::R013,
+                step: None,
+                msg: format!(
+                    "[no_prohibited_claim] the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
+                ),
+            });
+        }
+    }
     let skip = world.operator.unsupported.is_some() || harness.is_some();
     for (i, step) in case.steps.iter().enumerate().take_while(|_| !skip) {
         // Parsed once at load; a case the loader did not check never gets here.
@@ -471,7 +484,7 @@ pub async fn run_suite(
             .iter()
             .find_map(|c| c.implementation.clone())
             .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
-        None => crate::reference::implementation(),
+        None => crate::reference::implementation(opts.knobs),
     };
     if opts.knobs.variant() != crate::reference::Variant::Conforming && opts.sut.is_none() {
         implementation["variant"] = serde_json::to_value(opts.knobs.variant()).unwrap_or_default();

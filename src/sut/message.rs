@@ -546,6 +546,10 @@ pub struct Hello {
     /// template with one `{occurrence}` (`crate::check::accounting::KeyRule`). Every effect and
     /// create request in the provider's ledger is attributed by it; the harness never assumes one.
     pub key_rule: String,
+    /// What the implementation states about itself (its conformance statement, in its words).
+    /// Every claim is checked in every case against AOC-REQ-013's prohibited claims.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
 }
 
 impl Hello {

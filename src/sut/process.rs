@@ -344,6 +344,21 @@ impl SutProcess {
                     .map_err(|e| bad(format!("init answer: {e}")))?;
                 r
             },
+            claims: match &ok["claims"] {
+                Value::Null => Vec::new(),
+                Value::Array(a) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        c.as_str().map(str::to_string).ok_or_else(|| {
+                            bad(format!("init answer: `claims[{i}]` is not a string"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                _ => {
+                    return Err(bad("init answer: `claims` must be a list of strings".into()));
+                }
+            },
         })
     }
 

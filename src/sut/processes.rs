@@ -300,6 +300,7 @@ impl ProcessSut {
             "protocol": self.hello.protocol,
             "operations": self.hello.operations,
             "key_rule": self.hello.key_rule,
+            "claims": self.hello.claims,
             "command": command,
         })
     }

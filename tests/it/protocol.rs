@@ -159,6 +159,7 @@ async fn each_honest_alternative_passes_through_the_protocol(
 #[case::resend_same_key("resend_same_key", "AOCHECK-KILL-01", Req::R010)]
 #[case::rosy_state("rosy_state", "AOC-CASE-003", Req::R009)]
 #[case::drop_observation("drop_observation", "AOC-CASE-009", Req::R004)]
+#[case::prohibited_claim("prohibited_claim", "AOCHECK-COMP-01", Req::R013)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] variant: &str,
@@ -236,6 +237,10 @@ for line in sys.stdin:
     req = json.loads(line)
     if req["op"] == "init":
         out = {"id": req["id"], "ok": {"protocol": "aocheck-sut/0" if mode == "version" else "aocheck-sut/2", "name": "scripted", "version": "0", "operations": ops, "key_rule": "{occurrence}"}}
+        if mode == "claims":
+            out["ok"]["claims"] = ["Executor fencing applies inside this domain only.", "Our EP evidence format is mandatory for every provider."]
+        if mode == "bad_claims":
+            out["ok"]["claims"] = "we are conforming"
     elif mode == "hang":
         time.sleep(60)
         continue
@@ -272,6 +277,52 @@ async fn missing_operations_make_cases_unsupported_never_pass() {
     }
     assert_eq!(r.implementation["name"], "scripted");
     assert_ne!(aocheck::exit::of_report(&r), 0);
+}
+
+/// AOC-REQ-013 is checked in every case, whatever the case runs: a prohibited claim in the
+/// `init` answer fails even a case the implementation cannot run; an allowed claim is a fact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (r, _dir) = run(
+        &scripted(tmp.path(), "claims", "state,lane,join,create,settle"),
+        &["AOC-CASE-001", "SEED003-A"],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    for c in &r.cases {
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.id);
+        assert!(
+            c.failures.iter().any(|f| f.requirement == Req::R013
+                && f.msg.contains("an EP evidence format is mandatory")),
+            "{:?}",
+            c.failures
+        );
+        assert_eq!(c.facts.get("AOC-REQ-013"), Some(&2), "{:?}", c.facts);
+    }
+    assert_eq!(
+        r.implementation["claims"][1],
+        "Our EP evidence format is mandatory for every provider."
+    );
+    assert_eq!(aocheck::exit::of_report(&r), 1);
+    let (r, _dir) = run(
+        &scripted(tmp.path(), "bad_claims", "state"),
+        &["AOC-CASE-001"],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError);
+    assert!(
+        c.harness
+            .as_deref()
+            .unwrap_or_default()
+            .contains("`claims`"),
+        "{:?}",
+        c.harness
+    );
 }
 
 #[rstest]

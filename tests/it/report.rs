@@ -92,6 +92,16 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
         std::fs::read_to_string(dir.join("report.html")).expect("html"),
         formats::html(&committed)
     );
+    // What aocheck itself says in the pages a person reads makes none of AOC-REQ-013's claims.
+    for page in [formats::markdown(&committed), formats::html(&committed)] {
+        for line in page.lines() {
+            assert_eq!(
+                aocheck::aoc::composition::prohibited_in(line),
+                None,
+                "the report says: {line}"
+            );
+        }
+    }
     // The envelope verifies with the committed public key and carries exactly this report.
     let pem = std::fs::read_to_string(dir.join("signing-key.pub.pem")).expect("public key");
     let key = aocheck::report::attest::verifying_key(&pem).expect("key");
