@@ -291,8 +291,9 @@ impl<S: Store> Domain<S> {
         }
     }
 
-    /// §5: whether this domain's composition is supported. Unsupported compositions keep every
-    /// occurrence unresolved in reports.
+    /// §5: whether this domain's composition is supported. An unsupported (aliased) composition
+    /// refuses AADP expiry ([`Domain::aadp_expired`]), so nothing from the AADP side resolves,
+    /// releases or re-authorises an occurrence; only provider evidence does.
     pub fn composition(&self) -> CompositionStatus {
         composition_status(self.config.aadp)
     }
@@ -313,6 +314,39 @@ impl<S: Store> Domain<S> {
                     .into(),
             },
         ))
+    }
+
+    /// §5: AADP's no-report expiry of the permit composed with `occ`. The AADP permit
+    /// reservation and the AOC occurrence exposure are distinct accounting facts here, so the
+    /// expiry releases only the AADP-native permit, which this domain does not hold: the
+    /// occurrence is left exactly as it is (its tombstone, its provider entry, its consumed
+    /// authority, its right to no other attempt). An aliased composition cannot apply both
+    /// contradictory transitions and is refused as unsupported; a domain not composed with AADP
+    /// refuses too. Nothing is written either way.
+    pub async fn aadp_expired(&self, occ: &OccurrenceId) -> Result<(), DomainError> {
+        match self.config.aadp {
+            AadpAccounting::Distinct => {
+                self.state(occ).await?;
+                Ok(())
+            }
+            AadpAccounting::None => Err(refused(
+                Some(occ),
+                Req::R013,
+                RefusalKind::Unsupported {
+                    what: "this domain is not composed with AADP".into(),
+                },
+            )),
+            AadpAccounting::AliasedToOccurrenceExposure => Err(refused(
+                Some(occ),
+                Req::R013,
+                RefusalKind::Unsupported {
+                    what: match composition_status(self.config.aadp) {
+                        CompositionStatus::Unsupported { reason } => reason,
+                        CompositionStatus::Supported => "aliased AADP accounting".into(),
+                    },
+                },
+            )),
+        }
     }
 
     // ---- executors and generations (AOC-REQ-005/006, seed 003) ----

@@ -128,6 +128,15 @@ pub enum Step {
         #[serde(default)]
         expect: Expect,
     },
+    /// AADP's no-report expiry of the permit composed with the occurrence (AOC §5). Whatever
+    /// the answer, an entered or released occurrence must be left exactly as it was.
+    AadpExpire {
+        occurrence: String,
+        #[serde(default)]
+        executor: Option<String>,
+        #[serde(default)]
+        expect: Expect,
+    },
     Release {
         occurrence: String,
         #[serde(default)]
@@ -409,6 +418,7 @@ impl Step {
             | Settle { expect }
             | Adopt { expect, .. }
             | Reconcile { expect, .. }
+            | AadpExpire { expect, .. }
             | Release { expect, .. }
             | Rebind { expect, .. }
             | Remedy { expect, .. }

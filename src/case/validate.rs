@@ -222,6 +222,11 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 occurrence,
                 executor,
                 ..
+            }
+            | Step::AadpExpire {
+                occurrence,
+                executor,
+                ..
             } => {
                 need_exec(executor, &mut pending);
                 occ_known(occurrence, &mut pending);

@@ -279,6 +279,10 @@ impl Dispatch {
                     .map_err(e)?;
                 done()
             }
+            Request::AadpExpire { occurrence } => {
+                self.sut.aadp_expire(&name, &occurrence).await.map_err(e)?;
+                done()
+            }
             Request::Import => {
                 self.sut
                     .domain

@@ -54,6 +54,9 @@ pub enum Variant {
     /// States about itself that copying an operation record transfers exclusive ownership of a
     /// live ledger (a claim AOC-REQ-013 forbids).
     ProhibitedClaim,
+    /// Takes AADP's permit expiry as the end of the AOC occurrence's exposure and releases it,
+    /// even after provider entry (§5 forbids relabelling entry as non-entry).
+    AadpExpiryReleases,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -67,7 +70,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 12] = [
+    pub const BROKEN: [Variant; 13] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -80,6 +83,7 @@ impl Variant {
         Variant::RosyState,
         Variant::DropObservation,
         Variant::ProhibitedClaim,
+        Variant::AadpExpiryReleases,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -128,7 +132,7 @@ fn domain_defect(v: Variant) -> Option<Defect> {
     match v {
         Variant::RetiredEnters => Some(Defect::SkipEntryFence),
         Variant::RebindAccount => Some(Defect::AllowRebind),
-        Variant::ReleaseOnTimeout => Some(Defect::ReleaseAfterEntry),
+        Variant::ReleaseOnTimeout | Variant::AadpExpiryReleases => Some(Defect::ReleaseAfterEntry),
         Variant::ResetUnknownToQueued => Some(Defect::ResetUnknownToQueued),
         _ => None,
     }
@@ -504,6 +508,19 @@ impl ReferenceSut {
         self.domain
             .release(&holder, occ, &token, &intent.binding.request_digest, reason)
             .await?;
+        Ok(())
+    }
+
+    /// AADP's permit expired (§5). The `aadp_expiry_releases` defect takes it as the end of the
+    /// occurrence's exposure and releases the AOC reservation, even after entry.
+    pub async fn aadp_expire(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
+        self.exec(name)?;
+        if self.knobs.is(Variant::AadpExpiryReleases) {
+            return self
+                .release(name, occ, ReleaseReason::DeadlineExpired)
+                .await;
+        }
+        self.domain.aadp_expired(occ).await?;
         Ok(())
     }
 

@@ -56,6 +56,7 @@ pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> 
             "settle" => Op::Settle,
             "adopt" => Op::Adopt,
             "reconcile" => Op::Reconcile,
+            "aadp_expire" => Op::AadpExpire,
             "release" => Op::Release,
             "rebind" => Op::Rebind,
             "remedy" => Op::Remedy,
@@ -264,6 +265,29 @@ impl World {
                     occurrence: o,
                 })
                 .await?
+            }
+            Step::AadpExpire {
+                occurrence,
+                executor,
+                ..
+            } => {
+                let id = self.occ(occurrence)?;
+                let before = self.sut.state(&id).await?;
+                let answer = self
+                    .on_occurrence(executor, occurrence, |o| Request::AadpExpire {
+                        occurrence: o,
+                    })
+                    .await;
+                let after = self.sut.state(&id).await?;
+                if let Some((req, what)) =
+                    crate::aoc::occurrence::aadp_expiry_change(&before, &after)
+                {
+                    return Err(SutError::Mismatch(
+                        req,
+                        format!("AADP expiry changed the AOC occurrence: {what} (AOC §5)"),
+                    ));
+                }
+                answer?
             }
             Step::Release {
                 occurrence,

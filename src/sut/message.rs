@@ -49,6 +49,7 @@ pub enum Op {
     LeaseRefresh,
     LeaseRelease,
     Import,
+    AadpExpire,
     Describe,
     Invoke,
     Delegate,
@@ -60,7 +61,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation beyond `init`, in the order the specification lists them.
-    pub const ALL: [Op; 32] = [
+    pub const ALL: [Op; 33] = [
         Op::Join,
         Op::Takeover,
         Op::Create,
@@ -86,6 +87,7 @@ impl Op {
         Op::LeaseRefresh,
         Op::LeaseRelease,
         Op::Import,
+        Op::AadpExpire,
         Op::Describe,
         Op::Invoke,
         Op::Delegate,
@@ -123,6 +125,7 @@ impl Op {
             Op::LeaseRefresh => "lease_refresh",
             Op::LeaseRelease => "lease_release",
             Op::Import => "import",
+            Op::AadpExpire => "aadp_expire",
             Op::Describe => "describe",
             Op::Invoke => "invoke",
             Op::Delegate => "delegate",
@@ -202,6 +205,11 @@ pub enum Request {
     Release {
         occurrence: OccurrenceId,
         reason: ReleaseReason,
+    },
+    /// AADP's no-report expiry of the permit composed with this occurrence (§5): the PDP appended
+    /// its expiry and released its own permit reservation.
+    AadpExpire {
+        occurrence: OccurrenceId,
     },
     /// An attempt to change one bound field (cases expect a refusal).
     Rebind {
@@ -289,6 +297,7 @@ impl Request {
             Request::Adopt { .. } => Op::Adopt,
             Request::Reconcile { .. } => Op::Reconcile,
             Request::Release { .. } => Op::Release,
+            Request::AadpExpire { .. } => Op::AadpExpire,
             Request::Rebind { .. } => Op::Rebind,
             Request::Remedy { .. } => Op::Remedy,
             Request::State { .. } => Op::State,
@@ -650,6 +659,7 @@ mod tests {
                 occurrence,
                 reason: ReleaseReason::OwnerAbandoned,
             },
+            Op::AadpExpire => Request::AadpExpire { occurrence },
             Op::Rebind => Request::Rebind {
                 occurrence,
                 field: "account".into(),

@@ -171,6 +171,7 @@ async fn each_honest_alternative_passes_every_case(
 #[case::rosy_state(Variant::RosyState, "AOC-CASE-003", Req::R009)]
 #[case::drop_observation(Variant::DropObservation, "AOC-CASE-009", Req::R004)]
 #[case::prohibited_claim(Variant::ProhibitedClaim, "AOC-CASE-001", Req::R013)]
+#[case::aadp_expiry_releases(Variant::AadpExpiryReleases, "AOCHECK-COMP-02", Req::R010)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_for_the_right_requirement(
     #[case] variant: Variant,

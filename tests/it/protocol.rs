@@ -160,6 +160,7 @@ async fn each_honest_alternative_passes_through_the_protocol(
 #[case::rosy_state("rosy_state", "AOC-CASE-003", Req::R009)]
 #[case::drop_observation("drop_observation", "AOC-CASE-009", Req::R004)]
 #[case::prohibited_claim("prohibited_claim", "AOCHECK-COMP-01", Req::R013)]
+#[case::aadp_expiry_releases("aadp_expiry_releases", "AOCHECK-COMP-01", Req::R010)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] variant: &str,
