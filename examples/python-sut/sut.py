@@ -42,7 +42,23 @@ OPERATIONS = [
     "join", "takeover", "create", "reserve", "enter", "send", "execute", "settle",
     "adopt", "reconcile", "release", "state", "lane",
 ]
-# MissingKnowledge flags in aocheck's order (the history must re-serialise byte for byte).
+# Which AOC section 4.4 distinction each of this executor's entry types stands for.
+KINDS = {
+    "created": "created", "reserved": "prepared", "adopted": "replaced", "entered": "entered",
+    "acknowledged": "acknowledged", "observed": "observed", "resolved": "decided",
+    "released": "released",
+}
+# This executor's own words for what it does not know, and the aocheck flag each one means
+# (sent as the state answer's flag_map).
+OWN_FLAGS = {
+    "unauthenticated": "signature-unverified", "unbound_attempt": "other-attempt",
+    "unmapped": "status-unmapped", "not_found": "no-such-payment",
+    "beyond_retention": "past-retention", "incomplete_listing": "partial-listing",
+    "stale": "stale-answer", "http_status_only": "bare-http-status", "transport": "no-reply",
+    "undecodable": "garbled-reply", "conflicting": "sources-disagree",
+    "no_entry_recorded": "never-entered", "composition_unsupported": "composition-unsupported",
+}
+# The order flags are kept in.
 FLAG_ORDER = [
     "unauthenticated", "unbound_attempt", "unmapped", "not_found", "beyond_retention",
     "incomplete_listing", "stale", "http_status_only", "transport", "undecodable",
@@ -495,7 +511,78 @@ class Executor:
         return {}
 
     def op_state(self, f):
-        return {"history": self.history(f["occurrence"])}
+        """The history in aocheck-sut/2's evidence envelope, in this executor's own words, and
+        the AOC section 7 report. No hash chain is declared (the entries are chained here, but
+        aocheck is not asked to verify it)."""
+        occ_id = f["occurrence"]
+        entries, sources, missing, terminal = [], set(), [], []
+        rep = {"owner": None, "binding_digest": None, "state": "pending", "outcome": None,
+               "entry": "not_entered", "authority": "none", "attempts": 0}
+        for e in self.history(occ_id):
+            b = e["body"]
+            t = b["type"]
+            env = {"kind": KINDS[t], "at": b.get("at"), "entry": e}
+            if t == "created":
+                rep["owner"] = b["generation"]
+            elif t == "reserved":
+                env.update(generation=b["generation"], binding_digest=b["binding_digest"])
+                rep.update(owner=b["generation"], binding_digest=b["binding_digest"], authority="held")
+            elif t == "adopted":
+                env["generation"] = b["to_generation"]
+                rep["owner"] = b["to_generation"]
+            elif t == "entered":
+                env.update(generation=b["generation"], attempt=b["attempt"])
+                rep.update(state="unresolved", entry="entered", authority="consumed")
+                rep["attempts"] += 1
+            elif t == "acknowledged":
+                env["provider_ref"] = b["provider_ref"]
+                rep["entry"] = "acknowledged"
+            elif t == "observed":
+                ev, interp = b["evidence"], b["interpretation"]
+                sources.add(ev["source"])
+                if ev["kind"]["type"] == "response":
+                    kind, env["attempt"] = "response", ev["kind"]["attempt"]
+                else:
+                    kind = "listing" if ev["native"].get("type") == "listing" else "lookup"
+                bound = dict(ev["bound_to"], provider_ref=None)
+                expected = {k: v for k, v in self.binding_of(occ_id).items()
+                            if k not in ("key_rule", "status_source")}
+                expected["provider_ref"] = None
+                env.update(source=ev["source"], source_kind=kind, authenticated=ev["authenticated"],
+                           interpretation=interp["class"],
+                           binding_digest=rep["binding_digest"] if bound == expected
+                           else sha256(canonical(ev["bound_to"])),
+                           flags=[OWN_FLAGS[m["flag"]] for m in interp["missing"]])
+                missing += env["flags"]
+                if interp["class"] not in (None, "accepted"):
+                    if any(c != interp["class"] for c in terminal):
+                        missing.append(OWN_FLAGS["conflicting"])
+                    terminal.append(interp["class"])
+            elif t == "resolved":
+                o = b["outcome"]
+                word = o["class"] + ("_no_effect" if o.get("no_effect") else "")
+                env.update(outcome=word, evidence=[r["seq"] for r in b["evidence"]])
+                rep.update(state="resolved", outcome=word)
+                missing = [m for m in missing if m == OWN_FLAGS["conflicting"]]
+            elif t == "released":
+                rep["state"] = "released"
+                if rep["authority"] == "held":
+                    rep["authority"] = "released"
+            entries.append({k: v for k, v in env.items() if v is not None})
+        if rep["state"] == "resolved" and OWN_FLAGS["conflicting"] in missing:
+            rep["state"] = "unresolved"
+        report = {
+            "occurrence": occ_id, "domain": self.domain, "executor_generation": rep["owner"] or 0,
+            "binding_digest": rep["binding_digest"], "state": rep["state"], "outcome": rep["outcome"],
+            "provider_entry": rep["entry"], "authority": rep["authority"],
+            "entry_attempts": rep["attempts"], "evidence_sources": sorted(sources),
+            "missing_knowledge": sorted(set(missing)), "remedies": [],
+        }
+        return {"entries": entries, "report": report,
+                "flag_map": {own: flag for flag, own in OWN_FLAGS.items()}}
+
+    def binding_of(self, occ_id):
+        return json.loads(self.occurrence(self.db, occ_id)["binding"])
 
     def op_lane(self, f):
         row = self.db.execute("SELECT generation FROM lease WHERE lane = ?", (LANE,)).fetchone()

@@ -803,55 +803,6 @@ pub fn expected_evidence_binding(st: &OccurrenceState) -> Option<EvidenceBinding
         .map(|b| EvidenceBinding::matching(b, st.provider_ref.as_deref()))
 }
 
-/// §5: "AADP expiry MAY release only the AADP-native permit reservation; it MUST NOT erase the AOC
-/// occurrence tombstone, relabel serialized provider entry as non-entry, restore BCR allowance
-/// already consumed at provider entry, or authorize another attempt for that occurrence." Once
-/// an occurrence is entered or released, AADP expiry may change nothing of it; before entry
-/// the domain's own serial read may still release it (AOC-REQ-008). The first change found, with
-/// the requirement it breaks.
-pub fn aadp_expiry_change(
-    before: &OccurrenceState,
-    after: &OccurrenceState,
-) -> Option<(Req, String)> {
-    let fixed = before.entry_attempts > 0 || before.phase == Phase::Released;
-    if !fixed {
-        return None;
-    }
-    if after.phase != before.phase || after.entry_attempts != before.entry_attempts {
-        let req = if before.phase == Phase::Released {
-            Req::R008
-        } else {
-            Req::R010
-        };
-        return Some((
-            req,
-            format!(
-                "phase {} with {} entry attempt(s) became {} with {}",
-                before.phase.label(),
-                before.entry_attempts,
-                after.phase.label(),
-                after.entry_attempts
-            ),
-        ));
-    }
-    if after.authority != before.authority {
-        return Some((
-            Req::R012,
-            format!(
-                "authority {:?} became {:?}",
-                before.authority, after.authority
-            ),
-        ));
-    }
-    if after.outcome != before.outcome {
-        return Some((
-            Req::R009,
-            format!("outcome {:?} became {:?}", before.outcome, after.outcome),
-        ));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1027,42 +978,5 @@ mod tests {
             ),
             (0, 5, 0)
         );
-    }
-
-    #[test]
-    fn aadp_expiry_may_change_nothing_once_entered_or_released() {
-        let entered = fold_path(&["created", "reserved", "entered"]).expect("entered");
-        assert_eq!(aadp_expiry_change(&entered, &entered), None);
-        let tomb = fold_path(&["created", "reserved", "released"]).expect("released");
-        let reserved = fold_path(&["created", "reserved"]).expect("reserved");
-        // Entry relabelled as non-entry.
-        assert_eq!(
-            aadp_expiry_change(&entered, &tomb).map(|x| x.0),
-            Some(Req::R010)
-        );
-        // A tombstone erased.
-        assert_eq!(
-            aadp_expiry_change(&tomb, &reserved).map(|x| x.0),
-            Some(Req::R008)
-        );
-        // Consumed authority restored, the phase kept.
-        let mut restored = entered.clone();
-        restored.authority.released = restored.authority.consumed;
-        restored.authority.consumed = 0;
-        assert_eq!(
-            aadp_expiry_change(&entered, &restored).map(|x| x.0),
-            Some(Req::R012)
-        );
-        // An outcome made up.
-        let resolved = fold_path(&["created", "reserved", "entered", "observed", "resolved"])
-            .expect("resolved");
-        let mut invented = resolved.clone();
-        invented.outcome = Some(Outcome::Success);
-        assert_eq!(
-            aadp_expiry_change(&resolved, &invented).map(|x| x.0),
-            Some(Req::R009)
-        );
-        // Before entry the domain may still release by its own serial read (AOC-REQ-008).
-        assert_eq!(aadp_expiry_change(&reserved, &tomb), None);
     }
 }

@@ -4,15 +4,15 @@
 //! checker here has a broken implementation in `tests/it/broken.rs` that makes it fire.
 
 pub mod accounting;
+pub mod evidence;
 pub(crate) mod hermes;
 
 use crate::aoc::domain::Limits;
-use crate::aoc::history::{ChainedEntry, EntryBody, Outcome, is_prefix_preserving, verify_chain};
 use crate::aoc::ids::Generation;
-use crate::aoc::occurrence::{OccurrenceState, Phase};
 use crate::aoc::requirement::Req;
-use crate::digest::Digest;
+use crate::vocab::{Authority, Outcome, State};
 use accounting::{Accounting, KeyRule, key_words};
+use evidence::{Kind, SourceKind, StateAnswer, View};
 use fake_payments::ledger::Ledger;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -59,10 +59,9 @@ pub const CHECKERS: [(&str, &[Req]); 19] = [
 pub struct Observed {
     pub label: String,
     pub id: String,
-    /// The state the implementation reports (or why it could not).
-    pub state: Result<OccurrenceState, String>,
-    /// The raw stored history.
-    pub history: Vec<ChainedEntry>,
+    /// The implementation's `state` answer: its history in the evidence envelope and its §7
+    /// report (or why it could not be read).
+    pub answer: Result<StateAnswer, String>,
 }
 
 /// Everything checked after one step.
@@ -108,9 +107,11 @@ impl Facts {
 /// Memory across steps for the monotonic invariants.
 #[derive(Debug, Default)]
 pub struct Checker {
-    histories: BTreeMap<String, Vec<ChainedEntry>>,
-    bindings: BTreeMap<String, Digest>,
-    consumed: BTreeMap<String, u64>,
+    /// The canonical bytes of each occurrence's entries at the last look.
+    histories: BTreeMap<String, Vec<Vec<u8>>>,
+    bindings: BTreeMap<String, String>,
+    /// Occurrences whose authority was seen consumed.
+    consumed: std::collections::BTreeSet<String>,
     domains: BTreeMap<String, String>,
     /// Facts examined so far in the case, by every check (checkers, steps, final expectations).
     pub facts: Facts,
@@ -181,61 +182,94 @@ impl Checker {
         for o in &snap.occurrences {
             let label = o.label.as_str();
             let at = Some(label);
-            // history_append_only (AOC-REQ-004)
-            if !o.history.is_empty() {
+            let a = match &o.answer {
+                Ok(a) => a,
+                Err(why) => {
+                    facts.saw(Req::R004);
+                    v(
+                        "history_append_only",
+                        Req::R004,
+                        at,
+                        format!("the state answer is not usable evidence: {why}"),
+                    );
+                    continue;
+                }
+            };
+            let view = View::of(&a.entries, &a.flag_map);
+            let st = &a.report;
+            // history_append_only (AOC-REQ-004): judged on the canonical bytes of the entries;
+            // a declared chain is verified too.
+            if !a.entries.is_empty() {
                 facts.saw(Req::R004);
             }
-            if let Err(b) = verify_chain(&o.history) {
-                v(
-                    "history_append_only",
-                    Req::R004,
-                    at,
-                    format!("history chain broken: {b}"),
-                );
-            }
-            if let Some(prev) = self.histories.get(label)
-                && !is_prefix_preserving(prev, &o.history)
+            let bytes = match evidence::canonical_entries(&a.entries) {
+                Ok(b) => b,
+                Err(e) => {
+                    v(
+                        "history_append_only",
+                        Req::R004,
+                        at,
+                        format!("the history has no canonical form: {e}"),
+                    );
+                    Vec::new()
+                }
+            };
+            if a.chain.is_some()
+                && let Err(b) = evidence::verify_chain(&a.entries)
             {
                 v(
                     "history_append_only",
                     Req::R004,
                     at,
-                    "an earlier history entry was rewritten or removed".into(),
+                    format!("the declared hash chain is broken: {b}"),
                 );
             }
-            let folded = OccurrenceState::fold(&o.history);
-            if let Err(e) = &folded {
+            let seen = match self.histories.get(label) {
+                Some(prev) => {
+                    if prev.len() > bytes.len() || prev[..] != bytes[..prev.len()] {
+                        v(
+                            "history_append_only",
+                            Req::R004,
+                            at,
+                            "an earlier history entry was rewritten or removed".into(),
+                        );
+                    }
+                    prev.len()
+                }
+                None => 0,
+            };
+            for why in &view.illegal {
                 v(
                     "history_append_only",
                     Req::R004,
                     at,
-                    format!("the stored history is impossible: {e}"),
+                    format!("the history is impossible: {why}"),
                 );
             }
             // no_retired_entry (AOC-REQ-006): entries written since the last look.
-            let seen = self.histories.get(label).map_or(0, Vec::len);
-            for e in o.history.iter().skip(seen) {
-                if let EntryBody::Entered { generation, .. } = &e.body {
+            for e in a.entries.iter().skip(seen) {
+                if e.kind == Kind::Entered {
                     facts.saw(Req::R006);
-                    if *generation < snap.generation {
+                    let g = e.generation.unwrap_or(0);
+                    if Generation(g) < snap.generation {
                         v(
                             "no_retired_entry",
                             Req::R006,
                             at,
                             format!(
-                                "provider entry by retired generation {generation} while {} holds the lane",
+                                "provider entry by retired generation {g} while {} holds the lane",
                                 snap.generation
                             ),
                         );
                     }
                 }
             }
-            // release_only_before_entry (AOC-REQ-008), on the raw history.
+            // release_only_before_entry (AOC-REQ-008), on the history.
             let mut entered = false;
-            for e in &o.history {
-                match &e.body {
-                    EntryBody::Entered { .. } => entered = true,
-                    EntryBody::Released { .. } => {
+            for e in &a.entries {
+                match e.kind {
+                    Kind::Entered => entered = true,
+                    Kind::Released => {
                         facts.saw(Req::R008);
                         if entered {
                             v(
@@ -252,7 +286,7 @@ impl Checker {
             // responses_bound (AOC-REQ-007): a response is evidence, not authority; a terminal
             // decision may rest on one only if it is authenticated and matches the immutable
             // binding and the exact attempt it answers.
-            for (req, what) in unbound_responses(&o.history, facts) {
+            for (req, what) in unbound_responses(a, facts) {
                 v("responses_bound", req, at, what);
             }
             let effects = acct.effects_of(&o.id);
@@ -282,163 +316,163 @@ impl Checker {
                     ),
                 );
             }
-            if let Ok(st) = &o.state {
-                // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.
-                facts.saw(Req::R001);
-                if st.domain.is_empty() {
+            // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.
+            facts.saw(Req::R001);
+            if st.domain.is_empty() {
+                v(
+                    "one_domain",
+                    Req::R001,
+                    at,
+                    "the state names no coordination domain".into(),
+                );
+            } else if let Some(prev) = self.domains.get(label)
+                && *prev != st.domain
+            {
+                v(
+                    "one_domain",
+                    Req::R001,
+                    at,
+                    format!(
+                        "coordination domain changed from {prev:?} to {:?}",
+                        st.domain
+                    ),
+                );
+            }
+            self.domains.insert(label.to_string(), st.domain.clone());
+            // state_matches_history: the report is checked, never trusted (GUIDE §4).
+            for r in STATE_FIELDS {
+                facts.saw(r);
+            }
+            for (req, what) in contradictions(a, &view) {
+                v(
+                    "state_matches_history",
+                    req,
+                    at,
+                    format!("the reported state contradicts the stored history: {what}"),
+                );
+            }
+            if !creates.is_empty() && st.entry_attempts == 0 {
+                v(
+                    "state_matches_history",
+                    Req::R004,
+                    at,
+                    "the provider received a create request for this occurrence, but its state records no entry (ground truth)".into(),
+                );
+            }
+            if st.state == State::Released {
+                facts.saw(Req::R008);
+                if !effects.is_empty() || !creates.is_empty() {
                     v(
-                        "one_domain",
-                        Req::R001,
+                        "release_only_before_entry",
+                        Req::R008,
                         at,
-                        "the state names no coordination domain".into(),
+                        "released as never entered, but the provider received its request".into(),
                     );
-                } else if let Some(prev) = self.domains.get(label)
-                    && *prev != st.domain
-                {
-                    v(
-                        "one_domain",
-                        Req::R001,
-                        at,
-                        format!(
-                            "coordination domain changed from {prev:?} to {:?}",
-                            st.domain
-                        ),
-                    );
-                }
-                self.domains.insert(label.to_string(), st.domain.clone());
-                // state_matches_history: the report is checked, never trusted (GUIDE §4).
-                if let Ok(h) = &folded {
-                    for r in STATE_FIELDS {
-                        facts.saw(r);
-                    }
-                    for (req, what) in contradictions(st, h) {
-                        v(
-                            "state_matches_history",
-                            req,
-                            at,
-                            format!("the reported state contradicts the stored history: {what}"),
-                        );
-                    }
-                }
-                if !creates.is_empty() && st.entry_attempts == 0 {
-                    v(
-                        "state_matches_history",
-                        Req::R004,
-                        at,
-                        "the provider received a create request for this occurrence, but its state records no entry (ground truth)".into(),
-                    );
-                }
-                if st.phase == Phase::Released {
-                    facts.saw(Req::R008);
-                    if !effects.is_empty() || !creates.is_empty() {
-                        v(
-                            "release_only_before_entry",
-                            Req::R008,
-                            at,
-                            "released as never entered, but the provider received its request"
-                                .into(),
-                        );
-                    }
-                }
-                // binding_constant (AOC-REQ-003)
-                if let Some(d) = &st.binding_digest {
-                    facts.saw(Req::R003);
-                    match self.bindings.get(label) {
-                        Some(prev) if prev != d => v(
-                            "binding_constant",
-                            Req::R003,
-                            at,
-                            format!("binding digest changed from {prev} to {d}"),
-                        ),
-                        _ => {}
-                    }
-                    self.bindings.insert(label.to_string(), d.clone());
-                }
-                // authority_never_restored (AOC-REQ-012)
-                let prev = self.consumed.get(label).copied().unwrap_or(0);
-                if st.entry_attempts > 0 || prev > 0 {
-                    facts.saw(Req::R012);
-                }
-                if st.authority.consumed < prev {
-                    v(
-                        "authority_never_restored",
-                        Req::R012,
-                        at,
-                        format!(
-                            "consumed authority went from {prev} to {}",
-                            st.authority.consumed
-                        ),
-                    );
-                }
-                if st.entry_attempts > 0 && st.authority.released > 0 {
-                    v(
-                        "authority_never_restored",
-                        Req::R012,
-                        at,
-                        "authority released after provider entry".into(),
-                    );
-                }
-                self.consumed
-                    .insert(label.to_string(), st.authority.consumed.max(prev));
-                // no_invented_outcome (AOC-REQ-009, -011): an entered occurrence either stays
-                // unresolved or rests its outcome on authenticated, interpreted evidence.
-                if st.entry_attempts > 0 || st.outcome.is_some() {
-                    facts.saw(Req::R009);
-                    facts.saw(Req::R011);
-                }
-                if let Some(outcome) = st.outcome {
-                    let authoritative = o.history.iter().any(|e| {
-                        matches!(&e.body, EntryBody::Observed { evidence, interpretation, .. } if evidence.authenticated && interpretation.class.is_some())
-                    });
-                    if !authoritative {
-                        v(
-                            "no_invented_outcome",
-                            Req::R009,
-                            at,
-                            format!(
-                                "terminal {outcome:?} without any authenticated, interpreted observation"
-                            ),
-                        );
-                    }
-                    let succeeded = effects.iter().any(|e| e.status == "succeeded");
-                    let moved = effects
-                        .iter()
-                        .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
-                    match outcome {
-                        Outcome::Success if !succeeded => v(
-                            "no_invented_outcome",
-                            Req::R011,
-                            at,
-                            "success claimed, but the provider recorded no succeeded effect".into(),
-                        ),
-                        Outcome::NotAccepted | Outcome::FinalFailure { no_effect: true }
-                            if moved =>
-                        {
-                            v(
-                                "no_invented_outcome",
-                                Req::R011,
-                                at,
-                                format!(
-                                    "{outcome:?} claimed, but the provider recorded an effect ({})",
-                                    effects
-                                        .iter()
-                                        .map(|e| e.status.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ),
-                            )
-                        }
-                        _ => {}
-                    }
-                }
-                if st.phase.is_pending() {
-                    pending += 1;
-                }
-                if st.phase.is_in_flight() {
-                    in_flight += 1;
                 }
             }
-            self.histories.insert(label.to_string(), o.history.clone());
+            // binding_constant (AOC-REQ-003)
+            if let Some(d) = &st.binding_digest {
+                facts.saw(Req::R003);
+                match self.bindings.get(label) {
+                    Some(prev) if prev != d => v(
+                        "binding_constant",
+                        Req::R003,
+                        at,
+                        format!("binding digest changed from {prev} to {d}"),
+                    ),
+                    _ => {}
+                }
+                self.bindings.insert(label.to_string(), d.clone());
+            }
+            // authority_never_restored (AOC-REQ-012)
+            let was_consumed = self.consumed.contains(label);
+            if st.entry_attempts > 0 || was_consumed {
+                facts.saw(Req::R012);
+            }
+            if was_consumed && st.authority != Authority::Consumed {
+                v(
+                    "authority_never_restored",
+                    Req::R012,
+                    at,
+                    format!("consumed authority is now reported {}", st.authority),
+                );
+            }
+            if st.entry_attempts > 0 && st.authority == Authority::Released {
+                v(
+                    "authority_never_restored",
+                    Req::R012,
+                    at,
+                    "authority released after provider entry".into(),
+                );
+            }
+            if st.authority == Authority::Consumed {
+                self.consumed.insert(label.to_string());
+            }
+            // no_invented_outcome (AOC-REQ-009, -011): an entered occurrence either stays
+            // unresolved or rests its outcome on authenticated, interpreted evidence.
+            if st.entry_attempts > 0 || st.outcome.is_some() {
+                facts.saw(Req::R009);
+                facts.saw(Req::R011);
+            }
+            for (i, e) in a.entries.iter().enumerate() {
+                if e.kind == Kind::Decided && e.evidence.is_empty() {
+                    v(
+                        "no_invented_outcome",
+                        Req::R009,
+                        at,
+                        format!("the terminal decision at entry {i} cites no evidence"),
+                    );
+                }
+            }
+            if let Some(outcome) = st.outcome {
+                let authoritative = a.entries.iter().any(|e| {
+                    e.kind == Kind::Observed
+                        && e.authenticated == Some(true)
+                        && e.interpretation.is_some()
+                });
+                if !authoritative {
+                    v(
+                        "no_invented_outcome",
+                        Req::R009,
+                        at,
+                        format!(
+                            "terminal {outcome} without any authenticated, interpreted observation"
+                        ),
+                    );
+                }
+                let succeeded = effects.iter().any(|e| e.status == "succeeded");
+                let moved = effects
+                    .iter()
+                    .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
+                match outcome {
+                    Outcome::Success if !succeeded => v(
+                        "no_invented_outcome",
+                        Req::R011,
+                        at,
+                        "success claimed, but the provider recorded no succeeded effect".into(),
+                    ),
+                    Outcome::NotAccepted | Outcome::FinalFailureNoEffect if moved => v(
+                        "no_invented_outcome",
+                        Req::R011,
+                        at,
+                        format!(
+                            "{outcome} claimed, but the provider recorded an effect ({})",
+                            effects
+                                .iter()
+                                .map(|e| e.status.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                    _ => {}
+                }
+            }
+            match st.state {
+                State::Pending => pending += 1,
+                State::Unresolved => in_flight += 1,
+                _ => {}
+            }
+            self.histories.insert(label.to_string(), bytes);
         }
         // limits_respected (AOC-REQ-006)
         if pending + in_flight > 0 {
@@ -462,49 +496,63 @@ impl Checker {
 /// The requirements `contradictions` compares a reported state under (one fact each per look).
 const STATE_FIELDS: [Req; 5] = [Req::R003, Req::R004, Req::R005, Req::R009, Req::R012];
 
-/// Where a reported state says something its own history does not, and the requirement each
+/// Where a §7 report says something its own history does not, and the requirement each
 /// contradiction breaks: a terminal claim or a dropped missing-knowledge flag (AOC-REQ-009), an
-/// entry count or phase that hides an entry (AOC-REQ-004), authority accounting (AOC-REQ-012), a
-/// binding (AOC-REQ-003) or a generation (AOC-REQ-005).
-pub fn contradictions(reported: &OccurrenceState, history: &OccurrenceState) -> Vec<(Req, String)> {
-    let compared = [
+/// entry count, provider-entry state or standing that hides an entry (AOC-REQ-004), authority
+/// accounting (AOC-REQ-012), a binding (AOC-REQ-003) or a generation (AOC-REQ-005).
+pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
+    let r = &a.report;
+    let word = |o: Option<Outcome>| o.map_or("none".to_string(), |o| o.to_string());
+    let mut compared = vec![
+        (
+            if r.state == State::Resolved {
+                Req::R009
+            } else {
+                Req::R004
+            },
+            "the state",
+            r.state.to_string(),
+            history.state().to_string(),
+        ),
         (
             Req::R009,
             "the outcome",
-            format!("{:?}", reported.outcome),
-            format!("{:?}", history.outcome),
-        ),
-        (
-            Req::R004,
-            "the phase",
-            format!("{:?}", reported.phase),
-            format!("{:?}", history.phase),
+            word(r.outcome),
+            word(history.outcome),
         ),
         (
             Req::R004,
             "the entry count",
-            reported.entry_attempts.to_string(),
-            history.entry_attempts.to_string(),
+            r.entry_attempts.to_string(),
+            history.attempts.len().to_string(),
+        ),
+        (
+            Req::R004,
+            "provider entry",
+            format!("{:?}", r.provider_entry),
+            format!("{:?}", history.provider_entry()),
         ),
         (
             Req::R012,
             "the authority",
-            format!("{:?}", reported.authority),
-            format!("{:?}", history.authority),
+            r.authority.to_string(),
+            history.authority().to_string(),
         ),
         (
             Req::R003,
             "the binding digest",
-            format!("{:?}", reported.binding_digest),
+            format!("{:?}", r.binding_digest),
             format!("{:?}", history.binding_digest),
         ),
-        (
+    ];
+    if let Some(g) = history.generation {
+        compared.push((
             Req::R005,
             "the owner generation",
-            reported.owner_generation.to_string(),
-            history.owner_generation.to_string(),
-        ),
-    ];
+            r.executor_generation.to_string(),
+            g.to_string(),
+        ));
+    }
     let mut out: Vec<(Req, String)> = compared
         .into_iter()
         .filter(|(_, _, got, want)| got != want)
@@ -515,10 +563,11 @@ pub fn contradictions(reported: &OccurrenceState, history: &OccurrenceState) -> 
             )
         })
         .collect();
+    let (reported, _) = a.report_flags();
     let dropped: Vec<String> = history
-        .missing
-        .difference(&reported.missing)
-        .map(|m| format!("{m:?}"))
+        .flags
+        .difference(&reported)
+        .map(|f| f.to_string())
         .collect();
     if !dropped.is_empty() {
         out.push((
@@ -532,53 +581,47 @@ pub fn contradictions(reported: &OccurrenceState, history: &OccurrenceState) -> 
     out
 }
 
-/// AOC-REQ-007 over a raw history: every provider response recorded (one fact each), and every
+/// AOC-REQ-007 over a history: every provider response recorded (one fact each), and every
 /// terminal decision that cites one which is unauthenticated, answers no attempt this occurrence
 /// entered, or is about another binding ("MAY accept … only if it matches the immutable binding
 /// and the exact predecessor attempt"; an unbindable response leaves the occurrence unresolved).
-pub fn unbound_responses(history: &[ChainedEntry], facts: &mut Facts) -> Vec<(Req, String)> {
-    use crate::aoc::binding::EvidenceBinding;
-    use crate::aoc::profile::EvidenceKind;
+pub fn unbound_responses(a: &StateAnswer, facts: &mut Facts) -> Vec<(Req, String)> {
     let mut out = Vec::new();
-    let mut binding = None;
-    let mut attempts = Vec::new();
-    // seq → why the response there cannot bind.
-    let mut unbindable: BTreeMap<u64, String> = BTreeMap::new();
-    for e in history {
-        match &e.body {
-            EntryBody::Reserved { binding: b, .. } => binding = Some(b.clone()),
-            EntryBody::Entered { attempt, .. } => attempts.push(attempt.clone()),
-            EntryBody::Observed { evidence, .. } => {
-                let EvidenceKind::Response { attempt } = &evidence.kind else {
-                    continue;
-                };
+    let mut binding: Option<&str> = None;
+    let mut attempts: Vec<&str> = Vec::new();
+    // index → why the response there cannot bind.
+    let mut unbindable: BTreeMap<usize, String> = BTreeMap::new();
+    for (i, e) in a.entries.iter().enumerate() {
+        match e.kind {
+            Kind::Prepared => binding = e.binding_digest.as_deref(),
+            Kind::Entered => attempts.extend(e.attempt.as_deref()),
+            Kind::Observed if e.source_kind == Some(SourceKind::Response) => {
                 facts.saw(Req::R007);
-                let why = if !evidence.authenticated {
+                let why = if e.authenticated != Some(true) {
                     Some("is not authenticated".to_string())
-                } else if !attempts.contains(attempt) {
+                } else if !e.attempt.as_deref().is_some_and(|x| attempts.contains(&x)) {
                     Some(format!(
-                        "answers attempt {attempt}, which this occurrence never entered"
+                        "answers attempt {}, which this occurrence never entered",
+                        e.attempt.as_deref().unwrap_or("(none named)")
                     ))
-                } else if let Some(b) = &binding {
-                    let want =
-                        EvidenceBinding::matching(b, evidence.bound_to.provider_ref.as_deref());
-                    (want != evidence.bound_to)
-                        .then(|| "is about another binding (account, request or key)".to_string())
-                } else {
+                } else if binding.is_none() {
                     Some("arrived with no binding on record".to_string())
+                } else if e.binding_digest.is_some() && e.binding_digest.as_deref() != binding {
+                    Some("is about another binding (account, request or key)".to_string())
+                } else {
+                    None
                 };
                 if let Some(why) = why {
-                    unbindable.insert(e.seq, why);
+                    unbindable.insert(i, why);
                 }
             }
-            EntryBody::Resolved { evidence, .. } => {
-                for r in evidence {
-                    if let Some(why) = unbindable.get(&r.seq) {
+            Kind::Decided => {
+                for j in &e.evidence {
+                    if let Some(why) = unbindable.get(j) {
                         out.push((
                             Req::R007,
                             format!(
-                                "the terminal decision rests on the response recorded at entry {}, which {why}",
-                                r.seq
+                                "the terminal decision rests on the response recorded at entry {j}, which {why}"
                             ),
                         ));
                     }

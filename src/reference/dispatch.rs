@@ -208,10 +208,7 @@ impl Dispatch {
             Request::State { occurrence } => {
                 let history = self.sut.history(&occurrence).await.map_err(e)?;
                 let state = self.sut.state(&occurrence).await.map_err(e)?;
-                ok(&reply::State {
-                    history,
-                    state: Some(state),
-                })
+                ok(&super::envelope::answer(&history, &state))
             }
             Request::Lane => {
                 let lease = self

@@ -3,6 +3,7 @@
 //! `aocheck-sut/2` server (`serve`, `aocheck sut reference`).
 
 pub(crate) mod dispatch;
+pub mod envelope;
 pub mod executor;
 pub(crate) mod in_process;
 mod knobs;

@@ -76,7 +76,6 @@ pub struct OccurrenceReport {
     pub executor_generation: u64,
     pub provider_binding_digest: Option<String>,
     pub state: crate::vocab::State,
-    pub phase: String,
     pub outcome: Option<crate::vocab::Outcome>,
     pub provider_entry_state: String,
     pub authority_state: crate::vocab::Authority,

@@ -2,68 +2,9 @@
 //! report model's terms.
 
 use super::world::World;
-use crate::aoc::occurrence::Phase;
 use crate::report::model::OccurrenceReport;
-use crate::vocab::{Authority, Flag, Outcome, State};
 
 use crate::check::hermes::runs_of;
-
-/// An occurrence's state in the shared vocabulary.
-pub fn state_word(st: &crate::aoc::OccurrenceState) -> State {
-    if st.is_unresolved() {
-        State::Unresolved
-    } else {
-        match st.phase {
-            Phase::Created | Phase::Reserved => State::Pending,
-            Phase::Released => State::Released,
-            _ => State::Resolved,
-        }
-    }
-}
-
-/// An occurrence's established outcome in the shared vocabulary.
-pub fn outcome_word(st: &crate::aoc::OccurrenceState) -> Option<Outcome> {
-    use crate::aoc::history::Outcome as O;
-    st.outcome.map(|o| match o {
-        O::Success => Outcome::Success,
-        O::NotAccepted => Outcome::NotAccepted,
-        O::FinalFailure { no_effect: false } => Outcome::FinalFailure,
-        O::FinalFailure { no_effect: true } => Outcome::FinalFailureNoEffect,
-    })
-}
-
-/// The authority accounting in the shared vocabulary.
-pub fn authority_word(a: &crate::aoc::occurrence::Authority) -> Authority {
-    if a.consumed > 0 {
-        Authority::Consumed
-    } else if a.released > 0 {
-        Authority::Released
-    } else if a.held > 0 {
-        Authority::Held
-    } else {
-        Authority::None
-    }
-}
-
-/// A missing-knowledge flag in the shared vocabulary (without its detail).
-pub fn flag_word(m: &crate::aoc::profile::MissingKnowledge) -> Flag {
-    use crate::aoc::profile::MissingKnowledge as M;
-    match m {
-        M::Unauthenticated => Flag::Unauthenticated,
-        M::UnboundAttempt => Flag::UnboundAttempt,
-        M::Unmapped { .. } => Flag::Unmapped,
-        M::NotFound => Flag::NotFound,
-        M::BeyondRetention => Flag::BeyondRetention,
-        M::IncompleteListing => Flag::IncompleteListing,
-        M::Stale => Flag::Stale,
-        M::HttpStatusOnly { .. } => Flag::HttpStatusOnly,
-        M::Transport => Flag::Transport,
-        M::Undecodable => Flag::Undecodable,
-        M::Conflicting => Flag::Conflicting,
-        M::NoEntryRecorded => Flag::NoEntryRecorded,
-        M::CompositionUnsupported => Flag::CompositionUnsupported,
-    }
-}
 
 pub(super) fn admission_label(s: &crate::aoc::admission::AdmissionState) -> String {
     use crate::aoc::admission::{AdmissionEnd, AdmissionState};
@@ -190,28 +131,27 @@ impl World {
         let ledger = self.provider.ledger();
         let mut out = Vec::new();
         for (label, id) in &self.occurrences.clone() {
-            let Ok(st) = self.sut.state(id).await else {
+            let Ok(a) = self.sut.observe(id).await else {
                 continue;
             };
+            let st = &a.report;
             out.push(OccurrenceReport {
                 label: label.clone(),
                 occurrence_id: id.to_string(),
-                executor_generation: st.owner_generation.0,
-                provider_binding_digest: st.binding_digest.as_ref().map(|d| d.to_string()),
-                state: state_word(&st),
-                phase: st.phase.label().into(),
-                outcome: outcome_word(&st),
-                provider_entry_state: if st.entry_attempts > 0 {
-                    "entered".into()
-                } else {
-                    "not_entered".into()
-                },
-                authority_state: authority_word(&st.authority),
+                executor_generation: st.executor_generation,
+                provider_binding_digest: st.binding_digest.clone(),
+                state: st.state,
+                outcome: st.outcome,
+                provider_entry_state: serde_json::to_value(st.provider_entry)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                authority_state: st.authority,
                 entry_attempts: st.entry_attempts,
-                evidence_sources: st.evidence_sources.iter().cloned().collect(),
-                missing_knowledge: st.missing.iter().map(|m| m.to_string()).collect(),
+                evidence_sources: st.evidence_sources.clone(),
+                missing_knowledge: st.missing_knowledge.clone(),
                 provider_effects: self.effects_of(&ledger, id).len() as u32,
-                history_len: st.len,
+                history_len: a.entries.len() as u64,
             });
         }
         out

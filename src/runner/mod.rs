@@ -20,7 +20,6 @@ mod events;
 mod verdict;
 mod world;
 
-pub use assemble::{authority_word, flag_word, outcome_word, state_word};
 use connectors::OperatorWorld;
 pub use events::RunEvent;
 pub use verdict::aggregate;

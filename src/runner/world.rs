@@ -280,7 +280,7 @@ impl World {
                     .await;
                 let after = self.sut.state(&id).await?;
                 if let Some((req, what)) =
-                    crate::aoc::occurrence::aadp_expiry_change(&before, &after)
+                    crate::check::evidence::aadp_expiry_change(&before, &after)
                 {
                     return Err(SutError::Mismatch(
                         req,
@@ -807,9 +807,9 @@ impl World {
     pub(super) async fn check(&mut self) -> Vec<Violation> {
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
-            let (state, history) = match self.sut.observe(id).await {
-                Ok(x) => x,
-                Err(SutError::Corrupt(m)) => (Err(m.clone()), Vec::new()),
+            let answer = match self.sut.observe(id).await {
+                Ok(x) => Ok(x),
+                Err(SutError::Corrupt(m)) => Err(m.clone()),
                 Err(e) => {
                     // Without the implementation's view nothing can be judged honestly.
                     self.observe_error = Some(format!("cannot observe {label}: {e}"));
@@ -819,8 +819,7 @@ impl World {
             occs.push(Observed {
                 label: label.clone(),
                 id: id.to_string(),
-                state,
-                history,
+                answer,
             });
         }
         let generation = match self.sut.lane_generation().await {

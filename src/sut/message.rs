@@ -11,7 +11,7 @@
 use crate::aoc::admission::AdmissionEnd;
 use crate::aoc::composition::{AadpAccounting, BypassPath, CompositionStatus};
 use crate::aoc::domain::Limits;
-use crate::aoc::history::{ChainedEntry, ReleaseReason};
+use crate::aoc::history::ReleaseReason;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::operator::delegation::DelegationRequest;
 use crate::operator::{Action, Binding};
@@ -595,15 +595,8 @@ pub mod reply {
         pub count: u64,
     }
 
-    /// `state`: the occurrence's evidence and, optionally, the implementation's folded state
-    /// (both decoded by the harness in two steps, so that an unreadable state is a finding and an
-    /// unreadable history is corruption).
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct State {
-        pub history: Vec<ChainedEntry>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub state: Option<crate::aoc::occurrence::OccurrenceState>,
-    }
+    /// `state`: the occurrence's history in the evidence envelope and its §7 report.
+    pub use crate::check::evidence::StateAnswer as State;
 
     /// `describe`.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

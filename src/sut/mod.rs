@@ -16,9 +16,8 @@ pub(crate) mod protocol;
 
 use crate::aoc::admission::Admission;
 use crate::aoc::composition::{BypassPath, CompositionStatus};
-use crate::aoc::history::ChainedEntry;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
-use crate::aoc::occurrence::OccurrenceState;
+use crate::check::evidence::{Report, StateAnswer};
 
 use message::{Hello, HermesInit, Op, OperatorInit, Request};
 use serde_json::Value;
@@ -150,31 +149,23 @@ impl dyn Sut {
         }
         Ok(())
     }
-    /// What the implementation reports about an occurrence, and its raw stored history, read by
-    /// the observer. The state is folded from the history when the implementation gives none.
-    pub async fn observe(
-        &mut self,
-        o: &OccurrenceId,
-    ) -> Result<(Result<OccurrenceState, String>, Vec<ChainedEntry>), SutError> {
+    /// The implementation's `state` answer for an occurrence (its history in the evidence
+    /// envelope and its §7 report), read by the observer. An answer that is not the envelope is
+    /// corruption (AOC-REQ-004), naming the field.
+    pub async fn observe(&mut self, o: &OccurrenceId) -> Result<StateAnswer, SutError> {
         let req = Request::State {
             occurrence: o.clone(),
         };
         let v = self.call(To::Observer, req).await?;
-        let history: Vec<ChainedEntry> =
-            serde_json::from_value(v["history"].clone()).map_err(|e| {
-                SutError::Corrupt(format!(
-                    "the history of {o} is not aocheck evidence (docs/sut-protocol.md): {e}"
-                ))
-            })?;
-        let state = match v.get("state") {
-            Some(s) if !s.is_null() => serde_json::from_value::<OccurrenceState>(s.clone())
-                .map_err(|e| format!("the state of {o} does not parse: {e}")),
-            _ => OccurrenceState::fold(&history).map_err(|e| e.to_string()),
-        };
-        Ok((state, history))
+        StateAnswer::decode(&v).map_err(|e| {
+            SutError::Corrupt(format!(
+                "the state answer for {o} is not the evidence envelope (docs/sut-protocol.md): {e}"
+            ))
+        })
     }
-    pub async fn state(&mut self, o: &OccurrenceId) -> Result<OccurrenceState, SutError> {
-        self.observe(o).await?.0.map_err(SutError::Corrupt)
+    /// The §7 report alone.
+    pub async fn state(&mut self, o: &OccurrenceId) -> Result<Report, SutError> {
+        Ok(self.observe(o).await?.report)
     }
     /// The lane's current generation (0 when nobody holds it).
     pub async fn lane_generation(&mut self) -> Result<u64, SutError> {

@@ -1458,3 +1458,79 @@ async fn seed003_experiment_b_unknown_is_resolved_by_readback_never_requeued(
         );
     }
 }
+
+/// The reference's `state` answer over a real history (created, reserved, entered, a bound
+/// response, resolved) is the evidence envelope its schema describes: it validates against
+/// `docs/schemas/state.schema.json` (by Python's jsonschema, an independent validator), decodes
+/// with no defect, declares a chain that verifies, and its report agrees with its history.
+#[tokio::test]
+async fn the_reference_state_answer_is_the_documented_envelope() {
+    let Some(w) = world(Arm::Memory).await else {
+        return;
+    };
+    let h = w.join("a").await;
+    let (occ, _, attempt) = w.entered(&h, "1").await;
+    let ev = evidence(
+        &binding("1"),
+        EvidenceKind::Response { attempt },
+        status("succeeded"),
+        Some("pay_1"),
+        w.clock.now_millis(),
+    );
+    w.d.record_evidence(&occ, &ev, None)
+        .await
+        .expect("evidence");
+    let hist = w.d.history(&occ).await.expect("history");
+    let st = w.d.state(&occ).await.expect("state");
+    let answer = aocheck::reference::envelope::answer(&hist, &st);
+    let json = serde_json::to_value(&answer).expect("json");
+    let back = aocheck::check::evidence::StateAnswer::decode(&json).expect("decodes");
+    assert_eq!(back, answer);
+    assert_eq!(
+        aocheck::check::evidence::verify_chain(&answer.entries),
+        Ok(())
+    );
+    let view = aocheck::check::evidence::View::of(&answer.entries, &answer.flag_map);
+    assert!(view.illegal.is_empty(), "{:?}", view.illegal);
+    assert_eq!(
+        aocheck::check::contradictions(&answer, &view),
+        Vec::<(Req, String)>::new()
+    );
+    assert_eq!(answer.report.state, aocheck::vocab::State::Resolved);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("answer.json");
+    std::fs::write(&path, json.to_string()).expect("write");
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas/state.schema.json");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))); print('valid')")
+        .arg(&path)
+        .arg(&schema)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The schema refuses what the decoder refuses: an entered entry without its attempt.
+    let mut bad = json.clone();
+    bad["entries"][2]
+        .as_object_mut()
+        .expect("entry")
+        .remove("attempt");
+    std::fs::write(&path, bad.to_string()).expect("write");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))")
+        .arg(&path)
+        .arg(&schema)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        !out.status.success(),
+        "the schema accepted an entry without its attempt"
+    );
+    assert!(aocheck::check::evidence::StateAnswer::decode(&bad).is_err());
+}
