@@ -77,6 +77,10 @@ pub enum Step {
         amount: Option<i64>,
         #[serde(default)]
         simulate: Option<String>,
+        /// Caller-selected labels sent with the creation (AOC-REQ-002: alone, they never
+        /// create an occurrence).
+        #[serde(default)]
+        labels: crate::sut::message::CreateLabels,
         #[serde(default)]
         expect: Expect,
     },

@@ -131,10 +131,11 @@ impl Dispatch {
                 key,
                 amount,
                 simulate,
+                labels,
             } => {
                 let occurrence = self
                     .sut
-                    .create(&name, &key, amount, simulate.as_deref())
+                    .create(&name, &key, amount, simulate.as_deref(), &labels)
                     .await
                     .map_err(e)?;
                 ok(&reply::Occurrence { occurrence })
@@ -449,7 +450,7 @@ impl Dispatch {
         config.limits = init.limits;
         config.bypass_paths = init.domain.bypass_paths;
         config.aadp = init.domain.aadp;
-        config.action_fence = init.domain.action_fence;
+        config.action_fence = init.domain.action_fence && !knobs.is(Variant::NoActionFence);
         config.generic_failure_resolves = !knobs.is(Variant::GenericFailureUnresolved);
         let clock = ManualClock::at(
             init.now

@@ -57,6 +57,11 @@ pub enum Variant {
     /// Takes AADP's permit expiry as the end of the AOC occurrence's exposure and releases it,
     /// even after provider entry (§5 forbids relabelling entry as non-entry).
     AadpExpiryReleases,
+    /// Takes a new caller retry id for a new occurrence (AOC-REQ-002: labels alone never
+    /// create one).
+    LabelsMint,
+    /// Ignores the declared durable action fence (AOC-REQ-002).
+    NoActionFence,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -70,7 +75,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 13] = [
+    pub const BROKEN: [Variant; 15] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -84,6 +89,8 @@ impl Variant {
         Variant::DropObservation,
         Variant::ProhibitedClaim,
         Variant::AadpExpiryReleases,
+        Variant::LabelsMint,
+        Variant::NoActionFence,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -256,6 +263,7 @@ impl ReferenceSut {
         key: &str,
         amount: i64,
         simulate: Option<&str>,
+        labels: &crate::sut::message::CreateLabels,
     ) -> Result<OccurrenceId, SutError> {
         let holder = self.exec(name)?.holder.clone();
         let metadata = match simulate {
@@ -270,9 +278,23 @@ impl ReferenceSut {
             .create(
                 &holder,
                 CreateRequest {
-                    creation_key: key.into(),
+                    // The `labels_mint` defect: a new retry id is taken for a new occurrence.
+                    creation_key: match (&labels.retry_id, self.knobs.is(Variant::LabelsMint)) {
+                        (Some(r), true) => format!("{key}/{r}"),
+                        _ => key.into(),
+                    },
                     request_digest: probe.request_digest.clone(),
-                    labels: Default::default(),
+                    labels: crate::aoc::history::CallerLabels {
+                        retry_id: labels.retry_id.clone(),
+                        task_id: labels.task_id.clone(),
+                        grant_id: labels.grant_id.clone(),
+                        action_digest: labels
+                            .action
+                            .as_deref()
+                            .map(|a| crate::digest::Digest::of_bytes(a.as_bytes())),
+                        aadp_request_id: labels.aadp_request_id.clone(),
+                        bcr_operation_id: labels.bcr_operation_id.clone(),
+                    },
                 },
             )
             .await?;

@@ -30,6 +30,11 @@ pub(super) struct World {
     pub(super) provider: fake_payments::Handle,
     pub(super) clock: ManualClock,
     pub(super) occurrences: BTreeMap<String, OccurrenceId>,
+    /// The first occurrence each creation key returned (AOC-REQ-002).
+    pub(super) created_by_key: BTreeMap<String, OccurrenceId>,
+    /// Under the case's action fence, the occurrence each action was created as.
+    pub(super) created_by_action: BTreeMap<String, OccurrenceId>,
+    pub(super) action_fence: bool,
     pub(super) submissions: BTreeMap<String, AdmissionId>,
     pub(super) current: Option<String>,
     pub(super) checker: Checker,
@@ -183,29 +188,62 @@ impl World {
                 key,
                 amount,
                 simulate,
+                labels,
                 ..
             } => {
                 let who = self.who(executor)?;
                 let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
                 let req = Request::Create {
-                    key,
+                    key: key.clone(),
                     amount: amount.unwrap_or(1250),
                     simulate: simulate.clone(),
+                    labels: labels.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
-                // AOC-REQ-002: "creation retries … MUST return the original occurrence".
-                if let Some(first) = self.occurrences.get(occurrence) {
+                // AOC-REQ-002: "creation retries … MUST return the original occurrence", and
+                // caller labels alone (retry, task, grant, AADP, BCR ids) never create one.
+                let first = self
+                    .occurrences
+                    .get(occurrence)
+                    .or_else(|| self.created_by_key.get(&key))
+                    .cloned();
+                if let Some(first) = first {
                     self.checker.facts.saw(Req::R002);
-                    if *first != r.occurrence {
+                    if first != r.occurrence {
                         return Err(SutError::Mismatch(
                             Req::R002,
                             format!(
-                                "a creation retry under the same creation key minted {} instead of returning {first}",
+                                "a creation under the creation key {key:?} of {first} minted {} (caller labels alone never create an occurrence)",
                                 r.occurrence
                             ),
                         ));
                     }
                 }
+                // "At-most-one policies need a durable action fence": under the fence, one
+                // occurrence per action (refusing the second creation is as good).
+                if self.action_fence
+                    && let Some(action) = &labels.action
+                {
+                    self.checker.facts.saw(Req::R002);
+                    match self.created_by_action.get(action) {
+                        Some(first) if *first != r.occurrence => {
+                            return Err(SutError::Mismatch(
+                                Req::R002,
+                                format!(
+                                    "the action fence let a second occurrence {} be created for action {action:?} (the first is {first})",
+                                    r.occurrence
+                                ),
+                            ));
+                        }
+                        _ => {
+                            self.created_by_action
+                                .insert(action.clone(), r.occurrence.clone());
+                        }
+                    }
+                }
+                self.created_by_key
+                    .entry(key)
+                    .or_insert(r.occurrence.clone());
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
             Step::Reserve {

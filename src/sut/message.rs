@@ -172,6 +172,9 @@ pub enum Request {
         /// A fake-payments outcome script.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         simulate: Option<String>,
+        /// Caller-selected labels (retry, task, grant, action, AADP and BCR ids).
+        #[serde(default, skip_serializing_if = "CreateLabels::is_empty")]
+        labels: CreateLabels,
     },
     Reserve {
         occurrence: OccurrenceId,
@@ -543,6 +546,32 @@ pub struct DomainInit {
     pub action_fence: bool,
 }
 
+/// Caller-selected labels a creation carries. None of them alone identifies an occurrence
+/// (AOC-REQ-002); `action` is the action a durable action fence keys on.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateLabels {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+    /// The action, as the caller names it (the fence keys on its digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aadp_request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bcr_operation_id: Option<String>,
+}
+
+impl CreateLabels {
+    pub fn is_empty(&self) -> bool {
+        *self == CreateLabels::default()
+    }
+}
+
 /// What the implementation says about itself in answer to `init`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
@@ -634,6 +663,14 @@ mod tests {
                 key: "k".into(),
                 amount: 1250,
                 simulate: Some("pending,succeeded".into()),
+                labels: CreateLabels {
+                    retry_id: Some("r1".into()),
+                    task_id: Some("t1".into()),
+                    grant_id: Some("g1".into()),
+                    action: Some("pay-invoice-7".into()),
+                    aadp_request_id: Some("a1".into()),
+                    bcr_operation_id: Some("b1".into()),
+                },
             },
             Op::Reserve => Request::Reserve {
                 occurrence,

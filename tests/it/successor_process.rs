@@ -39,7 +39,10 @@ async fn a_new_process_on_the_same_store_finishes_what_its_predecessor_reserved(
     ));
     let mut a = process(&first, &base, &clock).await;
     a.join("e1").await.expect("join");
-    let occ = a.create("e1", "op-1", 1200, None).await.expect("create");
+    let occ = a
+        .create("e1", "op-1", 1200, None, &Default::default())
+        .await
+        .expect("create");
     a.reserve("e1", &occ, 1200).await.expect("reserve");
     drop(a); // the process dies: nothing in memory survives
     drop(first);
