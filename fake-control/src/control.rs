@@ -90,7 +90,10 @@ impl ReleaseBody {
     fn action(&self) -> Result<ReleaseAction, String> {
         match (self.action.as_str(), self.status) {
             ("proceed", None) => Ok(ReleaseAction::Proceed),
-            ("proceed", Some(_)) => Err("`status` goes only with `action: reject`".into()),
+            ("proceed_forged", None) => Ok(ReleaseAction::ProceedForged),
+            ("proceed" | "proceed_forged", Some(_)) => {
+                Err("`status` goes only with `action: reject`".into())
+            }
             ("reject", Some(status)) if (400..=599).contains(&status) => {
                 Ok(ReleaseAction::Reject { status })
             }
@@ -99,7 +102,7 @@ impl ReleaseBody {
             )),
             ("reject", None) => Err("`status` is required with `action: reject`".into()),
             (other, _) => Err(format!(
-                "`action`: {other:?} is not one of \"proceed\", \"reject\""
+                "`action`: {other:?} is not one of \"proceed\", \"proceed_forged\", \"reject\""
             )),
         }
     }

@@ -19,6 +19,9 @@ pub enum ReleaseAction {
     Proceed,
     /// Refuse before any effect with this status.
     Reject { status: u16 },
+    /// Go on processing, then answer with a tag that does not authenticate the reply: a forged
+    /// late response (`bad_key`: signed by another key). A fake without tags proceeds.
+    ProceedForged,
 }
 
 /// What the control API shows of a parked request (`GET /_control/holds`).

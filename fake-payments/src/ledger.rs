@@ -19,6 +19,8 @@ pub enum Reply {
     Garbled,
     /// The client had gone before the reply could be sent.
     ClientGone,
+    /// Sent with a tag that does not authenticate it (a forged reply).
+    Forged,
 }
 
 /// An effect on money or on a payment's state.

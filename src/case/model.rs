@@ -182,6 +182,10 @@ pub enum Step {
         hold: String,
         #[serde(default)]
         reject: Option<u16>,
+        /// Let the held request proceed, then answer with a forged tag (a late response that
+        /// does not authenticate).
+        #[serde(default)]
+        forged: bool,
     },
     /// The provider's own status change (settlement, dispute).
     ProviderStatus {

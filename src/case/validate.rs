@@ -271,6 +271,35 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 occ_known(occurrence, &mut pending);
                 occurrences.insert(remedy.clone());
             }
+            Step::ProviderRelease {
+                hold,
+                reject,
+                forged,
+            } => {
+                if !holds.contains(hold) {
+                    pending.push((
+                        at("hold"),
+                        format!("no earlier provider_fault declares the hold {hold:?}"),
+                        "declare it with {do: provider_fault, op: create, fault: {type: hold, name: …}}",
+                    ));
+                }
+                if let Some(status) = reject
+                    && !(400..=599).contains(status)
+                {
+                    pending.push((
+                        at("reject"),
+                        format!("{status} is not a 4xx or 5xx status"),
+                        "reject with a status from 400 to 599",
+                    ));
+                }
+                if reject.is_some() && *forged {
+                    pending.push((
+                        at("forged"),
+                        "a rejected request has no reply to forge".into(),
+                        "use reject or forged, not both",
+                    ));
+                }
+            }
             Step::ProviderFault { fault, .. } => {
                 if let fake_payments::faults::Fault::Hold { name } = fault {
                     holds.insert(name.clone());

@@ -27,13 +27,14 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 19] = [
+pub const CHECKERS: [(&str, &[Req]); 20] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
     ("provider_accounting", &[Req::R010]),
     ("one_domain", &[Req::R001]),
     ("responses_bound", &[Req::R007]),
+    ("authentic_as_claimed", &[Req::R009]),
     (
         "state_matches_history",
         &[Req::R004, Req::R005, Req::R009, Req::R012],
@@ -315,6 +316,37 @@ impl Checker {
                         creates.len()
                     ),
                 );
+            }
+            // authentic_as_claimed (AOC-REQ-009): the history may not call more provider replies
+            // authenticated than the provider really sent with a genuine tag (ground truth).
+            let claimed = a
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.kind == Kind::Observed
+                        && e.source_kind == Some(SourceKind::Response)
+                        && e.authenticated == Some(true)
+                })
+                .count();
+            if claimed > 0 {
+                facts.saw(Req::R009);
+                // A reply sent as processed, or its error status after commit, is signed over what
+                // was sent; a forged, garbled, dropped or undelivered one authenticates nothing.
+                use fake_payments::ledger::Reply;
+                let genuine = creates
+                    .iter()
+                    .filter(|r| matches!(r.reply, Reply::Sent | Reply::ErrorAfterCommit))
+                    .count();
+                if claimed > genuine {
+                    v(
+                        "authentic_as_claimed",
+                        Req::R009,
+                        at,
+                        format!(
+                            "the history records {claimed} authenticated provider response(s), but the provider sent {genuine} reply with a genuine tag (ground truth)"
+                        ),
+                    );
+                }
             }
             // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.
             facts.saw(Req::R001);

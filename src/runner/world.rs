@@ -382,7 +382,11 @@ impl World {
                     .add_rule(rule)
                     .map_err(|d| SutError::Harness(d.join("; ")))?;
             }
-            Step::ProviderRelease { hold, reject } => {
+            Step::ProviderRelease {
+                hold,
+                reject,
+                forged,
+            } => {
                 if !self
                     .provider
                     .wait_parked(hold, 1, Duration::from_secs(10))
@@ -392,9 +396,12 @@ impl World {
                         "no request was parked at hold {hold:?}"
                     )));
                 }
-                let action = match reject {
-                    Some(status) => fake_payments::app::ReleaseAction::Reject { status: *status },
-                    None => fake_payments::app::ReleaseAction::Proceed,
+                let action = match (reject, forged) {
+                    (Some(status), _) => {
+                        fake_payments::app::ReleaseAction::Reject { status: *status }
+                    }
+                    (None, true) => fake_payments::app::ReleaseAction::ProceedForged,
+                    (None, false) => fake_payments::app::ReleaseAction::Proceed,
                 };
                 self.provider.release(hold, action);
             }

@@ -155,6 +155,7 @@ async fn each_honest_alternative_passes_through_the_protocol(
 #[case::restore_authority("restore_authority", "AOC-CASE-011", Req::R012)]
 #[case::overwrite_history("overwrite_history", "AOC-CASE-001", Req::R004)]
 #[case::trust_unauthenticated("trust_unauthenticated", "AOC-CASE-009", Req::R009)]
+#[case::trust_forged_late_response("trust_unauthenticated", "AOCHECK-LATE-01", Req::R009)]
 #[case::reset_unknown_to_queued("reset_unknown_to_queued", "SEED003-B", Req::R005)]
 #[case::resend_same_key("resend_same_key", "AOCHECK-KILL-01", Req::R010)]
 #[case::rosy_state("rosy_state", "AOC-CASE-003", Req::R009)]

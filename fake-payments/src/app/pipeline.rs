@@ -214,8 +214,14 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 idempotency_key: r.key.clone(),
             };
             let release = s.holds.park(name, shown, r.client_gone.clone());
-            if let ReleaseAction::Reject { status } = release.released().await {
-                fault = Some(Fault::Reject { status });
+            match release.released().await {
+                ReleaseAction::Reject { status } => fault = Some(Fault::Reject { status }),
+                ReleaseAction::ProceedForged => {
+                    fault = Some(Fault::Forge {
+                        mode: crate::faults::ForgeMode::BadKey,
+                    })
+                }
+                ReleaseAction::Proceed => {}
             }
         }
         _ => {}
@@ -339,7 +345,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             finish(
                 decided.status,
                 &decided.body,
-                Reply::Sent,
+                Reply::Forged,
                 decided.replayed,
                 decided.effect,
             );
