@@ -3,7 +3,8 @@
 
 One process is one executor generation. Everything durable lives in the SQLite file named by
 `init` (store.path): the lane's lease (generation fence), each occurrence's request and binding,
-and its append-only history, chained by SHA-256 over RFC 8785 JSON. A successor process opens the
+and its append-only history in its own entry types, chained by SHA-256 over RFC 8785 JSON and
+answered to `state` in aocheck-sut/2's evidence envelope. A successor process opens the
 same file, takes the lane over (a higher generation), adopts what it finds, and never sends an
 entered occurrence's request again.
 
@@ -44,9 +45,8 @@ OPERATIONS = [
 ]
 # Which AOC section 4.4 distinction each of this executor's entry types stands for.
 KINDS = {
-    "created": "created", "reserved": "prepared", "adopted": "replaced", "entered": "entered",
-    "acknowledged": "acknowledged", "observed": "observed", "resolved": "decided",
-    "released": "released",
+    "opened": "created", "held": "prepared", "taken_over": "replaced", "sent": "entered",
+    "ref_known": "acknowledged", "heard": "observed", "closed": "decided", "let_go": "released",
 }
 # This executor's own words for what it does not know, and the aocheck flag each one means
 # (sent as the state answer's flag_map).
@@ -265,19 +265,19 @@ class Executor:
         for e in self.history(occ_id, db):
             b = e["body"]
             t = b["type"]
-            if t == "created":
+            if t == "opened":
                 st["owner"], st["phase"] = b["generation"], "created"
-            elif t == "reserved":
+            elif t == "held":
                 st["owner"], st["phase"] = b["generation"], "reserved"
-            elif t == "adopted":
+            elif t == "taken_over":
                 st["owner"] = b["to_generation"]
-            elif t == "entered":
+            elif t == "sent":
                 st["phase"], st["attempt"] = "entered", b["attempt"]
-            elif t == "acknowledged":
+            elif t == "ref_known":
                 st["phase"], st["ref"] = "acknowledged", b["provider_ref"]
-            elif t == "resolved":
+            elif t == "closed":
                 st["phase"] = "resolved"
-            elif t == "released":
+            elif t == "let_go":
                 st["phase"] = "released"
         return st
 
@@ -363,7 +363,7 @@ class Executor:
                        (occ_id, key, json.dumps(body), json.dumps(binding),
                         sha256(canonical(binding)), request_digest))
             self.append(db, occ_id, {
-                "type": "created", "occurrence": occ_id, "domain": self.domain, "lane": LANE,
+                "type": "opened", "occurrence": occ_id, "domain": self.domain, "lane": LANE,
                 "generation": self.generation,
                 "creation_binding": sha256(canonical({"key": key, "request_digest": request_digest})),
                 "request_digest": request_digest,
@@ -385,7 +385,7 @@ class Executor:
             if st["phase"] != "created":
                 raise Refused("AOC-REQ-010", "already %s" % st["phase"])
             self.append(db, occ["id"], {
-                "type": "reserved", "generation": self.generation, "binding": json.loads(occ["binding"]),
+                "type": "held", "generation": self.generation, "binding": json.loads(occ["binding"]),
                 "binding_digest": occ["binding_digest"], "amount": f.get("amount", 1250),
                 "owner_token_digest": sha256(uuid.uuid4().bytes), "at": self.now,
             })
@@ -405,7 +405,7 @@ class Executor:
             if st["phase"] != "reserved":
                 raise Refused("AOC-REQ-010", "not reserved")
             attempt = "att_" + uuid.uuid4().hex
-            self.append(db, occ["id"], {"type": "entered", "generation": self.generation,
+            self.append(db, occ["id"], {"type": "sent", "generation": self.generation,
                                         "attempt": attempt, "binding_digest": occ["binding_digest"],
                                         "at": self.now})
             return attempt
@@ -420,10 +420,10 @@ class Executor:
             ev, interp = self.evidence(occ, kind, result, listing)
             ref = ev["bound_to"]["provider_ref"]
             if interp["class"] is not None and ref and st["phase"] == "entered":
-                self.append(db, occ_id, {"type": "acknowledged", "attempt": st["attempt"],
+                self.append(db, occ_id, {"type": "ref_known", "attempt": st["attempt"],
                                          "provider_ref": ref, "at": self.now})
                 st["phase"] = "acknowledged"
-            seen = self.append(db, occ_id, {"type": "observed", "evidence": ev, "interpretation": interp,
+            seen = self.append(db, occ_id, {"type": "heard", "evidence": ev, "interpretation": interp,
                                             "submitted_by": self.name, "at": self.now})
             terminal = interp["class"] in ("success", "not_accepted", "final_failure")
             if terminal and st["phase"] in ("entered", "acknowledged"):
@@ -431,7 +431,7 @@ class Executor:
                     outcome = {"class": "final_failure", "no_effect": interp["proves_no_effect"]}
                 else:
                     outcome = {"class": interp["class"]}
-                self.append(db, occ_id, {"type": "resolved", "outcome": outcome, "evidence": [seen],
+                self.append(db, occ_id, {"type": "closed", "outcome": outcome, "evidence": [seen],
                                          "at": self.now})
         self.tx(run)
 
@@ -473,7 +473,7 @@ class Executor:
             occ = self.occurrence(db, f["occurrence"])
             st = self.fold(occ["id"], db)
             if self.generation > st["owner"] and st["phase"] not in ("resolved", "released"):
-                self.append(db, occ["id"], {"type": "adopted", "from_generation": st["owner"],
+                self.append(db, occ["id"], {"type": "taken_over", "from_generation": st["owner"],
                                             "to_generation": self.generation, "executor": self.name,
                                             "owner_token_digest": sha256(uuid.uuid4().bytes),
                                             "at": self.now})
@@ -505,7 +505,7 @@ class Executor:
             if st["phase"] not in ("created", "reserved"):
                 raise Refused("AOC-REQ-008", "%s: only a never-entered occurrence is released" % st["phase"])
             self.owner(st)
-            self.append(db, occ["id"], {"type": "released", "generation": self.generation,
+            self.append(db, occ["id"], {"type": "let_go", "generation": self.generation,
                                         "reason": reason, "at": self.now})
         self.tx(run)
         return {}
@@ -522,22 +522,22 @@ class Executor:
             b = e["body"]
             t = b["type"]
             env = {"kind": KINDS[t], "at": b.get("at"), "entry": e}
-            if t == "created":
+            if t == "opened":
                 rep["owner"] = b["generation"]
-            elif t == "reserved":
+            elif t == "held":
                 env.update(generation=b["generation"], binding_digest=b["binding_digest"])
                 rep.update(owner=b["generation"], binding_digest=b["binding_digest"], authority="held")
-            elif t == "adopted":
+            elif t == "taken_over":
                 env["generation"] = b["to_generation"]
                 rep["owner"] = b["to_generation"]
-            elif t == "entered":
+            elif t == "sent":
                 env.update(generation=b["generation"], attempt=b["attempt"])
                 rep.update(state="unresolved", entry="entered", authority="consumed")
                 rep["attempts"] += 1
-            elif t == "acknowledged":
+            elif t == "ref_known":
                 env["provider_ref"] = b["provider_ref"]
                 rep["entry"] = "acknowledged"
-            elif t == "observed":
+            elif t == "heard":
                 ev, interp = b["evidence"], b["interpretation"]
                 sources.add(ev["source"])
                 if ev["kind"]["type"] == "response":
@@ -558,13 +558,13 @@ class Executor:
                     if any(c != interp["class"] for c in terminal):
                         missing.append(OWN_FLAGS["conflicting"])
                     terminal.append(interp["class"])
-            elif t == "resolved":
+            elif t == "closed":
                 o = b["outcome"]
                 word = o["class"] + ("_no_effect" if o.get("no_effect") else "")
                 env.update(outcome=word, evidence=[r["seq"] for r in b["evidence"]])
                 rep.update(state="resolved", outcome=word)
                 missing = [m for m in missing if m == OWN_FLAGS["conflicting"]]
-            elif t == "released":
+            elif t == "let_go":
                 rep["state"] = "released"
                 if rep["authority"] == "held":
                     rep["authority"] = "released"
