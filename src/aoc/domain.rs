@@ -180,6 +180,9 @@ pub enum Defect {
     ReleaseAfterEntry,
     /// Recovery puts a started admission back in the queue (seed 003 / AOC-REQ-005 broken).
     ResetUnknownToQueued,
+    /// A remedy may reuse the original occurrence's grant as its authorization (AOC-REQ-012
+    /// broken).
+    RemedyReusesGrant,
 }
 
 /// How many occurrence states a domain instance keeps for deciding without a read.
@@ -1006,7 +1009,9 @@ impl<S: Store> Domain<S> {
             ));
         }
         let auth = req.authorization.trim();
-        if auth.is_empty() || st.labels.grant_id.as_deref() == Some(auth) {
+        let reused = st.labels.grant_id.as_deref() == Some(auth)
+            && self.defect != Some(Defect::RemedyReusesGrant);
+        if auth.is_empty() || reused {
             return Err(refused(
                 Some(original),
                 Req::R012,

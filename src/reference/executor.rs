@@ -62,6 +62,9 @@ pub enum Variant {
     LabelsMint,
     /// Ignores the declared durable action fence (AOC-REQ-002).
     NoActionFence,
+    /// Accepts the original occurrence's grant as a remedy's authorization (AOC-REQ-012: a
+    /// remedy needs separate native authorization).
+    RemedyReusesGrant,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -75,7 +78,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 15] = [
+    pub const BROKEN: [Variant; 16] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -91,6 +94,7 @@ impl Variant {
         Variant::AadpExpiryReleases,
         Variant::LabelsMint,
         Variant::NoActionFence,
+        Variant::RemedyReusesGrant,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -141,6 +145,7 @@ fn domain_defect(v: Variant) -> Option<Defect> {
         Variant::RebindAccount => Some(Defect::AllowRebind),
         Variant::ReleaseOnTimeout | Variant::AadpExpiryReleases => Some(Defect::ReleaseAfterEntry),
         Variant::ResetUnknownToQueued => Some(Defect::ResetUnknownToQueued),
+        Variant::RemedyReusesGrant => Some(Defect::RemedyReusesGrant),
         _ => None,
     }
 }

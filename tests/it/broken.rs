@@ -174,6 +174,7 @@ async fn each_honest_alternative_passes_every_case(
 #[case::prohibited_claim(Variant::ProhibitedClaim, "AOC-CASE-001", Req::R013)]
 #[case::aadp_expiry_releases(Variant::AadpExpiryReleases, "AOCHECK-COMP-02", Req::R010)]
 #[case::labels_mint(Variant::LabelsMint, "AOC-CASE-006", Req::R002)]
+#[case::remedy_reuses_grant(Variant::RemedyReusesGrant, "AOC-CASE-011", Req::R012)]
 #[case::no_action_fence(Variant::NoActionFence, "AOCHECK-FENCE-01", Req::R002)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_for_the_right_requirement(
