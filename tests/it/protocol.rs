@@ -55,6 +55,19 @@ async fn run(
     (run_suite(&cases, store, &opts, &mut |_| {}).await, dir)
 }
 
+/// The store arm of a protocol test: `Some(None)` for SQLite, `Some(Some(url))` for PostgreSQL,
+/// `None` (skipped, with a note) when PostgreSQL is asked for and not configured.
+fn postgres_arm(on_postgres: bool) -> Option<Option<String>> {
+    match (on_postgres, std::env::var(POSTGRES_ENV)) {
+        (false, _) => Some(None),
+        (true, Ok(url)) => Some(Some(url)),
+        (true, Err(_)) => {
+            eprintln!("{POSTGRES_ENV} unset: the PostgreSQL arm was skipped");
+            None
+        }
+    }
+}
+
 fn assert_reference_passes(r: &Report) {
     assert_eq!(r.implementation["name"], "aocheck-reference");
     assert_eq!(r.implementation["protocol"], "aocheck-sut/2");
@@ -142,8 +155,12 @@ async fn the_reference_passes_through_the_protocol_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_honest_alternative_passes_through_the_protocol(
     #[values("no_labels", "release_and_tombstone", "generic_failure_unresolved")] variant: &str,
+    #[values(false, true)] on_postgres: bool,
 ) {
-    let (r, _dir) = run(&reference(variant), &[], None, Duration::from_secs(10)).await;
+    let Some(postgres) = postgres_arm(on_postgres) else {
+        return;
+    };
+    let (r, _dir) = run(&reference(variant), &[], postgres, Duration::from_secs(10)).await;
     assert_reference_passes(&r);
 }
 
@@ -172,13 +189,8 @@ async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] req: Req,
     #[values(false, true)] on_postgres: bool,
 ) {
-    let postgres = match (on_postgres, std::env::var(POSTGRES_ENV)) {
-        (false, _) => None,
-        (true, Ok(url)) => Some(url),
-        (true, Err(_)) => {
-            eprintln!("{POSTGRES_ENV} unset: the PostgreSQL arm was skipped");
-            return;
-        }
+    let Some(postgres) = postgres_arm(on_postgres) else {
+        return;
     };
     let (r, _dir) = run(
         &reference(variant),
@@ -217,8 +229,18 @@ async fn each_connector_defect_is_caught_through_the_protocol(
     #[case] defect: &str,
     #[case] case: &str,
     #[case] req: Req,
+    #[values(false, true)] on_postgres: bool,
 ) {
-    let (r, _dir) = run(&reference(defect), &[case], None, Duration::from_secs(10)).await;
+    let Some(postgres) = postgres_arm(on_postgres) else {
+        return;
+    };
+    let (r, _dir) = run(
+        &reference(defect),
+        &[case],
+        postgres,
+        Duration::from_secs(10),
+    )
+    .await;
     let c = &r.cases[0];
     assert_eq!(
         c.verdict,
