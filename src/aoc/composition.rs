@@ -178,10 +178,18 @@ mod tests {
     }
 
     #[test]
-    fn reference_claims_make_no_prohibited_claim() {
-        for c in reference_claims() {
-            assert_eq!(prohibited_in(&c), None, "{c}");
+    fn reference_claims_make_no_prohibited_claim_and_say_what_they_must() {
+        let claims = reference_claims();
+        for c in &claims {
+            assert_eq!(prohibited_in(c), None, "{c}");
         }
+        // AOC §7: "A same-team model or runner MUST be labeled as such", and fencing is claimed
+        // only inside the domain (§3).
+        assert!(
+            claims.iter().any(|c| c.starts_with("Same-team")),
+            "{claims:?}"
+        );
+        assert!(claims.iter().any(|c| c.contains("only inside this domain")));
     }
 
     /// Both directions, by wording: each prohibited claim in other words is caught, and the same
@@ -199,6 +207,8 @@ mod tests {
     #[case::receipt_reworded("Succession receipts provide fencing for provider calls", Some(1))]
     #[case::aadp_bcr("AADP and BCR state machines are interchangeable.", Some(2))]
     #[case::aadp_bcr_reworded("Our BCR ledger is equivalent to the AADP permit machine", Some(2))]
+    #[case::aadp_alone("AADP permits and our own ledger are interchangeable", None)]
+    #[case::ep_inside_a_word("A step-by-step format is mandatory for our logs", None)]
     #[case::ep_format("An EP evidence format is mandatory.", Some(3))]
     #[case::ep_format_reworded("Our EP evidence format is mandatory for every provider.", Some(3))]
     #[case::second_sentence("Fencing is local. Succession Receipts fence provider paths.", Some(1))]

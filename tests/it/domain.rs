@@ -1534,3 +1534,80 @@ async fn the_reference_state_answer_is_the_documented_envelope() {
     );
     assert!(aocheck::check::evidence::StateAnswer::decode(&bad).is_err());
 }
+
+/// AOC-REQ-003: a binding is fixed only to what the domain pins: a profile it pins, one of that
+/// profile's environments, a status source the profile pins, and the profile's key rule. Each
+/// departure is refused at `reserve` and writes nothing; the pinned binding is accepted.
+#[rstest]
+#[case::unpinned_profile_version(|b: &mut ProviderBinding| b.profile_version = "9".into())]
+#[case::unknown_environment(|b: &mut ProviderBinding| b.environment = "prod-eu".into())]
+#[case::unpinned_status_source(|b: &mut ProviderBinding| b.status_source = "payments.webhook".into())]
+#[case::another_key_rule(|b: &mut ProviderBinding| b.key_rule = "Idempotency-Key = random".into())]
+#[tokio::test]
+async fn req003_a_binding_outside_the_pinned_profile_is_refused(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+    #[case] change: fn(&mut ProviderBinding),
+) {
+    let Some(w) = world(arm).await else { return };
+    let h = w.join("a").await;
+    let occ = w.d.create(&h, create_req("1")).await.expect("create");
+    let mut b = binding("1");
+    change(&mut b);
+    let before = w.snap().await;
+    refused(
+        &w,
+        &before,
+        w.d.reserve(&h, &occ, &b, 100).await,
+        Req::R003,
+        Some(&occ),
+    )
+    .await;
+    w.d.reserve(&h, &occ, &binding("1"), 100)
+        .await
+        .expect("the pinned binding is accepted");
+}
+
+/// Seed 003 with AOC-REQ-011: an occurrence resolved and then contradicted by authoritative
+/// evidence is unresolved again ("conflicting evidence … stays unresolved"), so readback keeps
+/// its unknown admission unknown; it neither completes nor fails it.
+#[rstest]
+#[tokio::test]
+async fn seed003_readback_keeps_unknown_when_the_outcome_is_contested(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+) {
+    let Some(w) = world(arm).await else { return };
+    let l = lane("lane-a");
+    let a1 =
+        w.d.submit(&l, "invoice-1", &request_digest("1"))
+            .await
+            .expect("submit");
+    let h1 = w.join("a").await;
+    w.d.claim_next(&h1).await.expect("claim").expect("a1");
+    let (occ1, _, _) = w.entered(&h1, "1").await;
+    w.d.link_admission(&h1, &a1.id, &occ1).await.expect("link");
+    for label in ["succeeded", "declined"] {
+        let t = w.clock.now_millis();
+        w.d.record_evidence(
+            &occ1,
+            &evidence(
+                &binding("1"),
+                EvidenceKind::StatusQuery,
+                status(label),
+                Some("pay_1"),
+                t,
+            ),
+            None,
+        )
+        .await
+        .expect("evidence");
+    }
+    assert!(w.d.state(&occ1).await.expect("state").is_unresolved());
+    let h2 = w.d.replace(&l, &ex("b")).await.expect("replace");
+    w.d.recover(&h2).await.expect("recover");
+    let after = w.d.resolve_unknown(&h2, &a1.id).await.expect("readback");
+    assert!(
+        matches!(after.state, AdmissionState::Unknown { .. }),
+        "{:?}",
+        after.state
+    );
+}
