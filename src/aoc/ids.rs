@@ -161,3 +161,16 @@ pub enum LimitKind {
     Pending,
     InFlight,
 }
+
+#[cfg(test)]
+mod display_tests {
+    use super::Generation;
+
+    /// Reports and refusals name generations as `g<N>` (a refusal quoting "g0" for every
+    /// generation would hide which one was retired).
+    #[test]
+    fn a_generation_is_written_g_and_its_number() {
+        assert_eq!(Generation(3).to_string(), "g3");
+        assert_ne!(Generation(1).to_string(), Generation(2).to_string());
+    }
+}

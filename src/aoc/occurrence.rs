@@ -79,20 +79,6 @@ pub struct Authority {
     pub released: u64,
 }
 
-impl Authority {
-    pub fn state_label(&self) -> &'static str {
-        if self.consumed > 0 {
-            "consumed"
-        } else if self.released > 0 {
-            "released"
-        } else if self.held > 0 {
-            "held"
-        } else {
-            "none"
-        }
-    }
-}
-
 /// A history that cannot be folded: `event` is not legal from `from`.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error, Serialize)]
 #[error("illegal transition: {event} from {from}")]

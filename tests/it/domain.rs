@@ -958,16 +958,22 @@ async fn req009_weak_evidence_is_missing_knowledge_never_terminal(
     }
 }
 
+/// The profile's freshness horizon is 60 000 ms: evidence exactly that old is fresh and may
+/// resolve; one millisecond older is stale and may not.
 #[rstest]
+#[case::one_ms_past_the_horizon(60_001, true)]
+#[case::at_the_horizon(60_000, false)]
 #[tokio::test]
 async fn req009_stale_evidence_does_not_resolve(
     #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+    #[case] age: u64,
+    #[case] stale: bool,
 ) {
     let Some(w) = world(arm).await else { return };
     let h = w.join("a").await;
     let (occ, _, _) = w.entered(&h, "1").await;
     let seen_at = w.clock.now_millis();
-    w.clock.advance(60_001);
+    w.clock.advance(age);
     let st =
         w.d.record_evidence(
             &occ,
@@ -982,6 +988,14 @@ async fn req009_stale_evidence_does_not_resolve(
         )
         .await
         .expect("recorded");
+    if !stale {
+        assert!(
+            !st.is_unresolved(),
+            "fresh evidence resolves: {:?}",
+            st.missing
+        );
+        return;
+    }
     assert!(st.is_unresolved());
     assert!(st.missing.contains(&MissingKnowledge::Stale));
     assert_eq!(st.provider_ref, None, "stale evidence binds no reference");
