@@ -1625,3 +1625,66 @@ async fn seed003_readback_keeps_unknown_when_the_outcome_is_contested(
         after.state
     );
 }
+
+/// Seed 003 readback of an unknown admission ends it by its occurrence's truth: released before
+/// entry is `not_executed`; resolved as not accepted is `failed` (never `completed`, never still
+/// unknown).
+#[rstest]
+#[case::released_before_entry(true, AdmissionEnd::NotExecuted)]
+#[case::resolved_not_accepted(false, AdmissionEnd::Failed)]
+#[tokio::test]
+async fn seed003_readback_ends_unknown_by_the_occurrence(
+    #[values(Arm::Memory, Arm::Sqlite, Arm::Postgres)] arm: Arm,
+    #[case] released: bool,
+    #[case] want: AdmissionEnd,
+) {
+    let Some(w) = world(arm).await else { return };
+    let l = lane("lane-a");
+    let a1 =
+        w.d.submit(&l, "invoice-1", &request_digest("1"))
+            .await
+            .expect("submit");
+    let h1 = w.join("a").await;
+    w.d.claim_next(&h1).await.expect("claim").expect("a1");
+    let occ = if released {
+        let occ = w.d.create(&h1, create_req("1")).await.expect("create");
+        w.d.reserve(&h1, &occ, &binding("1"), 100)
+            .await
+            .expect("reserve");
+        occ
+    } else {
+        let (occ, _, _) = w.entered(&h1, "1").await;
+        let t = w.clock.now_millis();
+        w.d.record_evidence(
+            &occ,
+            &evidence(
+                &binding("1"),
+                EvidenceKind::StatusQuery,
+                status("declined"),
+                Some("pay_1"),
+                t,
+            ),
+            None,
+        )
+        .await
+        .expect("evidence");
+        occ
+    };
+    w.d.link_admission(&h1, &a1.id, &occ).await.expect("link");
+    let h2 = w.d.replace(&l, &ex("b")).await.expect("replace");
+    w.d.recover(&h2).await.expect("recover");
+    if released {
+        let (_, token) = w.d.adopt(&h2, &occ).await.expect("adopt");
+        w.d.release(
+            &h2,
+            &occ,
+            &token.expect("a reservation adopted"),
+            &request_digest("1"),
+            ReleaseReason::PredecessorNeverEntered,
+        )
+        .await
+        .expect("release");
+    }
+    let after = w.d.resolve_unknown(&h2, &a1.id).await.expect("readback");
+    assert_eq!(after.state, AdmissionState::Ended { end: want });
+}
