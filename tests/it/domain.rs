@@ -911,6 +911,11 @@ async fn req008_release_after_entry_is_refused_whatever_the_reason(
 #[case::unmapped(status("disputed"), 0, MissingKnowledge::Unmapped { label: "disputed".into() })]
 #[case::not_found(NativeResult::NotFound, 0, MissingKnowledge::NotFound)]
 #[case::beyond_retention(NativeResult::NotFound, 86_400_001, MissingKnowledge::BeyondRetention)]
+#[case::not_found_at_the_retention_horizon(
+    NativeResult::NotFound,
+    86_400_000,
+    MissingKnowledge::NotFound
+)]
 #[case::incomplete_listing(NativeResult::Listing { complete: false, found: None }, 0, MissingKnowledge::IncompleteListing)]
 #[case::complete_listing_beyond_retention(NativeResult::Listing { complete: true, found: None }, 86_400_001, MissingKnowledge::BeyondRetention)]
 #[tokio::test]
@@ -942,6 +947,13 @@ async fn req009_weak_evidence_is_missing_knowledge_never_terminal(
     assert!(st.is_unresolved(), "{native:?} resolved the occurrence");
     assert_eq!(st.outcome, None);
     assert!(st.missing.contains(&flag), "{:?}", st.missing);
+    // The profile's retention horizon is 86 400 000 ms after entry: beyond it, and only beyond.
+    assert_eq!(
+        st.missing.contains(&MissingKnowledge::BeyondRetention),
+        age_ms > 86_400_000,
+        "{:?}",
+        st.missing
+    );
     assert_eq!(st.authority, before.authority);
     // The native response is stored beside its interpretation.
     let last = w.d.history(&occ).await.expect("h").pop().expect("entry");
