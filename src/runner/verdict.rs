@@ -444,6 +444,25 @@ pub(super) fn fired_faults(
                 what: format!("replace by {executor}"),
                 fired: true,
             }),
+            Step::ProviderRelease {
+                hold, forged: true, ..
+            } => {
+                // A forged late reply was exercised only if the provider really sent one.
+                let sent = provider
+                    .ledger()
+                    .requests
+                    .iter()
+                    .any(|r| r.reply == fake_payments::ledger::Reply::Forged);
+                faults.push(FaultReport {
+                    what: format!("release hold {hold} with a forged reply"),
+                    fired: sent,
+                });
+                if !sent {
+                    unfired.push(format!(
+                        "release of hold {hold} with a forged reply: the provider's ledger records no forged reply"
+                    ));
+                }
+            }
             _ => {}
         }
     }

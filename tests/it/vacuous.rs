@@ -1,5 +1,6 @@
 //! A case that did not exercise what it claims is never a pass: a Hermes fault that never fired,
-//! or a durability check with nothing written, makes the case a harness error.
+//! a forged release with nobody left to answer, or a durability check with nothing written, makes
+//! the case a harness error.
 
 use aocheck::report::model::Verdict;
 use aocheck::runner::{RunOptions, run_case};
@@ -12,6 +13,12 @@ use std::sync::Arc;
     // The stop fault is armed, but nothing is ever cancelled.
     "steps:\n  - {do: hermes_fault, route: stop, fault: {type: stop_stuck}}\n  - {do: operator_invoke, action: a1, objective: x, result: completed}\n",
     "never fired"
+)]
+#[case::forged_release_with_nobody_to_answer(
+    // The sender dies while its request is parked: the release proceeds, but a reply to nobody
+    // is not a forged reply, so the case did not exercise a forged late response.
+    "steps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1}\n  - {do: reserve, occurrence: o1}\n  - {do: provider_fault, op: create, fault: {type: hold, name: h}}\n  - {do: enter, occurrence: o1}\n  - {do: send, occurrence: o1, background: true}\n  - {do: crash, executor: e1, at_hold: h}\n  - {do: provider_release, hold: h, forged: true}\n  - {do: replace, executor: e2}\n  - {do: adopt, occurrence: o1}\n  - {do: reconcile, occurrence: o1}\n",
+    "no forged reply"
 )]
 #[case::durability_with_nothing_written(
     "steps:\n  - {do: operator_durability}\n",
