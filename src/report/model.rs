@@ -121,6 +121,9 @@ pub struct CaseReport {
     /// Declared requirements no check examined a fact about: the case cannot pass them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_established: Vec<String>,
+    /// Expectations aocheck could not decide, and why (their requirements are not established).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<String>,
     /// The implementation's declared key rule, by which the provider's ledger was attributed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_rule: Option<String>,
@@ -159,6 +162,7 @@ impl CaseReport {
             steps: Vec::new(),
             facts: BTreeMap::new(),
             not_established: Vec::new(),
+            undecided: Vec::new(),
             key_rule: None,
             occurrences: Vec::new(),
             operators: Vec::new(),

@@ -215,6 +215,7 @@ async fn setup(
         created_by_key: BTreeMap::new(),
         created_by_action: BTreeMap::new(),
         action_fence: case.config.action_fence,
+        undecided: Vec::new(),
         submissions: BTreeMap::new(),
         current: None,
         checker: Checker::default(),
@@ -403,15 +404,19 @@ pub async fn run_case(
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
     report.facts = world.checker.facts.by_id();
+    // Not established: declared requirements no check examined, and those with an expectation
+    // aocheck could not decide (missing knowledge, never a pass).
     report.not_established = case
         .requirements
         .iter()
         .filter(|r| {
-            crate::aoc::requirement::Req::parse(r)
-                .is_some_and(|r| world.checker.facts.count(r) == 0)
+            crate::aoc::requirement::Req::parse(r).is_some_and(|r| {
+                world.checker.facts.count(r) == 0 || world.undecided.iter().any(|(u, _)| *u == r)
+            })
         })
         .cloned()
         .collect();
+    report.undecided = world.undecided.iter().map(|(_, m)| m.clone()).collect();
     world.sut.shutdown().await;
     report.sut_processes = world.sut.processes();
     server.abort();

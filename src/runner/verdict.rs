@@ -145,6 +145,10 @@ impl World {
             let effects = self.effects_of(&ledger, &id).len() as u32;
             let facts = &mut self.checker.facts;
             count_occurrence_facts(e, &mut |r| facts.saw(pick(r)));
+            if let Some(why) = undecided_flags(e, &st) {
+                self.undecided
+                    .push((pick(Req::R009), format!("{label}: {why}")));
+            }
             let judge = |x: &crate::case::CheckedOccurrence| judge_occurrence(x, &st, effects);
             for (req, msg) in judge_with_alternatives(e, &judge) {
                 out.push(Failure {
@@ -566,7 +570,8 @@ pub(super) fn judge_occurrence(
         ));
     }
     // Flags in the implementation's words count through its mapping; an expected flag not
-    // raised while some words have no mapping cannot be decided, so it is not failed (D34).
+    // raised while some words have no mapping cannot be decided: not failed here, but
+    // `undecided_flags` makes it missing knowledge (D34).
     let (raised, unmapped) = answer.report_flags();
     for flag in &e.missing_knowledge {
         if !raised.contains(flag) && unmapped.is_empty() {
@@ -593,6 +598,32 @@ pub(super) fn judge_occurrence(
         ));
     }
     out
+}
+
+/// Why an occurrence's expected missing-knowledge flags cannot be decided, if they cannot: some
+/// expected flag (on any path) is not raised in aocheck's words while the report carries words
+/// the implementation did not map. The requirement is then not established, never passed.
+pub(super) fn undecided_flags(
+    e: &crate::case::CheckedOccurrence,
+    answer: &crate::check::evidence::StateAnswer,
+) -> Option<String> {
+    let (raised, unmapped) = answer.report_flags();
+    if unmapped.is_empty() {
+        return None;
+    }
+    let missing: Vec<String> = std::iter::once(e)
+        .chain(&e.any_of)
+        .flat_map(|x| &x.missing_knowledge)
+        .filter(|f| !raised.contains(f))
+        .map(|f| f.to_string())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "expected missing knowledge {} cannot be judged: the report's words {} have no flag_map entry",
+            missing.join(", "),
+            unmapped.join(", ")
+        )
+    })
 }
 
 pub(super) fn judge_state(
@@ -705,6 +736,63 @@ mod tests {
             outcome.and_then(Outcome::parse),
         );
         assert_eq!(got.len(), findings, "{got:?}");
+    }
+
+    /// An expected flag the report does not raise in aocheck's words is undecided (missing
+    /// knowledge) only while some of its words have no mapping; otherwise it is judged.
+    #[rstest]
+    #[case::raised(&["transport"], &[], false, None)]
+    #[case::own_word_unmapped(&["wire-gone"], &[], false, Some("wire-gone"))]
+    #[case::own_word_mapped(&["wire-gone"], &[("wire-gone", "transport")], false, None)]
+    #[case::raised_beside_an_unmapped_word(&["transport", "hmm"], &[], false, None)]
+    #[case::nothing_expected(&["hmm"], &[], true, None)]
+    fn unmapped_flag_words_leave_an_expectation_undecided(
+        #[case] words: &[&str],
+        #[case] map: &[(&str, &str)],
+        #[case] expect_nothing: bool,
+        #[case] undecided: Option<&str>,
+    ) {
+        use crate::vocab::Flag;
+        let answer: crate::check::evidence::StateAnswer =
+            serde_json::from_value(serde_json::json!({
+                "entries": [],
+                "report": {"occurrence": "o", "domain": "d", "executor_generation": 1,
+                           "state": "unresolved", "provider_entry": "entered",
+                           "authority": "consumed", "entry_attempts": 1,
+                           "missing_knowledge": words},
+                "flag_map": map.iter().map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            }))
+            .expect("answer");
+        let flags = if expect_nothing {
+            Vec::new()
+        } else {
+            vec![Flag::Transport]
+        };
+        let e = crate::case::CheckedOccurrence {
+            missing_knowledge: flags.clone(),
+            ..Default::default()
+        };
+        let got = undecided_flags(&e, &answer);
+        assert_eq!(got.is_some(), undecided.is_some(), "{got:?}");
+        if let (Some(msg), Some(word)) = (&got, undecided) {
+            assert!(msg.contains(word) && msg.contains("transport"), "{msg}");
+        }
+        // The same expectation on an alternative path counts the same.
+        let alt = crate::case::CheckedOccurrence {
+            any_of: vec![
+                crate::case::CheckedOccurrence {
+                    missing_knowledge: flags,
+                    ..Default::default()
+                },
+                crate::case::CheckedOccurrence::default(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            undecided_flags(&alt, &answer).is_some(),
+            undecided.is_some()
+        );
     }
 
     /// Alternatives: the common fields always hold; one alternative must hold entirely; when none

@@ -35,6 +35,8 @@ pub(super) struct World {
     /// Under the case's action fence, the occurrence each action was created as.
     pub(super) created_by_action: BTreeMap<String, OccurrenceId>,
     pub(super) action_fence: bool,
+    /// Final expectations that could not be decided, with the requirement each concerns.
+    pub(super) undecided: Vec<(crate::aoc::Req, String)>,
     pub(super) submissions: BTreeMap<String, AdmissionId>,
     pub(super) current: Option<String>,
     pub(super) checker: Checker,
