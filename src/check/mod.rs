@@ -119,6 +119,25 @@ pub struct Checker {
 }
 
 impl Checker {
+    /// no_prohibited_claim (AOC-REQ-013): what the implementation states about itself, one fact
+    /// per claim; a claim that makes one of the four prohibited claims is a violation.
+    pub fn claims(&mut self, claims: &[String]) -> Vec<Violation> {
+        claims
+            .iter()
+            .filter_map(|claim| {
+                self.facts.saw(Req::R013);
+                crate::aoc::composition::prohibited_in(claim).map(|p| Violation {
+                    checker: "no_prohibited_claim",
+                    requirement: Req::R013,
+                    occurrence: None,
+                    msg: format!(
+                        "the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
+                    ),
+                })
+            })
+            .collect()
+    }
+
     /// Runs every checker over one snapshot, counting the facts each examined.
     pub fn check(&mut self, snap: &Snapshot) -> Vec<Violation> {
         let mut out = Vec::new();
@@ -668,6 +687,21 @@ pub fn unbound_responses(a: &StateAnswer, facts: &mut Facts) -> Vec<(Req, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every claim is a fact; only a prohibited one is a violation, under AOC-REQ-013.
+    #[test]
+    fn each_claim_is_examined_and_a_prohibited_one_found() {
+        let mut c = Checker::default();
+        let found = c.claims(&[
+            "Fencing applies inside this domain only.".to_string(),
+            "A Succession Receipt fences a provider path.".to_string(),
+        ]);
+        assert_eq!(c.facts.count(Req::R013), 2);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].requirement, Req::R013);
+        assert!(c.claims(&[]).is_empty());
+        assert_eq!(c.facts.count(Req::R013), 2, "no claim, no fact");
+    }
 
     /// A look at nothing establishes nothing: facts count what was examined, never the looks.
     #[test]

@@ -306,17 +306,13 @@ pub async fn run_case(
         }
     }
     // AOC-REQ-013 in every case: no claim the implementation makes about itself is prohibited.
-    for claim in &world.sut.hello().claims {
-        world.checker.facts.saw(crate::aoc::Req::R013);
-        if let Some(p) = crate::aoc::composition::prohibited_in(claim) {
-            failures.push(Failure {
-                requirement: crate::aoc::Req::R013,
-                step: None,
-                msg: format!(
-                    "[no_prohibited_claim] the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
-                ),
-            });
-        }
+    let claims = world.sut.hello().claims.clone();
+    for v in world.checker.claims(&claims) {
+        failures.push(Failure {
+            requirement: v.requirement,
+            step: None,
+            msg: format!("[{}] {}", v.checker, v.msg),
+        });
     }
     let skip = world.operator.unsupported.is_some() || harness.is_some();
     for (i, step) in case.steps.iter().enumerate().take_while(|_| !skip) {
