@@ -183,8 +183,8 @@ pub struct StateAnswer {
 
 impl StateAnswer {
     /// Reads an answer, naming the field of every defect (`entries[3].generation`).
-    pub fn decode(v: &Value) -> Result<StateAnswer, String> {
-        let a: StateAnswer = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    pub fn decode(v: Value) -> Result<StateAnswer, String> {
+        let a: StateAnswer = serde_json::from_value(v).map_err(|e| e.to_string())?;
         let defects = a.defects();
         if defects.is_empty() {
             Ok(a)

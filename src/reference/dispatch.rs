@@ -110,7 +110,7 @@ impl Dispatch {
             self.clock.set(now);
         }
         let name = self.name.clone();
-        let labels = !self.sut.knobs_is(Variant::NoLabels);
+        let labels = self.sut.variant() != Variant::NoLabels;
         let e = |e: SutError| sut_failure(&e, labels);
         let ok = |v: &dyn erased::Encode| v.encode();
         let done = || ok(&reply::Done {});

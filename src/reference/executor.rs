@@ -179,10 +179,6 @@ impl ReferenceSut {
     pub fn variant(&self) -> Variant {
         self.knobs.variant()
     }
-    /// Whether this reference carries the variant (`conforming` only, without `test-knobs`).
-    pub fn knobs_is(&self, v: Variant) -> bool {
-        self.knobs.is(v)
-    }
     pub fn lane(&self) -> &LaneId {
         &self.lane
     }

@@ -157,7 +157,7 @@ impl dyn Sut {
             occurrence: o.clone(),
         };
         let v = self.call(To::Observer, req).await?;
-        StateAnswer::decode(&v).map_err(|e| {
+        StateAnswer::decode(v).map_err(|e| {
             SutError::Corrupt(format!(
                 "the state answer for {o} is not the evidence envelope (docs/sut-protocol.md): {e}"
             ))

@@ -46,6 +46,25 @@ impl World {
     async fn join(&self, who: &str) -> Holder {
         self.d.join(&lane("lane-a"), &ex(who)).await.expect("join")
     }
+    /// One submission on lane-a, claimed by a fresh holder "a": (admission, holder).
+    async fn claimed(&self, tag: &str) -> (aocheck::aoc::admission::Admission, Holder) {
+        let a = self
+            .d
+            .submit(
+                &lane("lane-a"),
+                &format!("invoice-{tag}"),
+                &request_digest(tag),
+            )
+            .await
+            .expect("submit");
+        let h = self.join("a").await;
+        self.d
+            .claim_next(&h)
+            .await
+            .expect("claim")
+            .expect("claimed");
+        (a, h)
+    }
     /// created → reserved → entered; returns (occurrence, token, attempt).
     async fn entered(&self, h: &Holder, tag: &str) -> (OccurrenceId, OwnerToken, AttemptId) {
         let occ = self.d.create(h, create_req(tag)).await.expect("create");
@@ -1510,7 +1529,7 @@ async fn the_reference_state_answer_is_the_documented_envelope() {
     let st = w.d.state(&occ).await.expect("state");
     let answer = aocheck::reference::envelope::answer(&hist, &st);
     let json = serde_json::to_value(&answer).expect("json");
-    let back = aocheck::check::evidence::StateAnswer::decode(&json).expect("decodes");
+    let back = aocheck::check::evidence::StateAnswer::decode(json.clone()).expect("decodes");
     assert_eq!(back, answer);
     assert_eq!(
         aocheck::check::evidence::verify_chain(&answer.entries),
@@ -1558,7 +1577,7 @@ async fn the_reference_state_answer_is_the_documented_envelope() {
         !out.status.success(),
         "the schema accepted an entry without its attempt"
     );
-    assert!(aocheck::check::evidence::StateAnswer::decode(&bad).is_err());
+    assert!(aocheck::check::evidence::StateAnswer::decode(bad).is_err());
 }
 
 /// AOC-REQ-003: a binding is fixed only to what the domain pins: a profile it pins, one of that
@@ -1603,12 +1622,7 @@ async fn seed003_readback_keeps_unknown_when_the_outcome_is_contested(
 ) {
     let Some(w) = world(arm).await else { return };
     let l = lane("lane-a");
-    let a1 =
-        w.d.submit(&l, "invoice-1", &request_digest("1"))
-            .await
-            .expect("submit");
-    let h1 = w.join("a").await;
-    w.d.claim_next(&h1).await.expect("claim").expect("a1");
+    let (a1, h1) = w.claimed("1").await;
     let (occ1, _, _) = w.entered(&h1, "1").await;
     w.d.link_admission(&h1, &a1.id, &occ1).await.expect("link");
     for label in ["succeeded", "declined"] {
@@ -1652,12 +1666,7 @@ async fn seed003_readback_ends_unknown_by_the_occurrence(
 ) {
     let Some(w) = world(arm).await else { return };
     let l = lane("lane-a");
-    let a1 =
-        w.d.submit(&l, "invoice-1", &request_digest("1"))
-            .await
-            .expect("submit");
-    let h1 = w.join("a").await;
-    w.d.claim_next(&h1).await.expect("claim").expect("a1");
+    let (a1, h1) = w.claimed("1").await;
     let occ = if released {
         let occ = w.d.create(&h1, create_req("1")).await.expect("create");
         w.d.reserve(&h1, &occ, &binding("1"), 100)

@@ -189,30 +189,7 @@ async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] req: Req,
     #[values(false, true)] on_postgres: bool,
 ) {
-    let Some(postgres) = postgres_arm(on_postgres) else {
-        return;
-    };
-    let (r, _dir) = run(
-        &reference(variant),
-        &[case],
-        postgres,
-        Duration::from_secs(10),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(
-        c.verdict,
-        Verdict::Fail,
-        "{variant} was not caught by {case}: {:?} {:?}",
-        c.failures,
-        c.harness
-    );
-    assert!(
-        c.failures.iter().any(|f| f.requirement == req),
-        "{variant} failed {case} but not for {req}: {:?}",
-        c.failures
-    );
-    assert_eq!(aocheck::exit::of_report(&r), 1);
+    assert_caught(variant, case, req, on_postgres).await;
 }
 
 #[rstest]
@@ -231,29 +208,30 @@ async fn each_connector_defect_is_caught_through_the_protocol(
     #[case] req: Req,
     #[values(false, true)] on_postgres: bool,
 ) {
+    assert_caught(defect, case, req, on_postgres).await;
+}
+
+/// The reference with one knob (a broken domain variant or a connector defect), run through the
+/// protocol on one case: it must fail that case for `req`, and the run must exit 1.
+async fn assert_caught(knob: &str, case: &str, req: Req, on_postgres: bool) {
     let Some(postgres) = postgres_arm(on_postgres) else {
         return;
     };
-    let (r, _dir) = run(
-        &reference(defect),
-        &[case],
-        postgres,
-        Duration::from_secs(10),
-    )
-    .await;
+    let (r, _dir) = run(&reference(knob), &[case], postgres, Duration::from_secs(10)).await;
     let c = &r.cases[0];
     assert_eq!(
         c.verdict,
         Verdict::Fail,
-        "{defect} was not caught by {case}: {:?} {:?}",
+        "{knob} was not caught by {case}: {:?} {:?}",
         c.failures,
         c.harness
     );
     assert!(
         c.failures.iter().any(|f| f.requirement == req),
-        "{defect} failed {case} but not for {req}: {:?}",
+        "{knob} failed {case} but not for {req}: {:?}",
         c.failures
     );
+    assert_eq!(aocheck::exit::of_report(&r), 1);
 }
 
 /// A scripted implementation: answers `init` listing `OPS`, then behaves per `MODE`.
