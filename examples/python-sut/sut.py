@@ -99,6 +99,8 @@ class Executor:
             raise Invalid("this example keeps its state in SQLite only; run aocheck with the SQLite store")
         self.path = store["path"]
         self.domain = (init.get("domain") or {}).get("id") or init.get("case") or "default"
+        # An at-most-one policy: one occurrence per caller action (AOC-REQ-002's durable fence).
+        self.action_fence = bool((init.get("domain") or {}).get("action_fence"))
         pay = init["providers"]["payments"]
         self.base, self.account, self.api_key = pay["base_url"], pay["account"], pay["api_key"]
         self.now = init.get("now", 0)
@@ -112,7 +114,7 @@ class Executor:
                 CREATE TABLE IF NOT EXISTS lease (lane TEXT PRIMARY KEY, executor TEXT, generation INTEGER);
                 CREATE TABLE IF NOT EXISTS occurrences (
                     id TEXT PRIMARY KEY, creation_key TEXT UNIQUE, body TEXT, binding TEXT,
-                    binding_digest TEXT, request_digest TEXT);
+                    binding_digest TEXT, request_digest TEXT, action TEXT UNIQUE);
                 CREATE TABLE IF NOT EXISTS entries (
                     occurrence TEXT, seq INTEGER, prev TEXT, digest TEXT, body TEXT,
                     PRIMARY KEY (occurrence, seq));
@@ -346,12 +348,17 @@ class Executor:
         metadata = {"simulate": f["simulate"]} if f.get("simulate") else {}
         body = {"amount": amount, "currency": "eur", "description": "aocheck occurrence", "metadata": metadata}
         request_digest = sha256(canonical({"body": body, "method": "POST", "path": "/v1/payments"}))
+        action = (f.get("labels") or {}).get("action") if self.action_fence else None
 
         def run(db):
             self.fence(db)
             row = db.execute("SELECT id FROM occurrences WHERE creation_key = ?", (key,)).fetchone()
             if row is not None:
                 return row[0]  # AOC-REQ-002: the same creation binding is the same occurrence
+            if action is not None:
+                row = db.execute("SELECT id FROM occurrences WHERE action = ?", (action,)).fetchone()
+                if row is not None:
+                    return row[0]  # the action fence: this action already is an occurrence
             occ_id = "occ_" + uuid.uuid4().hex
             binding = {
                 "profile_id": self.profile["id"], "profile_version": self.profile["version"],
@@ -359,9 +366,9 @@ class Executor:
                 "request_digest": request_digest, "key_rule": KEY_RULE,
                 "native_key": KEY_RULE.replace("{occurrence}", occ_id), "status_source": "payments.get",
             }
-            db.execute("INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO occurrences VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (occ_id, key, json.dumps(body), json.dumps(binding),
-                        sha256(canonical(binding)), request_digest))
+                        sha256(canonical(binding)), request_digest, action))
             self.append(db, occ_id, {
                 "type": "opened", "occurrence": occ_id, "domain": self.domain, "lane": LANE,
                 "generation": self.generation,
@@ -404,13 +411,17 @@ class Executor:
             self.owner(st)
             if st["phase"] != "reserved":
                 raise Refused("AOC-REQ-010", "not reserved")
-            attempt = "att_" + uuid.uuid4().hex
-            self.append(db, occ["id"], {"type": "sent", "generation": self.generation,
-                                        "attempt": attempt, "binding_digest": occ["binding_digest"],
-                                        "at": self.now})
-            return attempt
+            return self.append_sent(db, occ)
         self.permits[f["occurrence"]] = self.tx(run)
         return {}
+
+    def append_sent(self, db, occ):
+        """The entry record, written before any request leaves; returns its attempt."""
+        attempt = "att_" + uuid.uuid4().hex
+        self.append(db, occ["id"], {"type": "sent", "generation": self.generation,
+                                    "attempt": attempt, "binding_digest": occ["binding_digest"],
+                                    "at": self.now})
+        return attempt
 
     def record(self, occ_id, kind, result, listing):
         """Appends what the provider said; resolves on an authenticated, bound, terminal class."""
@@ -596,9 +607,37 @@ def error(kind, message, requirement=None, definite=True):
     return e
 
 
-def main():
+def answer(executor, op, req):
+    """The reply to one request (after init), as this executor's protocol error when it fails."""
+    rid = req["id"]
+    try:
+        if op not in OPERATIONS:
+            return {"id": rid, "error": error("unsupported", "%s is not implemented" % op)}
+        executor.now = req.get("now", executor.now)
+        return {"id": rid, "ok": getattr(executor, "op_" + op)(req)}
+    except Refused as r:
+        return {"id": rid, "error": error("refused", str(r), r.requirement)}
+    except Invalid as e:
+        return {"id": rid, "error": error("invalid", str(e))}
+    except Exception as e:  # an unexpected failure: the outcome is not known
+        log("%s failed: %r" % (op, e))
+        return {"id": rid, "error": error("internal", repr(e), definite=False)}
+
+
+def serve(make_executor=None, threaded=False):
+    """Reads requests from stdin and answers each on stdout. One at a time by default; with
+    `threaded`, each request after init is answered on its own thread, in whatever order they
+    finish (the protocol pairs answers by id)."""
+    make_executor = make_executor or Executor
     executor = None
     out = sys.stdout
+    out_lock = threading.Lock()
+
+    def write(reply):
+        with out_lock:
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -606,32 +645,33 @@ def main():
         except (ValueError, KeyError) as e:
             log("not a request (%s): %r" % (e, line[:200]))
             return 3
-        try:
-            if op == "init":
+        if op == "init":
+            try:
                 if req.get("protocol") != PROTOCOL:
                     raise Invalid("protocol %r; this executor speaks %s" % (req.get("protocol"), PROTOCOL))
-                executor = Executor(req)
+                executor = make_executor(req)
                 log("executor %s ready" % executor.name)
                 reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
                                            "version": "0.1.0", "operations": OPERATIONS,
                                            "key_rule": KEY_RULE, "claims": CLAIMS}}
-            elif executor is None:
-                raise Invalid("%s before init" % op)
-            elif op not in OPERATIONS:
-                reply = {"id": rid, "error": error("unsupported", "%s is not implemented" % op)}
-            else:
-                executor.now = req.get("now", executor.now)
-                reply = {"id": rid, "ok": getattr(executor, "op_" + op)(req)}
-        except Refused as r:
-            reply = {"id": rid, "error": error("refused", str(r), r.requirement)}
-        except Invalid as e:
-            reply = {"id": rid, "error": error("invalid", str(e))}
-        except Exception as e:  # an unexpected failure: the outcome is not known
-            log("%s failed: %r" % (op, e))
-            reply = {"id": rid, "error": error("internal", repr(e), definite=False)}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+            except Invalid as e:
+                reply = {"id": rid, "error": error("invalid", str(e))}
+            except Exception as e:
+                log("init failed: %r" % (e,))
+                reply = {"id": rid, "error": error("internal", repr(e), definite=False)}
+            write(reply)
+        elif executor is None:
+            write({"id": rid, "error": error("invalid", "%s before init" % op)})
+        elif threaded:
+            threading.Thread(target=lambda e=executor, o=op, r=req: write(answer(e, o, r)),
+                             daemon=True).start()
+        else:
+            write(answer(executor, op, req))
     return 0
+
+
+def main():
+    return serve()
 
 
 if __name__ == "__main__":

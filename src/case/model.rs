@@ -362,6 +362,13 @@ pub enum Step {
         reject: Option<u16>,
     },
     HermesForget {},
+    /// Sends its steps at once, each before any answers (AOC-REQ-001: admissions of one
+    /// occurrence are serialised by its coordination domain, whatever the order). The steps are
+    /// requests to executors that already joined; which of them wins depends on the order, so
+    /// they carry no `expect`: the race is judged by the history and the provider's ledger.
+    Race {
+        steps: Vec<Step>,
+    },
 }
 
 impl Step {
@@ -457,7 +464,8 @@ impl Step {
             | HermesScript { .. }
             | HermesWaitParked { .. }
             | HermesRelease { .. }
-            | HermesForget {} => None,
+            | HermesForget {}
+            | Race { .. } => None,
         }
     }
 }

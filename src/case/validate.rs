@@ -512,6 +512,9 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                     ));
                 }
             }
+            Step::Race { steps } => {
+                race_steps(i, steps, &executors, &current, &occurrences, &mut pending)
+            }
             _ => {}
         }
         for (f, m, fix) in pending {
@@ -593,6 +596,112 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
         );
     }
     out
+}
+
+/// The steps of a race: two or more requests to executors that already joined, each on an
+/// occurrence an earlier step created, sent together (so none carries an `expect`, and none runs
+/// in the background).
+fn race_steps(
+    i: usize,
+    steps: &[Step],
+    executors: &BTreeSet<String>,
+    current: &Option<String>,
+    occurrences: &BTreeSet<String>,
+    pending: &mut Vec<(String, String, &'static str)>,
+) {
+    if steps.len() < 2 {
+        pending.push((
+            format!("steps[{i}].steps"),
+            format!("{} step(s): a race needs two or more", steps.len()),
+            "list the requests that race, e.g. two execute steps on one occurrence",
+        ));
+    }
+    for (j, s) in steps.iter().enumerate() {
+        let at = |f: &str| format!("steps[{i}].steps[{j}].{f}");
+        let (executor, occurrence, expect) = match s {
+            Step::Reserve {
+                executor,
+                occurrence,
+                expect,
+            }
+            | Step::Enter {
+                executor,
+                occurrence,
+                expect,
+            }
+            | Step::Execute {
+                executor,
+                occurrence,
+                expect,
+            }
+            | Step::Adopt {
+                executor,
+                occurrence,
+                expect,
+            }
+            | Step::Reconcile {
+                executor,
+                occurrence,
+                expect,
+            }
+            | Step::Release {
+                executor,
+                occurrence,
+                expect,
+                ..
+            } => (executor, occurrence, expect),
+            Step::Send {
+                executor,
+                occurrence,
+                expect,
+                background,
+            } => {
+                if *background {
+                    pending.push((
+                        at("background"),
+                        "a racing send is answered in the race".into(),
+                        "remove background: true",
+                    ));
+                }
+                (executor, occurrence, expect)
+            }
+            other => {
+                pending.push((
+                    at("do"),
+                    format!("{:?} cannot race", other.verb()),
+                    "race reserve, enter, send, execute, adopt, reconcile or release steps",
+                ));
+                continue;
+            }
+        };
+        if expect.0.is_some() {
+            pending.push((
+                at("expect"),
+                "which racing request wins depends on the order".into(),
+                "remove expect: the race is judged by the history and the provider's ledger",
+            ));
+        }
+        match executor {
+            Some(name) if !executors.contains(name) => pending.push((
+                at("executor"),
+                format!("executor {name:?} has not joined"),
+                "join or replace with it before the race",
+            )),
+            None if current.is_none() => pending.push((
+                at("executor"),
+                "no executor has joined yet".into(),
+                "start with a join step",
+            )),
+            _ => {}
+        }
+        if !occurrences.contains(occurrence) {
+            pending.push((
+                at("occurrence"),
+                format!("occurrence {occurrence:?} was not created by an earlier step"),
+                "create it before the race",
+            ));
+        }
+    }
 }
 
 /// The words of one occurrence expectation (or of one of its alternatives).

@@ -107,6 +107,48 @@ impl InProcess {
         answer(op.name(), d.handle(Some(now), req).await)
     }
 
+    /// Executors race each other; one executor, like its `serve` loop, answers its own
+    /// requests one at a time (its choice: AOC-REQ-001 asks that admissions be serialised).
+    async fn race_executors(
+        &mut self,
+        calls: Vec<(String, Request)>,
+    ) -> Vec<Result<Value, SutError>> {
+        let now = self.clock.now().0;
+        let mut out: Vec<Option<Result<Value, SutError>>> = calls.iter().map(|_| None).collect();
+        let mut lanes: BTreeMap<String, (Dispatch, Vec<(usize, Request)>)> = BTreeMap::new();
+        for (i, (who, req)) in calls.into_iter().enumerate() {
+            if let Some((_, queue)) = lanes.get_mut(&who) {
+                queue.push((i, req));
+            } else if let Some(d) = self.executors.remove(&who) {
+                lanes.insert(who, (d, vec![(i, req)]));
+            } else {
+                out[i] = Some(self.call_exec(&who, req).await);
+            }
+        }
+        let finished = futures_util::future::join_all(lanes.into_iter().map(
+            |(who, (mut d, queue))| async move {
+                let mut answers = Vec::new();
+                for (i, req) in queue {
+                    let op = req.op();
+                    answers.push((i, answer(op.name(), d.handle(Some(now), req).await)));
+                }
+                (who, d, answers)
+            },
+        ))
+        .await;
+        for (who, d, answers) in finished {
+            self.executors.insert(who, d);
+            for (i, a) in answers {
+                out[i] = Some(a);
+            }
+        }
+        out.into_iter()
+            .map(|a| {
+                a.unwrap_or_else(|| Err(SutError::Harness("a racing request was lost".into())))
+            })
+            .collect()
+    }
+
     async fn observe(&mut self, req: Request) -> Result<Value, SutError> {
         let now = self.clock.now().0;
         let op = req.op();
@@ -161,6 +203,12 @@ impl Sut for InProcess {
             self.killed.insert(name.into());
             Ok(())
         })
+    }
+    fn race<'a>(
+        &'a mut self,
+        calls: Vec<(String, Request)>,
+    ) -> BoxFuture<'a, Vec<Result<Value, SutError>>> {
+        Box::pin(self.race_executors(calls))
     }
     fn executors(&self) -> Vec<String> {
         self.executors.keys().cloned().collect()

@@ -219,6 +219,7 @@ async fn setup(
         submissions: BTreeMap::new(),
         current: None,
         checker: Checker::default(),
+        race_answers: None,
         key_rule,
         limits,
         observe_error: None,
@@ -329,6 +330,11 @@ pub async fn run_case(
             Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
             Err(SutError::RefusedUnnamed(_)) => "refused (no requirement named)".to_string(),
             Err(e) => format!("error: {}", sut_err(e)),
+        };
+        // A race's line says what each of its requests answered.
+        let label = match world.race_answers.take() {
+            Some(each) => format!("{each} → {label}"),
+            None => label,
         };
         emit(RunEvent::StepFinished {
             case: case.id.clone(),

@@ -448,6 +448,11 @@ pub(super) fn fired_faults(
                 what: format!("replace by {executor}"),
                 fired: true,
             }),
+            // The requests were all in flight together once the race was performed.
+            Step::Race { steps } => faults.push(FaultReport {
+                what: format!("race of {} requests", steps.len()),
+                fired: true,
+            }),
             Step::ProviderRelease {
                 hold, forged: true, ..
             } => {

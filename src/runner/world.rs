@@ -44,6 +44,8 @@ pub(super) struct World {
     /// The implementation's declared key rule: how the provider's ledger is attributed.
     pub(super) key_rule: KeyRule,
     pub(super) operator: OperatorWorld,
+    /// What each request of the last race answered, for the step's line in the report.
+    pub(super) race_answers: Option<String>,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -51,7 +53,12 @@ pub(super) struct World {
 /// connector's durable binding.
 pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> {
     let mut out: std::collections::BTreeSet<Op> = [Op::State, Op::Lane].into();
-    for s in &case.steps {
+    // A race needs what each of its steps needs.
+    let steps = case.steps.iter().flat_map(|s| match s {
+        Step::Race { steps } => steps.iter().collect::<Vec<_>>(),
+        other => vec![other],
+    });
+    for s in steps {
         let op = match s.verb().as_str() {
             "join" => Op::Join,
             "replace" => Op::Takeover,
@@ -101,6 +108,25 @@ pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> 
     out
 }
 
+/// A release step's reason (the validator has checked the word).
+fn release_reason(reason: &Option<String>) -> Result<ReleaseReason, SutError> {
+    match reason.as_deref() {
+        None => Ok(ReleaseReason::PredecessorNeverEntered),
+        Some(r) => ReleaseReason::parse(r)
+            .ok_or_else(|| SutError::Harness(format!("release reason {r:?} is unknown"))),
+    }
+}
+
+/// What one racing request answered, in the report's words.
+fn answer_words(a: &Result<serde_json::Value, SutError>) -> String {
+    match a {
+        Ok(_) => "ok".into(),
+        Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
+        Err(SutError::RefusedUnnamed(_)) => "refused (no requirement named)".into(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
 impl World {
     pub(super) fn who(&self, e: &Option<String>) -> Result<String, SutError> {
         e.clone()
@@ -144,8 +170,158 @@ impl World {
         self.sut.exec(&who, request(o)).await
     }
 
+    /// A race: its requests go out together. Then AOC-REQ-001 is judged on every occurrence two
+    /// or more of them tried to admit (enter, send, execute): "exactly one authoritative
+    /// coordination domain … serializes … provider-entry admission" (AOC §4.1), so whatever the
+    /// order, the history records at most one provider entry and the provider received at most
+    /// one request for it (a replayed one counts: the provider saw it).
+    async fn race(&mut self, steps: &[Step]) -> Result<(), SutError> {
+        let mut calls = Vec::new();
+        let mut labels = Vec::new();
+        let mut admitting: BTreeMap<String, u32> = BTreeMap::new();
+        for s in steps {
+            let (executor, occurrence, request): (&Option<String>, &String, Request) = match s {
+                Step::Reserve {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Reserve {
+                        occurrence: self.occ(occurrence)?,
+                        amount: 1250,
+                    },
+                ),
+                Step::Enter {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Enter {
+                        occurrence: self.occ(occurrence)?,
+                    },
+                ),
+                Step::Send {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Send {
+                        occurrence: self.occ(occurrence)?,
+                        background: false,
+                    },
+                ),
+                Step::Execute {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Execute {
+                        occurrence: self.occ(occurrence)?,
+                    },
+                ),
+                Step::Adopt {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Adopt {
+                        occurrence: self.occ(occurrence)?,
+                    },
+                ),
+                Step::Reconcile {
+                    executor,
+                    occurrence,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Reconcile {
+                        occurrence: self.occ(occurrence)?,
+                    },
+                ),
+                Step::Release {
+                    executor,
+                    occurrence,
+                    reason,
+                    ..
+                } => (
+                    executor,
+                    occurrence,
+                    Request::Release {
+                        occurrence: self.occ(occurrence)?,
+                        reason: release_reason(reason)?,
+                    },
+                ),
+                other => {
+                    return Err(SutError::Harness(format!(
+                        "{} cannot race (the case validator refuses it)",
+                        other.verb()
+                    )));
+                }
+            };
+            if matches!(
+                s,
+                Step::Enter { .. } | Step::Send { .. } | Step::Execute { .. }
+            ) {
+                *admitting.entry(occurrence.clone()).or_default() += 1;
+            }
+            let who = self.who(executor)?;
+            labels.push(format!("{} {occurrence} by {who}", s.verb()));
+            calls.push((who, request));
+        }
+        let answers = self.sut.race(calls).await;
+        self.race_answers = Some(
+            labels
+                .iter()
+                .zip(&answers)
+                .map(|(l, a)| format!("{l}: {}", answer_words(a)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        for a in answers {
+            match a {
+                Ok(_) | Err(SutError::Refused(_) | SutError::RefusedUnnamed(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ledger = self.provider.ledger();
+        for (label, n) in admitting.into_iter().filter(|(_, n)| *n > 1) {
+            let id = self.occ(&label)?;
+            let answer = self.sut.observe(&id).await?;
+            let entered = answer
+                .entries
+                .iter()
+                .filter(|e| e.kind == crate::check::evidence::Kind::Entered)
+                .count();
+            let requests = Accounting::of(&ledger, Some(&self.key_rule), &[id.as_str()])
+                .creates_of(id.as_str())
+                .len();
+            self.checker.facts.saw(Req::R001);
+            if entered > 1 || requests > 1 {
+                return Err(SutError::Mismatch(
+                    Req::R001,
+                    format!(
+                        "{n} racing admissions of {label}: its history records {entered} provider entries and the provider received {requests} requests for it; one coordination domain serialises admission to at most one (AOC §4.1)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
         match step {
+            Step::Race { steps } => self.race(steps).await?,
             Step::Join { executor, .. } => {
                 let v = self.sut.start(executor, Request::Join).await?;
                 decode::<reply::Generation>(Op::Join, v)?;
@@ -335,12 +511,7 @@ impl World {
                 reason,
                 ..
             } => {
-                let reason = match reason.as_deref() {
-                    None => ReleaseReason::PredecessorNeverEntered,
-                    Some(r) => ReleaseReason::parse(r).ok_or_else(|| {
-                        SutError::Harness(format!("release reason {r:?} is unknown"))
-                    })?,
-                };
+                let reason = release_reason(reason)?;
                 self.on_occurrence(executor, occurrence, |o| Request::Release {
                     occurrence: o,
                     reason,

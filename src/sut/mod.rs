@@ -84,6 +84,13 @@ pub trait Sut: Send + std::fmt::Debug {
     fn call<'a>(&'a mut self, to: To<'a>, req: Request) -> BoxFuture<'a, Result<Value, SutError>>;
     /// The executor dies now, with everything in its memory and its background work.
     fn crash<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Result<(), SutError>>;
+    /// A race (AOC-REQ-001): every request is sent to its executor before any answer is awaited,
+    /// and the answers come back in the order of `calls`. Requests to one executor reach it
+    /// together too; the implementation may answer them in any order, or one at a time.
+    fn race<'a>(
+        &'a mut self,
+        calls: Vec<(String, Request)>,
+    ) -> BoxFuture<'a, Vec<Result<Value, SutError>>>;
     /// Every executor still alive (retired ones included), by the name calls reach it under.
     fn executors(&self) -> Vec<String>;
     /// Where connector instances come from.

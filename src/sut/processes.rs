@@ -221,6 +221,13 @@ impl ProcessSut {
     }
 
     fn exec(&mut self, name: &str) -> Result<&mut Exec, SutError> {
+        self.exec_ref(name)?;
+        self.executors
+            .get_mut(name)
+            .ok_or_else(|| SutError::Harness(format!("no executor {name:?}")))
+    }
+
+    fn exec_ref(&self, name: &str) -> Result<&Exec, SutError> {
         if let Some(label) = self.killed.get(name)
             && !self.executors.contains_key(name)
         {
@@ -229,7 +236,7 @@ impl ProcessSut {
             )));
         }
         self.executors
-            .get_mut(name)
+            .get(name)
             .ok_or_else(|| SutError::Harness(format!("no executor {name:?}")))
     }
 
@@ -335,6 +342,22 @@ impl Sut for ProcessSut {
     }
     fn crash<'a>(&'a mut self, name: &'a str) -> BoxFuture<'a, Result<(), SutError>> {
         Box::pin(self.kill_executor(name))
+    }
+    fn race<'a>(
+        &'a mut self,
+        calls: Vec<(String, Request)>,
+    ) -> BoxFuture<'a, Vec<Result<Value, SutError>>> {
+        Box::pin(async move {
+            let now = self.spawner.clock().now().0;
+            let this = &*self;
+            // Every request is written before any answer is awaited: each future writes its
+            // line at its first poll, and `join_all` polls them all before any can finish.
+            futures_util::future::join_all(calls.iter().map(|(who, req)| async move {
+                let e = this.exec_ref(who)?;
+                Self::call_on(&e.process, &e.label, now, req).await
+            }))
+            .await
+        })
     }
     fn executors(&self) -> Vec<String> {
         self.executors.keys().cloned().collect()

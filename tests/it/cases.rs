@@ -72,11 +72,16 @@ fn the_shipped_cases_are_valid_and_evaluate_every_requirement() {
     "lent"
 )]
 fn alternatives_are_validated(#[case] expect: &str, #[case] field: &str, #[case] needle: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
     let text = format!(
         "id: X-4\ntitle: t\nrequirements: [AOC-REQ-010]\nsteps:\n  - {{do: join, executor: e1}}\n  - {{do: create, occurrence: o1}}\nexpect:\n  occurrences:\n    o1: {{{expect}}}\n"
     );
-    write(dir.path(), "X-4-t.yaml", &text);
+    assert_refused(&text, field, needle);
+}
+
+/// The case `text` is refused with a defect naming `field`, and never runs.
+fn assert_refused(text: &str, field: &str, needle: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "X-4-t.yaml", text);
     let (cases, defects) = aocheck::case::load(dir.path());
     assert!(
         defects
@@ -259,4 +264,40 @@ fn a_case_with_defects_has_no_typed_form() {
         k.occurrences["o1"].missing_knowledge,
         [aocheck::vocab::Flag::Transport]
     );
+}
+
+/// A race is refused unless it is two or more requests that can race, to executors that joined,
+/// on occurrences already created, with no expectation of their own (its order decides who wins).
+#[rstest]
+#[case::one_step("[{do: execute, occurrence: o1}]", "steps[3].steps", "two or more")]
+#[case::own_expect(
+    "[{do: execute, occurrence: o1, expect: ok}, {do: execute, occurrence: o1}]",
+    "steps[3].steps[0].expect",
+    "depends on the order"
+)]
+#[case::background(
+    "[{do: send, occurrence: o1, background: true}, {do: execute, occurrence: o1}]",
+    "steps[3].steps[0].background",
+    "answered in the race"
+)]
+#[case::not_joined(
+    "[{do: execute, occurrence: o1, executor: e9}, {do: execute, occurrence: o1}]",
+    "steps[3].steps[0].executor",
+    "e9"
+)]
+#[case::not_created(
+    "[{do: execute, occurrence: o1}, {do: execute, occurrence: o7}]",
+    "steps[3].steps[1].occurrence",
+    "o7"
+)]
+#[case::cannot_race(
+    "[{do: execute, occurrence: o1}, {do: replace, executor: e2}]",
+    "steps[3].steps[1].do",
+    "cannot race"
+)]
+fn races_are_validated(#[case] race: &str, #[case] field: &str, #[case] needle: &str) {
+    let text = format!(
+        "id: X-5\ntitle: t\nrequirements: [AOC-REQ-001]\nsteps:\n  - {{do: join, executor: e1}}\n  - {{do: create, occurrence: o1}}\n  - {{do: reserve, occurrence: o1}}\n  - {{do: race, steps: {race}}}\n"
+    );
+    assert_refused(&text, field, needle);
 }
