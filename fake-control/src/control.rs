@@ -91,7 +91,8 @@ impl ReleaseBody {
         match (self.action.as_str(), self.status) {
             ("proceed", None) => Ok(ReleaseAction::Proceed),
             ("proceed_forged", None) => Ok(ReleaseAction::ProceedForged),
-            ("proceed" | "proceed_forged", Some(_)) => {
+            ("proceed_mismatched", None) => Ok(ReleaseAction::ProceedMismatched),
+            ("proceed" | "proceed_forged" | "proceed_mismatched", Some(_)) => {
                 Err("`status` goes only with `action: reject`".into())
             }
             ("reject", Some(status)) if (400..=599).contains(&status) => {
@@ -102,7 +103,7 @@ impl ReleaseBody {
             )),
             ("reject", None) => Err("`status` is required with `action: reject`".into()),
             (other, _) => Err(format!(
-                "`action`: {other:?} is not one of \"proceed\", \"proceed_forged\", \"reject\""
+                "`action`: {other:?} is not one of \"proceed\", \"proceed_forged\", \"proceed_mismatched\", \"reject\""
             )),
         }
     }
@@ -245,6 +246,38 @@ mod tests {
         // An empty configured token opens nothing.
         h.insert(header::AUTHORIZATION, "Bearer ".parse().expect("header"));
         assert!(authorize(&h, "").is_err());
+    }
+
+    /// Every release action by its wire word, and each misuse refused with the field to fix.
+    #[test]
+    fn release_bodies_name_their_action() {
+        let parse = |action: &str, status: Option<u16>| {
+            ReleaseBody {
+                hold: "h".into(),
+                action: action.into(),
+                status,
+            }
+            .action()
+        };
+        assert_eq!(parse("proceed", None), Ok(ReleaseAction::Proceed));
+        assert_eq!(parse("proceed_forged", None), Ok(ReleaseAction::ProceedForged));
+        assert_eq!(
+            parse("proceed_mismatched", None),
+            Ok(ReleaseAction::ProceedMismatched)
+        );
+        assert_eq!(
+            parse("reject", Some(503)),
+            Ok(ReleaseAction::Reject { status: 503 })
+        );
+        for (action, status, needle) in [
+            ("proceed_mismatched", Some(500), "`status` goes only"),
+            ("reject", Some(200), "4xx or 5xx"),
+            ("reject", None, "required"),
+            ("proceed_later", None, "proceed_mismatched"),
+        ] {
+            let e = parse(action, status).expect_err(action);
+            assert!(e.contains(needle), "{action}: {e}");
+        }
     }
 
     #[tokio::test]

@@ -22,6 +22,10 @@ pub enum ReleaseAction {
     /// Go on processing, then answer with a tag that does not authenticate the reply: a forged
     /// late response (`bad_key`: signed by another key). A fake without tags proceeds.
     ProceedForged,
+    /// Go on processing, then answer with a reply the provider really signed, but for another
+    /// account: authentic, and about another binding (a mismatched late response). A fake
+    /// without tags proceeds.
+    ProceedMismatched,
 }
 
 /// What the control API shows of a parked request (`GET /_control/holds`).

@@ -21,6 +21,9 @@ pub enum Reply {
     ClientGone,
     /// Sent with a tag that does not authenticate it (a forged reply).
     Forged,
+    /// Sent with the provider's own tag, but signed for another account: authentic, and about
+    /// another binding (a mismatched reply).
+    Misdirected,
 }
 
 /// An effect on money or on a payment's state.

@@ -186,6 +186,10 @@ pub enum Step {
         /// does not authenticate).
         #[serde(default)]
         forged: bool,
+        /// Let the held request proceed, then answer with a reply the provider really signed,
+        /// but for another account (a late response about another binding).
+        #[serde(default)]
+        mismatched: bool,
     },
     /// The provider's own status change (settlement, dispute).
     ProviderStatus {

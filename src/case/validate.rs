@@ -275,6 +275,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 hold,
                 reject,
                 forged,
+                mismatched,
             } => {
                 if !holds.contains(hold) {
                     pending.push((
@@ -297,6 +298,13 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                         at("forged"),
                         "a rejected request has no reply to forge".into(),
                         "use reject or forged, not both",
+                    ));
+                }
+                if *mismatched && (reject.is_some() || *forged) {
+                    pending.push((
+                        at("mismatched"),
+                        "a mismatched reply is neither rejected nor forged".into(),
+                        "use one of reject, forged or mismatched",
                     ));
                 }
             }

@@ -34,7 +34,7 @@ pub const CHECKERS: [(&str, &[Req]); 20] = [
     ("provider_accounting", &[Req::R010]),
     ("one_domain", &[Req::R001]),
     ("responses_bound", &[Req::R007]),
-    ("authentic_as_claimed", &[Req::R009]),
+    ("authentic_as_claimed", &[Req::R009, Req::R007]),
     (
         "state_matches_history",
         &[Req::R004, Req::R005, Req::R009, Req::R012],
@@ -356,6 +356,14 @@ impl Checker {
                     .iter()
                     .filter(|r| matches!(r.reply, Reply::Sent | Reply::ErrorAfterCommit))
                     .count();
+                // A reply the provider signed for another account is about another binding.
+                let misdirected = creates
+                    .iter()
+                    .filter(|r| r.reply == Reply::Misdirected)
+                    .count();
+                if misdirected > 0 {
+                    facts.saw(Req::R007);
+                }
                 if claimed > genuine {
                     v(
                         "authentic_as_claimed",
@@ -365,6 +373,16 @@ impl Checker {
                             "the history records {claimed} authenticated provider response(s), but the provider sent {genuine} reply with a genuine tag (ground truth)"
                         ),
                     );
+                    if misdirected > 0 {
+                        v(
+                            "authentic_as_claimed",
+                            Req::R007,
+                            at,
+                            format!(
+                                "{misdirected} reply was signed for another account: a response about another binding is not evidence about this one (ground truth)"
+                            ),
+                        );
+                    }
                 }
             }
             // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.

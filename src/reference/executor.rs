@@ -41,6 +41,9 @@ pub enum Variant {
     OverwriteHistory,
     /// Trusts a response whose authentication tag does not verify.
     TrustUnauthenticated,
+    /// Verifies a reply's tag for the account the tag names, not the bound account: an
+    /// authentic reply about another binding is taken as evidence (AOC-REQ-007).
+    TrustReplyAccount,
     /// Puts an `unknown` admission back in the queue on recovery.
     ResetUnknownToQueued,
     /// Sends again under the same key when an entered occurrence's outcome is unknown: the
@@ -78,7 +81,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 16] = [
+    pub const BROKEN: [Variant; 17] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -86,6 +89,7 @@ impl Variant {
         Variant::RestoreAuthority,
         Variant::OverwriteHistory,
         Variant::TrustUnauthenticated,
+        Variant::TrustReplyAccount,
         Variant::ResetUnknownToQueued,
         Variant::ResendSameKey,
         Variant::RosyState,
@@ -160,6 +164,7 @@ impl Drop for ReferenceSut {
 impl ReferenceSut {
     pub fn new(domain: Domain<AnyStore>, mut client: PaymentsClient, knobs: super::Knobs) -> Self {
         client.trust_unauthenticated = knobs.is(Variant::TrustUnauthenticated);
+        client.trust_reply_account = knobs.is(Variant::TrustReplyAccount);
         #[cfg(feature = "test-knobs")]
         let domain = match domain_defect(knobs.variant()) {
             Some(d) => domain.with_defect_for_tests(d),

@@ -30,6 +30,9 @@ pub struct PaymentsClient {
     http: reqwest::Client,
     /// Test-only: skip tag verification (a broken executor that trusts any HTTP 200).
     pub trust_unauthenticated: bool,
+    /// Test-only: verify a reply's tag for the account the tag names, not the bound account (a
+    /// broken executor that accepts an authentic reply about another binding).
+    pub trust_reply_account: bool,
 }
 
 impl PaymentsClient {
@@ -92,6 +95,7 @@ impl PaymentsClient {
             profile,
             http,
             trust_unauthenticated: false,
+            trust_reply_account: false,
         })
     }
 
@@ -243,12 +247,17 @@ impl PaymentsClient {
             Ok(x) => x,
         };
         let native_digest = Digest::of_bytes(&bytes);
+        // The defect's reading: whatever account the tag names is taken as the bound one.
+        let account = match tag.as_deref().map(contract::Tag::parse) {
+            Some(Ok(t)) if self.trust_reply_account => t.account,
+            _ => self.account.clone(),
+        };
         let verified = contract::verify(
             &self.public,
             tag.as_deref(),
             status,
             &bytes,
-            &self.account,
+            &account,
             &digest,
         )
         .is_ok();

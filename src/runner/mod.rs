@@ -374,16 +374,30 @@ pub async fn run_case(
             break;
         }
     }
+    // The end of the case waits for background work. It has no expectation: a refusal there (a
+    // late reply the implementation declined) is its choice and is reported; what it left
+    // behind is judged by the checkers and the final expectations below.
     if harness.is_none()
         && !skip
         && let Err(e) = world.sut.settle().await
     {
         match e {
-            SutError::Harness(m) => harness = Some(m),
-            other => failures.push(Failure {
-                requirement: primary(&case.requirements),
+            SutError::Harness(m) | SutError::Version(m) => harness = Some(m),
+            SutError::Refused(r) => report
+                .steps
+                .push(format!("settle (end of case): refused {}", r.requirement)),
+            SutError::RefusedUnnamed(_) => report
+                .steps
+                .push("settle (end of case): refused (no requirement named)".into()),
+            SutError::Corrupt(m) => failures.push(Failure {
+                requirement: crate::aoc::Req::R004,
                 step: None,
-                msg: other.to_string(),
+                msg: format!("settle: {m}"),
+            }),
+            SutError::Mismatch(req, m) => failures.push(Failure {
+                requirement: req,
+                step: None,
+                msg: format!("settle: {m}"),
             }),
         }
     }

@@ -472,6 +472,27 @@ pub(super) fn fired_faults(
                     ));
                 }
             }
+            Step::ProviderRelease {
+                hold,
+                mismatched: true,
+                ..
+            } => {
+                // A mismatched late reply was exercised only if the provider really sent one.
+                let sent = provider
+                    .ledger()
+                    .requests
+                    .iter()
+                    .any(|r| r.reply == fake_payments::ledger::Reply::Misdirected);
+                faults.push(FaultReport {
+                    what: format!("release hold {hold} with a reply signed for another account"),
+                    fired: sent,
+                });
+                if !sent {
+                    unfired.push(format!(
+                        "release of hold {hold} with a mismatched reply: the provider's ledger records no misdirected reply"
+                    ));
+                }
+            }
             _ => {}
         }
     }

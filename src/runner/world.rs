@@ -559,6 +559,7 @@ impl World {
                 hold,
                 reject,
                 forged,
+                mismatched,
             } => {
                 if !self
                     .provider
@@ -569,12 +570,13 @@ impl World {
                         "no request was parked at hold {hold:?}"
                     )));
                 }
-                let action = match (reject, forged) {
-                    (Some(status), _) => {
+                let action = match (reject, forged, mismatched) {
+                    (Some(status), _, _) => {
                         fake_payments::app::ReleaseAction::Reject { status: *status }
                     }
-                    (None, true) => fake_payments::app::ReleaseAction::ProceedForged,
-                    (None, false) => fake_payments::app::ReleaseAction::Proceed,
+                    (None, true, _) => fake_payments::app::ReleaseAction::ProceedForged,
+                    (None, false, true) => fake_payments::app::ReleaseAction::ProceedMismatched,
+                    (None, false, false) => fake_payments::app::ReleaseAction::Proceed,
                 };
                 self.provider.release(hold, action);
             }

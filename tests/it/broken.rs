@@ -167,6 +167,7 @@ async fn each_honest_alternative_passes_every_case(
 #[case::overwrite_history(Variant::OverwriteHistory, "AOC-CASE-001", Req::R004)]
 #[case::trust_unauthenticated(Variant::TrustUnauthenticated, "AOC-CASE-009", Req::R009)]
 #[case::trust_forged_late_response(Variant::TrustUnauthenticated, "AOCHECK-LATE-01", Req::R009)]
+#[case::trust_reply_account(Variant::TrustReplyAccount, "AOCHECK-LATE-02", Req::R007)]
 #[case::reset_unknown_to_queued(Variant::ResetUnknownToQueued, "SEED003-B", Req::R005)]
 #[case::resend_same_key(Variant::ResendSameKey, "AOC-CASE-003", Req::R010)]
 #[case::rosy_state(Variant::RosyState, "AOC-CASE-003", Req::R009)]

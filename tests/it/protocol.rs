@@ -173,6 +173,7 @@ async fn each_honest_alternative_passes_through_the_protocol(
 #[case::overwrite_history("overwrite_history", "AOC-CASE-001", Req::R004)]
 #[case::trust_unauthenticated("trust_unauthenticated", "AOC-CASE-009", Req::R009)]
 #[case::trust_forged_late_response("trust_unauthenticated", "AOCHECK-LATE-01", Req::R009)]
+#[case::trust_reply_account("trust_reply_account", "AOCHECK-LATE-02", Req::R007)]
 #[case::reset_unknown_to_queued("reset_unknown_to_queued", "SEED003-B", Req::R005)]
 #[case::resend_same_key("resend_same_key", "AOCHECK-KILL-01", Req::R010)]
 #[case::rosy_state("rosy_state", "AOC-CASE-003", Req::R009)]
@@ -365,7 +366,9 @@ async fn a_misbehaving_implementation_is_a_harness_error_quoting_it(
 /// A relay in front of the reference that rewrites its errors as another implementation might:
 /// `relabel` drops or changes every refusal's requirement label (an honest choice: the draft
 /// requires the refusal, not its label); `accept` answers every refusal with `ok` (a liar: the
-/// reference refused, the relay claims it was accepted).
+/// reference refused, the relay claims it was accepted); `refuse_settle` answers every `settle`
+/// with an unlabelled refusal, as an implementation that declined a late reply in the
+/// background would.
 fn relay(dir: &Path, mode: &str) -> String {
     let script = dir.join(format!("relay_{mode}.py"));
     std::fs::write(
@@ -373,11 +376,16 @@ fn relay(dir: &Path, mode: &str) -> String {
         format!(
             r#"import json, subprocess, sys, threading
 child = subprocess.Popen(["{exe}", "sut", "reference"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+settles = set()
 def answers():
     for line in child.stdout:
         msg = json.loads(line)
         err = msg.get("error")
-        if err and err.get("kind") == "refused":
+        if "{mode}" == "refuse_settle" and msg["id"] in settles:
+            msg = {{"id": msg["id"], "error": {{"kind": "refused", "message": "declined a late reply", "outcome": "definite"}}}}
+        elif "{mode}" == "refuse_settle":
+            pass
+        elif err and err.get("kind") == "refused":
             if "{mode}" == "accept":
                 msg = {{"id": msg["id"], "ok": {{}}}}
             elif msg["id"] % 2 == 0:
@@ -389,6 +397,8 @@ def answers():
 t = threading.Thread(target=answers, daemon=True)
 t.start()
 for line in sys.stdin:
+    if json.loads(line).get("op") == "settle":
+        settles.add(json.loads(line)["id"])
     child.stdin.write(line.encode())
     child.stdin.flush()
 child.stdin.close()
@@ -459,5 +469,47 @@ async fn refusal_labels_are_an_implementations_choice_but_a_refusal_is_not() {
             .any(|f| f.requirement == Req::R010 && f.msg.contains("must be refused")),
         "{:?}",
         c.failures
+    );
+}
+
+/// A refusal while settling background work is the implementation's choice (it may decline a
+/// late reply): with no expectation, at the end of a case, it is reported and judged by what it
+/// left behind; a `settle` step that expects `ok` still fails on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_while_settling_is_reported_and_judged_only_where_expected() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (r, _d) = run(
+        &relay(tmp.path(), "refuse_settle"),
+        &["AOCHECK-LATE-01", "AOCHECK-LATE-02"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let case = |id: &str| r.cases.iter().find(|c| c.id == id).expect("case");
+    let late2 = case("AOCHECK-LATE-02");
+    assert_eq!(
+        late2.verdict,
+        Verdict::Pass,
+        "{:?} {:?}",
+        late2.failures,
+        late2.harness
+    );
+    assert!(
+        late2
+            .steps
+            .iter()
+            .any(|s| s == "settle (end of case): refused (no requirement named)"),
+        "{:?}",
+        late2.steps
+    );
+    let late1 = case("AOCHECK-LATE-01");
+    assert_eq!(late1.verdict, Verdict::Fail, "{:?}", late1.harness);
+    assert!(
+        late1
+            .failures
+            .iter()
+            .any(|f| f.step.is_some() && f.msg.contains("settle")),
+        "{:?}",
+        late1.failures
     );
 }

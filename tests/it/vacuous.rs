@@ -1,5 +1,5 @@
 //! A case that did not exercise what it claims is never a pass: a Hermes fault that never fired,
-//! a forged release with nobody left to answer, or a durability check with nothing written, makes
+//! a forged or mismatched release with nobody left to answer, or a durability check with nothing written, makes
 //! the case a harness error.
 
 use aocheck::report::model::Verdict;
@@ -19,6 +19,11 @@ use std::sync::Arc;
     // is not a forged reply, so the case did not exercise a forged late response.
     "steps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1}\n  - {do: reserve, occurrence: o1}\n  - {do: provider_fault, op: create, fault: {type: hold, name: h}}\n  - {do: enter, occurrence: o1}\n  - {do: send, occurrence: o1, background: true}\n  - {do: crash, executor: e1, at_hold: h}\n  - {do: provider_release, hold: h, forged: true}\n  - {do: replace, executor: e2}\n  - {do: adopt, occurrence: o1}\n  - {do: reconcile, occurrence: o1}\n",
     "no forged reply"
+)]
+#[case::mismatched_release_with_nobody_to_answer(
+    // The same with a reply signed for another account: sent to nobody, it was never delivered.
+    "steps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1}\n  - {do: reserve, occurrence: o1}\n  - {do: provider_fault, op: create, fault: {type: hold, name: h}}\n  - {do: enter, occurrence: o1}\n  - {do: send, occurrence: o1, background: true}\n  - {do: crash, executor: e1, at_hold: h}\n  - {do: provider_release, hold: h, mismatched: true}\n  - {do: replace, executor: e2}\n  - {do: adopt, occurrence: o1}\n  - {do: reconcile, occurrence: o1}\n",
+    "no misdirected reply"
 )]
 #[case::durability_with_nothing_written(
     "steps:\n  - {do: operator_durability}\n",

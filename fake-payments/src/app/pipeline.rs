@@ -221,6 +221,11 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                         mode: crate::faults::ForgeMode::BadKey,
                     })
                 }
+                ReleaseAction::ProceedMismatched => {
+                    fault = Some(Fault::Forge {
+                        mode: crate::faults::ForgeMode::OtherAccount,
+                    })
+                }
                 ReleaseAction::Proceed => {}
             }
         }
@@ -345,7 +350,10 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             finish(
                 decided.status,
                 &decided.body,
-                Reply::Forged,
+                match mode {
+                    ForgeMode::BadKey => Reply::Forged,
+                    ForgeMode::OtherAccount => Reply::Misdirected,
+                },
                 decided.replayed,
                 decided.effect,
             );

@@ -313,6 +313,7 @@ async fn every_fault_on_every_operation_against_the_ledger(
                     },
                 ) => {
                     assert_eq!(r.verify(&s, acct), Err(VerifyError::BadSignature));
+                    assert_eq!(rec.reply, Reply::Forged);
                 }
                 (
                     true,
@@ -324,6 +325,8 @@ async fn every_fault_on_every_operation_against_the_ledger(
                         r.verify(&s, acct),
                         Err(VerifyError::AccountMismatch { .. })
                     ));
+                    // Signed by the provider's own key, for another account.
+                    assert_eq!(rec.reply, Reply::Misdirected);
                 }
                 (true, Fault::Omit { field }) => {
                     r.verify(&s, acct).expect("an omission is signed as sent");
