@@ -260,7 +260,10 @@ mod tests {
             .action()
         };
         assert_eq!(parse("proceed", None), Ok(ReleaseAction::Proceed));
-        assert_eq!(parse("proceed_forged", None), Ok(ReleaseAction::ProceedForged));
+        assert_eq!(
+            parse("proceed_forged", None),
+            Ok(ReleaseAction::ProceedForged)
+        );
         assert_eq!(
             parse("proceed_mismatched", None),
             Ok(ReleaseAction::ProceedMismatched)

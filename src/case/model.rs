@@ -162,6 +162,10 @@ pub enum Step {
     Remedy {
         occurrence: String,
         remedy: String,
+        /// `refund` (the default), `reversal`, `compensation`, `adjustment`,
+        /// `replacement_attempt` or `new_allocation`.
+        #[serde(default)]
+        kind: crate::sut::message::RemedyKind,
         authorization: String,
         #[serde(default)]
         executor: Option<String>,

@@ -197,11 +197,12 @@ impl Dispatch {
             }
             Request::Remedy {
                 occurrence,
+                kind,
                 authorization,
             } => {
                 let occurrence = self
                     .sut
-                    .remedy(&name, &occurrence, &authorization)
+                    .remedy(&name, &occurrence, kind, &authorization)
                     .await
                     .map_err(e)?;
                 ok(&reply::Occurrence { occurrence })

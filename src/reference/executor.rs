@@ -68,6 +68,9 @@ pub enum Variant {
     /// Accepts the original occurrence's grant as a remedy's authorization (AOC-REQ-012: a
     /// remedy needs separate native authorization).
     RemedyReusesGrant,
+    /// Takes a replacement-attempt remedy as leave to send the original's request again, under
+    /// a fresh key (AOC-REQ-012: a replacement attempt has its own replay-protected identity).
+    ReplacementReenters,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -81,7 +84,7 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const BROKEN: [Variant; 17] = [
+    pub const BROKEN: [Variant; 18] = [
         Variant::ReplayUnknown,
         Variant::RetiredEnters,
         Variant::RebindAccount,
@@ -99,6 +102,7 @@ impl Variant {
         Variant::LabelsMint,
         Variant::NoActionFence,
         Variant::RemedyReusesGrant,
+        Variant::ReplacementReenters,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -594,11 +598,14 @@ impl ReferenceSut {
         &mut self,
         name: &str,
         occ: &OccurrenceId,
+        kind: crate::sut::message::RemedyKind,
         authorization: &str,
     ) -> Result<OccurrenceId, SutError> {
         let holder = self.exec(name)?.holder.clone();
-        let digest = crate::digest::Digest::of_bytes(format!("refund {occ}").as_bytes());
-        Ok(self
+        // The remedy's own request: what it is and what it remedies. One authorization is one
+        // remedy, so the same authorization for another kind conflicts with its creation binding.
+        let digest = crate::digest::Digest::of_bytes(format!("{} {occ}", kind.name()).as_bytes());
+        let remedy = self
             .domain
             .remedy(
                 &holder,
@@ -608,7 +615,26 @@ impl ReferenceSut {
                     request_digest: digest,
                 },
             )
-            .await?)
+            .await?;
+        if self.knobs.is(Variant::ReplacementReenters)
+            && kind == crate::sut::message::RemedyKind::ReplacementAttempt
+        {
+            // The defect: the replacement attempt is the original's request sent again, under a
+            // fresh key, instead of the linked occurrence's own entry.
+            let intent = self.intent(occ).await?;
+            let mut b = intent.binding.clone();
+            b.native_key = Some(format!("{occ}-replacement"));
+            let _ = self
+                .client
+                .send_create(
+                    &b,
+                    &intent.body,
+                    &crate::aoc::ids::AttemptId::mint(),
+                    self.domain.clock().now(),
+                )
+                .await;
+        }
+        Ok(remedy)
     }
 
     /// What the implementation reports about an occurrence (the checkers judge this, beside the

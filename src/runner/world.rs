@@ -535,6 +535,7 @@ impl World {
             Step::Remedy {
                 occurrence,
                 remedy,
+                kind,
                 authorization,
                 executor,
                 ..
@@ -542,6 +543,7 @@ impl World {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
                 let req = Request::Remedy {
                     occurrence: o,
+                    kind: *kind,
                     authorization: authorization.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;

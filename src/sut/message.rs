@@ -223,6 +223,8 @@ pub enum Request {
     /// Ok: [`reply::Occurrence`], the remedy occurrence, linked.
     Remedy {
         occurrence: OccurrenceId,
+        /// What the remedy is: the draft requires the same of every kind.
+        kind: RemedyKind,
         authorization: String,
     },
     /// Ok: [`reply::State`].
@@ -546,6 +548,35 @@ pub struct DomainInit {
     pub action_fence: bool,
 }
 
+/// The kinds of remedy AOC-REQ-012 names ("Any adjustment, replacement attempt, compensation or
+/// new allocation", and the refund or reversal that never restores consumed authority). Each
+/// needs its own native authorization, a link to the original and its own replay-protected
+/// identity; the draft asks nothing more of one kind than of another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemedyKind {
+    #[default]
+    Refund,
+    Reversal,
+    Compensation,
+    Adjustment,
+    ReplacementAttempt,
+    NewAllocation,
+}
+
+impl RemedyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RemedyKind::Refund => "refund",
+            RemedyKind::Reversal => "reversal",
+            RemedyKind::Compensation => "compensation",
+            RemedyKind::Adjustment => "adjustment",
+            RemedyKind::ReplacementAttempt => "replacement_attempt",
+            RemedyKind::NewAllocation => "new_allocation",
+        }
+    }
+}
+
 /// Caller-selected labels a creation carries. None of them alone identifies an occurrence
 /// (AOC-REQ-002); `action` is the action a durable action fence keys on.
 #[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -697,6 +728,7 @@ mod tests {
             },
             Op::Remedy => Request::Remedy {
                 occurrence,
+                kind: RemedyKind::Refund,
                 authorization: "auth_1".into(),
             },
             Op::State => Request::State { occurrence },

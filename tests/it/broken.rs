@@ -177,6 +177,7 @@ async fn each_honest_alternative_passes_every_case(
 #[case::labels_mint(Variant::LabelsMint, "AOC-CASE-006", Req::R002)]
 #[case::remedy_reuses_grant(Variant::RemedyReusesGrant, "AOC-CASE-011", Req::R012)]
 #[case::no_action_fence(Variant::NoActionFence, "AOCHECK-FENCE-01", Req::R002)]
+#[case::replacement_reenters(Variant::ReplacementReenters, "AOC-CASE-011", Req::R010)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_for_the_right_requirement(
     #[case] variant: Variant,

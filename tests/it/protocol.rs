@@ -183,6 +183,7 @@ async fn each_honest_alternative_passes_through_the_protocol(
 #[case::labels_mint("labels_mint", "AOC-CASE-006", Req::R002)]
 #[case::remedy_reuses_grant("remedy_reuses_grant", "AOC-CASE-011", Req::R012)]
 #[case::no_action_fence("no_action_fence", "AOCHECK-FENCE-01", Req::R002)]
+#[case::replacement_reenters("replacement_reenters", "AOC-CASE-011", Req::R010)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_variant_is_caught_through_the_protocol(
     #[case] variant: &str,
