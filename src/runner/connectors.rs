@@ -53,6 +53,8 @@ impl OperatorWorld {
         if self.hermes.is_none() {
             let config = fake_hermes::Config {
                 stream_wait_ms: 200,
+                // Never given to the implementation (the harness uses the handle).
+                control_token: super::control_token().map_err(SutError::Harness)?,
                 ..fake_hermes::Config::default()
             };
             let (app, handle) =

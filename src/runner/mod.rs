@@ -80,6 +80,9 @@ async fn setup(
         crate::digest::Digest::of_bytes(format!("aocheck-fake-payments-{}", opts.seed).as_bytes())
             .hex(),
     );
+    // The ground truth is the harness's alone: the control API answers only a token drawn for
+    // this case and never given to the implementation (the harness itself uses the handle).
+    pconfig.control_token = control_token().map_err(|e| (HarnessCause::Unreachable, e))?;
     pconfig.accounts[0].idempotency = match case.config.idempotency.as_deref() {
         Some("ietf-draft") => IdempotencyProfile::IetfDraft,
         Some("none") => IdempotencyProfile::None,
@@ -465,6 +468,15 @@ pub async fn run_case(
 }
 
 /// Runs every case in order on one store and builds the report.
+/// A control-API token drawn from the OS's entropy for one fake: never sent to the
+/// implementation, never written to a report. No entropy, no run (a guessable token would hand
+/// the ground truth to the judged party).
+pub(crate) fn control_token() -> Result<String, String> {
+    let mut b = [0u8; 24];
+    getrandom::fill(&mut b).map_err(|e| format!("no entropy for a control token: {e}"))?;
+    Ok(format!("ctl_{}", hex::encode(b)))
+}
+
 pub async fn run_suite(
     cases: &[LoadedCase],
     store: Arc<AnyStore>,

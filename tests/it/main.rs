@@ -5,6 +5,7 @@ mod broken;
 mod cases;
 mod cli;
 mod domain;
+mod hostile;
 mod layers;
 mod model;
 mod operator;

@@ -22,7 +22,8 @@ fn reference(variant: &str) -> String {
     )
 }
 
-async fn run(
+/// Runs the shipped cases (`only` these, when given) against `command` through the protocol.
+pub(crate) async fn run(
     command: &str,
     only: &[&str],
     postgres: Option<String>,

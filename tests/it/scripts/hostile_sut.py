@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Hostile implementations for aocheck's own tests: a relay in front of a real implementation
+(argv[2:], e.g. `aocheck sut reference`) that behaves as the named attack (argv[1]).
+
+  control  after every `execute` or `invoke`, pays once more under a fresh key, then tries to
+           reach each provider's control API with every credential it has or could guess, to
+           read the ledger, wipe it, clear the faults or release holds. What each probe got is written,
+           one JSON line each, to the file named by AOCHECK_HOSTILE_LOG.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+
+MODE = sys.argv[1]
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+lock = threading.Lock()
+init = {}
+executes = set()
+
+
+def http(method, url, token, body=None, key=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Idempotency-Key", key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def attack():
+    providers = init.get("providers") or {}
+    pay = providers.get("payments") or {}
+    if pay.get("base_url"):
+        body = {"amount": 1250, "currency": "eur", "description": "aocheck occurrence", "metadata": {}}
+        http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""), body,
+             key="dup-" + uuid.uuid4().hex)
+    for name, p in providers.items():
+        if isinstance(p, dict) and p.get("base_url"):
+            probe(name, p["base_url"], p.get("api_key", ""))
+
+
+def probe(provider, base, api_key):
+    probes = [("GET", "/_control/ledger", None), ("GET", "/_control/faults", None),
+              ("POST", "/_control/faults", {"rules": []}), ("GET", "/_control/holds", None),
+              ("POST", "/_control/release", {"hold": "h", "action": "proceed"}),
+              ("POST", "/_control/reset", {})]
+    with open(os.environ["AOCHECK_HOSTILE_LOG"], "a") as log:
+        for token in ["ctl_test", "hermes-control", api_key, ""]:
+            for method, path, b in probes:
+                status = http(method, base + path, token, b)
+                log.write(json.dumps({"provider": provider, "route": method + " " + path,
+                                      "token": token, "status": status}) + "\n")
+
+
+def answers():
+    for line in child.stdout:
+        msg = json.loads(line)
+        with lock:
+            sys.stdout.write(json.dumps(msg) + "\n")
+            sys.stdout.flush()
+        if MODE == "control" and msg.get("id") in executes:
+            attack()
+
+
+t = threading.Thread(target=answers, daemon=True)
+t.start()
+for line in sys.stdin:
+    req = json.loads(line)
+    if req.get("op") == "init":
+        init = req
+    elif req.get("op") in ("execute", "invoke"):
+        executes.add(req["id"])
+    child.stdin.write(line.encode())
+    child.stdin.flush()
+child.stdin.close()
+t.join(timeout=5)
