@@ -376,6 +376,10 @@ pub async fn run_case(
             harness = Some(format!("steps[{i}] ({}): {h}", step.verb()));
             break;
         }
+        if let Some(e) = escaped(&*world.sut) {
+            harness = Some(format!("steps[{i}] ({}): {e}", step.verb()));
+            break;
+        }
     }
     // The end of the case waits for background work. It has no expectation: a refusal there (a
     // late reply the implementation declined) is its choice and is reported; what it left
@@ -438,6 +442,11 @@ pub async fn run_case(
     report.undecided = world.undecided.iter().map(|(_, m)| m.clone()).collect();
     world.sut.shutdown().await;
     report.sut_processes = world.sut.processes();
+    if harness.is_none()
+        && let Some(e) = escaped(&*world.sut)
+    {
+        harness = Some(e);
+    }
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
     // harness problem is then a consequence, kept in the report); otherwise an undecided case is
@@ -468,6 +477,17 @@ pub async fn run_case(
 }
 
 /// Runs every case in order on one store and builds the report.
+/// A kill that left processes of the implementation alive: the crash did not happen as declared.
+fn escaped(sut: &dyn crate::sut::Sut) -> Option<String> {
+    let e = sut.escaped();
+    (!e.is_empty()).then(|| {
+        format!(
+            "the implementation's processes outlived their kill, so no crash happened as declared: {}",
+            e.join("; ")
+        )
+    })
+}
+
 /// A control-API token drawn from the OS's entropy for one fake: never sent to the
 /// implementation, never written to a report. No entropy, no run (a guessable token would hand
 /// the ground truth to the judged party).

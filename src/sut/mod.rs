@@ -100,6 +100,11 @@ pub trait Sut: Send + std::fmt::Debug {
     fn implementation(&self) -> Option<Value>;
     /// Every process started, with how it ended (empty in process).
     fn processes(&self) -> Vec<String>;
+    /// Processes that outlived a kill of their implementation's process group (each was killed
+    /// then): a crash that did not happen as declared.
+    fn escaped(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The end of a case: every executor and instance stops.
     fn shutdown(&mut self) -> BoxFuture<'_, ()>;
 }

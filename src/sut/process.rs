@@ -5,6 +5,7 @@
 
 use super::message::{self, Hello, Init};
 use super::protocol::{self, MAX_LINE, RawRequest, SutFailure, Violation};
+use rustix::process::{Pid, Signal};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,14 @@ enum Death {
 struct Inner {
     child: tokio::sync::Mutex<Child>,
     pid: AtomicU32,
+    /// The process group the implementation was started in (its own; the kill takes it whole).
+    pgid: u32,
+    /// `AOCHECK_SUT_MARK` in its environment and every descendant's that keeps it.
+    marker: String,
+    /// The pipes it talks over (`pipe:[inode]`): whoever holds one is part of it.
+    pipes: Vec<String>,
+    /// Set when its stdout reached end of file (every writer is gone).
+    stdout_closed: AtomicBool,
     stdin: tokio::sync::Mutex<ChildStdin>,
     waiting: Mutex<HashMap<u64, (String, oneshot::Sender<Reply>)>>,
     next: AtomicU64,
@@ -64,10 +73,95 @@ struct KillOnDrop(Arc<Inner>);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
+        kill_group(self.0.pgid);
         if let Ok(mut c) = self.0.child.try_lock() {
             let _ = c.start_kill();
         }
     }
+}
+
+/// SIGKILL to a whole process group (nothing when it is gone already).
+fn kill_group(pgid: u32) {
+    if let Some(g) = i32::try_from(pgid)
+        .ok()
+        .filter(|g| *g > 1)
+        .and_then(Pid::from_raw)
+    {
+        // A group that is gone already answers ESRCH: nothing to do.
+        let _ = rustix::process::kill_process_group(g, Signal::KILL);
+    }
+}
+
+/// SIGKILL to one process.
+fn kill_pid(pid: u32) {
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .filter(|p| *p > 1)
+        .and_then(Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(p, Signal::KILL);
+    }
+}
+
+/// What `/proc/self/fd/N` names (`pipe:[inode]`), when it can be read.
+fn fd_target(fd: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+/// The live processes (zombies are dead) that belong to an implementation: in its process group,
+/// carrying its mark in their environment, or holding one of its pipes. Each as `pid (command)`.
+/// Where `/proc` cannot be read (not Linux), nothing is found beyond what the group kill reached.
+fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mark = format!("AOCHECK_SUT_MARK={marker}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let comm = head.split_once('(').map_or("", |(_, c)| c).to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        let in_group = fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid);
+        let marked = || {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == mark.as_bytes()))
+        };
+        let holds_pipe = || {
+            !pipes.is_empty()
+                && std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                    fds.flatten().any(|fd| {
+                        std::fs::read_link(fd.path())
+                            .is_ok_and(|t| pipes.iter().any(|p| *p == t.display().to_string()))
+                    })
+                })
+        };
+        if in_group || marked() || holds_pipe() {
+            out.push((pid, comm));
+        }
+    }
+    out
 }
 
 /// A running implementation process. Cheap to clone; requests may be in flight concurrently
@@ -133,13 +227,46 @@ impl Inner {
         }
     }
 
-    async fn kill(&self) -> std::io::Result<()> {
+    /// SIGKILL to the implementation's whole process group; then its stdout must close and no
+    /// process of it may remain (in the group, marked, or holding its pipes). A survivor is
+    /// killed too, so nothing outlives the run, and named in the error: the crash did not
+    /// happen as declared.
+    async fn kill(&self) -> Result<(), String> {
         self.killed.store(true, Ordering::SeqCst);
-        let mut c = self.child.lock().await;
-        c.start_kill()?;
-        c.wait().await?;
+        kill_group(self.pgid);
+        {
+            let mut c = self.child.lock().await;
+            let _ = c.start_kill();
+            c.wait()
+                .await
+                .map_err(|e| format!("waiting for the killed process: {e}"))?;
+        }
         self.pid.store(0, Ordering::SeqCst);
-        Ok(())
+        let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+        loop {
+            let left = members(self.pgid, &self.marker, &self.pipes);
+            let closed = self.stdout_closed.load(Ordering::SeqCst);
+            if left.is_empty() && closed {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                for (pid, _) in &left {
+                    kill_pid(*pid);
+                }
+                kill_group(self.pgid);
+                let who: Vec<String> = left.iter().map(|(p, c)| format!("{p} ({c})")).collect();
+                return Err(if who.is_empty() {
+                    "its stdout stayed open after the kill: a process outside its group holds it"
+                        .into()
+                } else {
+                    format!(
+                        "process(es) {} survived the SIGKILL of its process group (killed now)",
+                        who.join(", ")
+                    )
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -152,6 +279,9 @@ async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
                 let r = match parsed {
                     Ok(r) => r,
                     Err(v) => {
+                        // Nothing more is read from it: whoever still holds the pipe is found
+                        // by the kill.
+                        inner.stdout_closed.store(true, Ordering::SeqCst);
                         let _ = inner.kill().await;
                         inner.die(Death::Violation(v));
                         return;
@@ -163,6 +293,9 @@ async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
                         let _ = tx.send(Ok(r.result));
                     }
                     None => {
+                        // Nothing more is read from it: whoever still holds the pipe is found
+                        // by the kill.
+                        inner.stdout_closed.store(true, Ordering::SeqCst);
                         let _ = inner.kill().await;
                         inner.die(Death::Violation(Violation::UnknownId {
                             id: r.id,
@@ -174,11 +307,13 @@ async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
                 }
             }
             Ok(Err(v)) => {
+                inner.stdout_closed.store(true, Ordering::SeqCst);
                 let _ = inner.kill().await;
                 inner.die(Death::Violation(v));
                 return;
             }
             Ok(Ok(None)) | Err(_) => {
+                inner.stdout_closed.store(true, Ordering::SeqCst);
                 let status = inner.exit_status().await;
                 inner.die(Death::Exited {
                     status,
@@ -204,9 +339,15 @@ impl SutProcess {
         }
         let log = std::fs::File::create(stderr_path)
             .map_err(|e| spawn_err(format!("{}: {e}", stderr_path.display())))?;
+        let mut mark = [0u8; 16];
+        getrandom::fill(&mut mark).map_err(|e| spawn_err(format!("no entropy: {e}")))?;
+        let marker = hex::encode(mark);
+        // Its own process group, so that a crash kills whatever it started too.
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(format!("exec {command}"))
+            .env("AOCHECK_SUT_MARK", &marker)
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -221,8 +362,19 @@ impl SutProcess {
             .stdout
             .take()
             .ok_or_else(|| spawn_err("no stdout pipe".into()))?;
+        use std::os::fd::AsRawFd;
+        let pipes = [stdin.as_raw_fd(), stdout.as_raw_fd()]
+            .into_iter()
+            .filter_map(fd_target)
+            .filter(|t| t.starts_with("pipe:"))
+            .collect();
+        let pid = child.id().unwrap_or(0);
         let inner = Arc::new(Inner {
-            pid: AtomicU32::new(child.id().unwrap_or(0)),
+            pid: AtomicU32::new(pid),
+            pgid: pid,
+            marker,
+            pipes,
+            stdout_closed: AtomicBool::new(false),
             child: tokio::sync::Mutex::new(child),
             stdin: tokio::sync::Mutex::new(stdin),
             waiting: Mutex::new(HashMap::new()),
@@ -363,7 +515,9 @@ impl SutProcess {
     }
 
     /// SIGKILL, then reap. Requests still waiting fail as `Exited`.
-    pub async fn kill(&self) -> std::io::Result<()> {
+    /// Kills the implementation's process tree; `Err` names what survived the group kill (it
+    /// is killed as well).
+    pub async fn kill(&self) -> Result<(), String> {
         self.inner.kill().await
     }
 

@@ -61,6 +61,8 @@ struct SpawnerInner {
     clock: ManualClock,
     spawned: AtomicU64,
     log: Mutex<Vec<String>>,
+    /// Processes that outlived a kill of their implementation's process group.
+    escaped: Mutex<Vec<String>>,
 }
 
 impl Spawner {
@@ -115,6 +117,30 @@ impl Spawner {
         {
             line.push_str(&format!(", {what}"));
         }
+    }
+
+    /// Kills one process's tree; what survived the group kill is kept for the case's verdict.
+    pub async fn kill(&self, p: &SutProcess, label: &str, why: &str) -> Result<(), String> {
+        let r = p.kill().await;
+        match &r {
+            Ok(()) => self.note(label, why),
+            Err(e) => {
+                self.note(label, &format!("{why}; {e}"));
+                if let Ok(mut l) = self.inner.escaped.lock() {
+                    l.push(format!("{label}: {e}"));
+                }
+            }
+        }
+        r
+    }
+
+    /// What outlived a kill, by process.
+    pub fn escaped(&self) -> Vec<String> {
+        self.inner
+            .escaped
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
     }
 
     pub fn log(&self) -> Vec<String> {
@@ -208,6 +234,7 @@ impl ProcessSut {
                 clock,
                 spawned: AtomicU64::new(0),
                 log: Mutex::new(Vec::new()),
+                escaped: Mutex::new(Vec::new()),
             }),
         };
         let (observer, hello, _) = spawner.spawn(OBSERVER, None).await?;
@@ -287,12 +314,11 @@ impl ProcessSut {
             .executors
             .remove(name)
             .ok_or_else(|| SutError::Harness(format!("no executor {name:?} to kill")))?;
-        e.process
-            .kill()
+        self.killed.insert(name.into(), e.label.clone());
+        self.spawner
+            .kill(&e.process, &e.label, "killed with SIGKILL")
             .await
             .map_err(|err| SutError::Harness(format!("SIGKILL {}: {err}", e.label)))?;
-        self.spawner.note(&e.label, "killed with SIGKILL");
-        self.killed.insert(name.into(), e.label);
         Ok(())
     }
 
@@ -315,9 +341,9 @@ impl ProcessSut {
     /// Kills every process (the end of a case).
     async fn kill_all(&mut self) {
         for (_, e) in std::mem::take(&mut self.executors) {
-            let _ = e.process.kill().await;
+            let _ = self.spawner.kill(&e.process, &e.label, "stopped").await;
         }
-        let _ = self.observer.kill().await;
+        let _ = self.spawner.kill(&self.observer, OBSERVER, "stopped").await;
     }
 }
 
@@ -371,6 +397,9 @@ impl Sut for ProcessSut {
     fn processes(&self) -> Vec<String> {
         self.spawner.log()
     }
+    fn escaped(&self) -> Vec<String> {
+        self.spawner.escaped()
+    }
     fn shutdown(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(self.kill_all())
     }
@@ -419,8 +448,7 @@ impl Connection for ProcessConn {
     }
     fn stop<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let _ = self.process.kill().await;
-            self.spawner.note(&self.label, why);
+            let _ = self.spawner.kill(&self.process, &self.label, why).await;
         })
     }
 }

@@ -54,25 +54,115 @@ async fn the_control_planes_refuse_the_implementation() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("probe line"))
         .collect();
+    // Every route of both providers was reached and refused (a probe that ran after its case
+    // ended finds no server: status 0, which opens nothing either).
     for provider in ["payments", "hermes"] {
-        assert!(
-            probes.iter().any(|p| p["provider"] == provider),
-            "no probe of {provider}: {probes:?}"
-        );
+        for route in [
+            "GET /_control/ledger",
+            "GET /_control/faults",
+            "POST /_control/faults",
+            "GET /_control/holds",
+            "POST /_control/release",
+            "POST /_control/reset",
+        ] {
+            assert!(
+                probes.iter().any(|p| p["provider"] == provider
+                    && p["route"] == route
+                    && p["status"] == 401),
+                "{provider} {route} was not refused: {probes:?}"
+            );
+        }
     }
-    for route in [
-        "POST /_control/reset",
-        "GET /_control/ledger",
-        "POST /_control/faults",
-    ] {
-        assert!(
-            probes.iter().any(|p| p["route"] == route),
-            "{route} not probed"
-        );
-    }
-    let open: Vec<_> = probes.iter().filter(|p| p["status"] != 401).collect();
+    let open: Vec<_> = probes
+        .iter()
+        .filter(|p| ![0, 401].contains(&p["status"].as_u64().unwrap_or(0)))
+        .collect();
     assert!(
         open.is_empty(),
         "control routes answered the implementation: {open:?}"
     );
+}
+
+/// The reference behind a wrapper shell that is not `exec`ed (`sh -c 'REF; true'`): the crash
+/// kills the whole process group, so the implementation really dies, and the conforming
+/// reference passes the crash cases as it does unwrapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_behind_a_wrapper_passes_the_crash_cases() {
+    let command = format!(
+        "sh -c \"'{}' sut reference; true\"",
+        env!("CARGO_BIN_EXE_aocheck")
+    );
+    let (r, _d) = run(
+        &command,
+        &["AOC-CASE-003", "AOCHECK-KILL-01", "HERMES-VERIFY-04"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(r.cases.len(), 3);
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness
+        );
+    }
+}
+
+/// Live processes whose command line contains `needle` (zombies are dead).
+fn alive_with(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = e.path();
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if cmd.contains(needle) && !zombie {
+            out.push(format!("{}: {cmd}", p.display()));
+        }
+    }
+    out
+}
+
+/// An implementation that forks daemons out of its process group before it starts: one keeps
+/// the harness's pipes with a cleared environment, one keeps only its environment. The kill finds
+/// both, the case is a harness error naming them (a crash that left survivors did not happen as
+/// declared), never a pass, and no process of it outlives the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_implementation_that_escapes_its_process_group_is_found_and_killed() {
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let (piped, marked) = (format!("31{}", &tag[..4]), format!("32{}", &tag[..4]));
+    // Numeric sleep lengths make the daemons findable by command line, and unique to this test.
+    let piped = u32::from_str_radix(&piped, 16).unwrap_or(317_100) % 900_000 + 100_000;
+    let marked = u32::from_str_radix(&marked, 16).unwrap_or(317_200) % 900_000 + 100_000;
+    let command = format!(
+        "sh -c \"env -i setsid sleep {piped} & setsid sleep {marked} </dev/null >/dev/null 2>&1 & exec '{}' sut reference\"",
+        env!("CARGO_BIN_EXE_aocheck")
+    );
+    let (r, _d) = run(&command, &["AOC-CASE-003"], None, Duration::from_secs(10)).await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    let why = c.harness.clone().unwrap_or_default();
+    assert!(why.contains("survived the SIGKILL"), "{why}");
+    assert!(why.contains("sleep"), "the survivors are named: {why}");
+    // Nothing of it outlives the run (the kill reaches them; give the kernel a moment).
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = [
+            alive_with(&format!("sleep {piped}")),
+            alive_with(&format!("sleep {marked}")),
+        ]
+        .concat();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(left.is_empty(), "processes outlived the run: {left:?}");
 }
