@@ -103,6 +103,8 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
     }
     let mut executors: BTreeSet<String> = BTreeSet::new();
     let mut current: Option<String> = None;
+    // Who holds the lane, as far as the steps tell (an advance may expire the lease).
+    let mut held: Option<String> = None;
     let mut occurrences: BTreeSet<String> = BTreeSet::new();
     let mut submissions: BTreeSet<String> = BTreeSet::new();
     let mut holds: BTreeSet<String> = BTreeSet::new();
@@ -142,9 +144,51 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             }
         };
         match s {
-            Step::Join { executor, .. } | Step::Replace { executor, .. } => {
+            Step::Join { executor, expect } => {
+                // A held lane refuses a join (its holder's lease does not expire on the case
+                // clock by itself): a case that expects otherwise blames the implementation for
+                // its own mistake.
+                if let Some(holder) = &held
+                    && matches!(expect.parse(), Ok(Expected::Ok))
+                {
+                    pending.push((
+                        at("expect"),
+                        format!("the lane is held by {holder:?}: a second join is refused"),
+                        "use replace to take the lane over, release or advance past the lease first, or expect: refused",
+                    ));
+                }
                 executors.insert(executor.clone());
                 current = Some(executor.clone());
+                held = Some(executor.clone());
+            }
+            Step::Replace { executor, .. } => {
+                executors.insert(executor.clone());
+                current = Some(executor.clone());
+                held = Some(executor.clone());
+            }
+            Step::LeaseRelease { executor, .. } if held.as_ref() == Some(executor) => {
+                need_exec(&Some(executor.clone()), &mut pending);
+                held = None;
+            }
+            Step::Advance { ms } => {
+                held = None;
+                if *ms == 0 || *ms > MAX_ADVANCE_MS {
+                    pending.push((
+                        at("ms"),
+                        format!("{ms} ms is not a clock advance"),
+                        "advance by 1 ms to 10 years (315360000000 ms)",
+                    ));
+                }
+            }
+            Step::HermesRelease {
+                reject: Some(status),
+                ..
+            } if !(400..=599).contains(status) => {
+                pending.push((
+                    at("reject"),
+                    format!("{status} is not a 4xx or 5xx status"),
+                    "reject with a status from 400 to 599",
+                ));
             }
             Step::Crash {
                 executor,
@@ -605,6 +649,10 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
     }
     out
 }
+
+/// The longest clock advance a step may ask for (ten years): beyond it the case clock would
+/// run off the end of time.
+const MAX_ADVANCE_MS: u64 = 315_360_000_000;
 
 /// The steps of a race: two or more requests to executors that already joined, each on an
 /// occurrence an earlier step created, sent together (so none carries an `expect`, and none runs

@@ -44,7 +44,7 @@ use crate::sut::processes::{ProcessSpec, ProcessSut};
 use fake_payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -319,6 +319,9 @@ pub async fn run_case(
         });
     }
     let skip = world.operator.unsupported.is_some() || harness.is_some();
+    let step_deadline = opts.sut.as_ref().map_or(IN_PROCESS_STEP_DEADLINE, |s| {
+        (s.timeout * 6).max(IN_PROCESS_STEP_DEADLINE)
+    });
     for (i, step) in case.steps.iter().enumerate().take_while(|_| !skip) {
         // Parsed once at load; a case the loader did not check never gets here.
         let Some(expected) = checked.expected.get(i).copied() else {
@@ -327,7 +330,15 @@ pub async fn run_case(
             ));
             break;
         };
-        let result = world.perform(step).await;
+        // Every step has a deadline, in process as through the protocol (where each request also
+        // has its own): a step that never ends is a harness error naming it, never a hung run.
+        let result = match tokio::time::timeout(step_deadline, world.perform(step)).await {
+            Ok(r) => r,
+            Err(_) => Err(SutError::Harness(format!(
+                "the step did not finish within {} s",
+                step_deadline.as_secs()
+            ))),
+        };
         let label = match &result {
             Ok(()) => "ok".to_string(),
             Err(SutError::Refused(r)) => format!("refused {}", r.requirement),
@@ -477,6 +488,10 @@ pub async fn run_case(
 }
 
 /// Runs every case in order on one store and builds the report.
+/// How long one step may take in process (through the protocol: six request deadlines, if that
+/// is longer). Generous: the slowest shipped step takes about a second.
+const IN_PROCESS_STEP_DEADLINE: Duration = Duration::from_secs(60);
+
 /// A kill that left processes of the implementation alive: the crash did not happen as declared.
 fn escaped(sut: &dyn crate::sut::Sut) -> Option<String> {
     let e = sut.escaped();

@@ -301,3 +301,51 @@ fn races_are_validated(#[case] race: &str, #[case] field: &str, #[case] needle: 
     );
     assert_refused(&text, field, needle);
 }
+
+/// Steps the implementation would be blamed for: a join on a lane another executor holds
+/// (refused, as the case clock never expires the lease by itself), a clock advance of nothing or
+/// past the end of time, a Hermes hold released with a status that is no HTTP error.
+#[rstest]
+#[case::join_on_a_held_lane("  - {do: join, executor: e2}\n", "steps[1].expect", "held by \"e1\"")]
+#[case::advance_nothing("  - {do: advance, ms: 0}\n", "steps[1].ms", "not a clock advance")]
+#[case::advance_past_time(
+    "  - {do: advance, ms: 18446744073709551615}\n",
+    "steps[1].ms",
+    "not a clock advance"
+)]
+#[case::hermes_reject_zero(
+    "  - {do: hermes_release, hold: h, reject: 0}\n",
+    "steps[1].reject",
+    "not a 4xx or 5xx"
+)]
+fn steps_the_implementation_would_be_blamed_for_are_refused(
+    #[case] step: &str,
+    #[case] field: &str,
+    #[case] needle: &str,
+) {
+    let text = format!(
+        "id: X-6\ntitle: t\nrequirements: [AOC-REQ-006]\nsteps:\n  - {{do: join, executor: e1}}\n{step}"
+    );
+    assert_refused(&text, field, needle);
+}
+
+/// A second join is fine where the case says it is refused, or after the holder let go.
+#[rstest]
+#[case::expected_refused("  - {do: join, executor: e2, expect: refused}\n")]
+#[case::after_release("  - {do: lease_release, executor: e1}\n  - {do: join, executor: e2}\n")]
+#[case::after_advance(
+    "  - {do: advance, ms: 1800001}\n  - {do: join, executor: e2, expect: any}\n"
+)]
+fn a_second_join_is_valid_when_the_case_allows_for_the_lease(#[case] steps: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "X-7-t.yaml",
+        &format!(
+            "id: X-7\ntitle: t\nrequirements: [AOC-REQ-006]\nsteps:\n  - {{do: join, executor: e1}}\n{steps}"
+        ),
+    );
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(defects.is_empty(), "{defects:#?}");
+    assert!(cases[0].checked.is_some());
+}

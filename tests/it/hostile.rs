@@ -166,3 +166,47 @@ async fn an_implementation_that_escapes_its_process_group_is_found_and_killed() 
     }
     assert!(left.is_empty(), "processes outlived the run: {left:?}");
 }
+
+/// A second join on a held lane once waited the lease's 30 minutes of real time. On the case
+/// clock the holder's lease cannot expire while the join waits, so it is refused at once, in
+/// process and through the protocol, and the case gets the verdict it deserves.
+#[rstest::rstest]
+#[case::in_process(false)]
+#[case::protocol(true)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_on_a_held_lane_is_refused_at_once(#[case] protocol: bool) {
+    use aocheck::runner::{RunOptions, run_suite};
+    use aocheck::store::AnyStore;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("X-8-held.yaml"),
+        "id: X-8\ntitle: t\nrequirements: [AOC-REQ-006]\nsteps:\n  - {do: join, executor: e1}\n  - {do: join, executor: e2, expect: refused}\n",
+    )
+    .expect("write");
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(defects.is_empty(), "{defects:?}");
+    let opts = RunOptions {
+        run_id: "held".into(),
+        seed: 7,
+        knobs: aocheck::reference::Knobs::default(),
+        repro_store: None,
+        sut: protocol.then(|| aocheck::sut::processes::ProcessSpec {
+            command: format!("'{}' sut reference", env!("CARGO_BIN_EXE_aocheck")),
+            timeout: Duration::from_secs(10),
+            dir: dir.path().into(),
+            postgres: None,
+        }),
+    };
+    let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
+    // A guard against the old behaviour, not a speed target: it would wait 30 minutes.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        run_suite(&cases, store, &opts, &mut |_| {}),
+    )
+    .await
+    .expect("the run finished");
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
+    assert!(c.steps[1].contains("refused AOC-REQ-006"), "{:?}", c.steps);
+}
