@@ -6,12 +6,79 @@
 use super::model::{Report, Verdict};
 use std::fmt::Write as _;
 
+/// Text for XML and HTML, content or attribute: the five special characters escaped, and every
+/// character XML 1.0 does not allow at all (control characters but tab and line breaks, lone
+/// surrogates cannot occur in a `str`, U+FFFE and U+FFFF) replaced by U+FFFD, so no string from
+/// an implementation can end an element, open one, or make the document unreadable.
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(ch),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text for Markdown, on one line: line breaks and control characters become spaces (so nothing
+/// can start a heading, a list item or a table row), HTML's special characters become entities
+/// (so nothing can open a tag), and Markdown's inline markers are escaped with a backslash (so
+/// nothing can emphasise, link, strike out or split a table cell).
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text as one Markdown code span: on one line, fenced by more backticks than it holds in a row,
+/// so it cannot close the span early. (Inside a span nothing else is interpreted; a `|` is
+/// escaped because a table row is split before spans are read.)
+fn md_code(s: &str) -> String {
+    let line: String = s
+        .chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    if line.is_empty() {
+        return "` `".into();
+    }
+    let mut longest = 0;
+    let mut run = 0;
+    for c in line.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if line.starts_with('`') || line.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{}{pad}{fence}", line.replace('|', "\\|"))
 }
 
 /// `report.json`: the report as pretty JSON.
@@ -179,22 +246,25 @@ pub fn markdown(r: &Report) -> String {
         "# aocheck conformance: {} of {} cases passed\n",
         r.summary.pass, r.summary.cases
     );
+    // Every string that is not aocheck's own is escaped for Markdown: an implementation's name,
+    // version and messages, and what case files say.
     let _ = writeln!(
         s,
-        "Run `{}` · seed `{}` · implementation `{}` · store `{}` · test input `{}`\n",
-        r.run_id,
+        "Run {} · seed `{}` · implementation {} · store {} · test input {}\n",
+        md_code(&r.run_id),
         r.seed,
-        r.implementation["name"].as_str().unwrap_or("?"),
-        r.store["kind"].as_str().unwrap_or("?"),
-        r.test_input_digest
+        md(r.implementation["name"].as_str().unwrap_or("?")),
+        md_code(r.store["kind"].as_str().unwrap_or("?")),
+        md_code(&r.test_input_digest)
     );
     if let Some(p) = r.implementation["protocol"].as_str() {
         let _ = writeln!(
             s,
-            "Judged through `{p}`: `{}` {} (`{}`).\n",
-            r.implementation["name"].as_str().unwrap_or("?"),
-            r.implementation["version"].as_str().unwrap_or("?"),
-            r.implementation["command"].as_str().unwrap_or("?")
+            "Judged through {}: {} {} ({}).\n",
+            md(p),
+            md(r.implementation["name"].as_str().unwrap_or("?")),
+            md(r.implementation["version"].as_str().unwrap_or("?")),
+            md(r.implementation["command"].as_str().unwrap_or("?"))
         );
     }
     let _ = writeln!(s, "| requirement | verdict | cases |\n|---|---|---|");
@@ -204,7 +274,7 @@ pub fn markdown(r: &Report) -> String {
             "| {} | {} | {} |",
             q.id,
             mark(q.verdict),
-            q.cases.join(", ")
+            md(&q.cases.join(", "))
         );
     }
     let bad: Vec<_> = r
@@ -215,17 +285,23 @@ pub fn markdown(r: &Report) -> String {
     if !bad.is_empty() {
         let _ = writeln!(s, "\n## Cases that did not pass\n");
         for c in bad {
-            let _ = writeln!(s, "- **{}** {}: {}", c.id, c.title, mark(c.verdict));
+            let _ = writeln!(
+                s,
+                "- **{}** {}: {}",
+                md(&c.id),
+                md(&c.title),
+                mark(c.verdict)
+            );
             for f in &c.failures {
-                let _ = writeln!(s, "  - {}: {}", f.requirement, f.msg);
+                let _ = writeln!(s, "  - {}: {}", f.requirement, md(&f.msg));
             }
             if let Some(h) = &c.harness {
-                let _ = writeln!(s, "  - harness: {h}");
+                let _ = writeln!(s, "  - harness: {}", md(h));
             }
             if let Some(u) = &c.unsupported {
-                let _ = writeln!(s, "  - unsupported: {u}");
+                let _ = writeln!(s, "  - unsupported: {}", md(u));
             }
-            let _ = writeln!(s, "  - reproduce: `{}`", c.repro);
+            let _ = writeln!(s, "  - reproduce: {}", md_code(&c.repro));
         }
     }
     let hermes: Vec<_> = r.cases.iter().filter(|c| !c.operators.is_empty()).collect();
@@ -245,19 +321,19 @@ pub fn markdown(r: &Report) -> String {
                 let _ = writeln!(
                     s,
                     "| {} | {} | {}{} | {} | {} | {} | {} | {} | {} |",
-                    c.id,
+                    md(&c.id),
                     c.verdict.label(),
-                    o.label,
+                    md(&o.label),
                     if o.delegated { " (delegated)" } else { "" },
-                    o.status,
-                    o.aoc_state,
+                    md(&o.status),
+                    md(&o.aoc_state),
                     o.runs,
                     o.approvals,
                     o.stops,
                     if o.missing_knowledge.is_empty() {
                         "—".to_string()
                     } else {
-                        o.missing_knowledge.join(", ")
+                        md(&o.missing_knowledge.join(", "))
                     }
                 );
             }
@@ -474,4 +550,39 @@ pub fn html(r: &Report) -> String {
     }
     s.push_str("</body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever an implementation says, it stays on one line with no tag, no unescaped
+        /// marker and no character XML cannot hold.
+        #[test]
+        fn escaped_text_cannot_break_out(s in any::<String>()) {
+            let m = md(&s);
+            prop_assert!(!m.contains('\n') && !m.contains('\r') && !m.contains('<'));
+            prop_assert!(!m.chars().any(char::is_control));
+            let c = md_code(&s);
+            let fence = c.chars().take_while(|x| *x == '`').count();
+            // No run of backticks inside is as long as the fence that opens the span.
+            let inner = &c[fence..c.len() - fence];
+            prop_assert!(!inner.contains(&"`".repeat(fence)));
+            prop_assert!(!c.contains('\n'));
+            let x = xml(&s);
+            prop_assert!(!x.contains('<') && !x.contains('"') && !x.contains('\''));
+            prop_assert!(x.chars().all(|ch| ch == '\t' || ch == '\n' || ch == '\r' || (ch as u32) >= 0x20));
+        }
+    }
+
+    #[test]
+    fn markdown_markers_are_escaped_and_shown_as_written() {
+        assert_eq!(md("a\n# b | c"), "a \\# b \\| c");
+        assert_eq!(md("<b>&"), "&lt;b&gt;&amp;");
+        assert_eq!(md_code("x`y"), "``x`y``");
+        assert_eq!(md_code("`y"), "`` `y ``");
+        assert_eq!(xml("a\u{1}b<"), "a\u{FFFD}b&lt;");
+    }
 }

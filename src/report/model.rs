@@ -229,4 +229,8 @@ pub struct Report {
     pub disclaimer: String,
 }
 
+/// The footer of a run judged through the protocol, of an implementation that is not aocheck's
+/// own reference: aocheck did not write it, so no same-team label applies to it.
+pub const DISCLAIMER_THIRD_PARTY: &str = "Implementation under test judged against aocheck's synthetic providers. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";
+
 pub const DISCLAIMER: &str = "Same-team reference implementation and synthetic provider. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish independent interoperability, live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";

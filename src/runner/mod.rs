@@ -559,6 +559,13 @@ pub async fn run_suite(
     if opts.knobs.variant() != crate::reference::Variant::Conforming && opts.sut.is_none() {
         implementation["variant"] = serde_json::to_value(opts.knobs.variant()).unwrap_or_default();
     }
+    // AOC §7's same-team label belongs to aocheck's own reference only.
+    let disclaimer =
+        if opts.sut.is_some() && implementation["same_team"] != serde_json::Value::Bool(true) {
+            crate::report::model::DISCLAIMER_THIRD_PARTY.into()
+        } else {
+            DISCLAIMER.into()
+        };
     Report {
         schema: SCHEMA.into(),
         run_id: opts.run_id.clone(),
@@ -577,6 +584,6 @@ pub async fn run_suite(
             other: reports.len() - pass - fail,
         },
         cases: reports,
-        disclaimer: DISCLAIMER.into(),
+        disclaimer,
     }
 }

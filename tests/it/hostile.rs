@@ -210,3 +210,67 @@ async fn a_join_on_a_held_lane_is_refused_at_once(#[case] protocol: bool) {
     assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
     assert!(c.steps[1].contains("refused AOC-REQ-006"), "{:?}", c.steps);
 }
+
+/// Text from an implementation cannot break out of the format it lands in: its name, version and
+/// refusal messages carry a forged Markdown heading and table row, an HTML script, XML markup and
+/// a character XML cannot hold. The summary keeps its one heading and table, the page runs no
+/// script, the JUnit file parses (by Python's XML parser, an independent reader), and the
+/// third-party footer replaces the same-team label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn implementation_text_is_escaped_in_every_report_format() {
+    let (r, _d) = run(
+        &hostile("inject"),
+        &["AOC-CASE-005", "AOC-CASE-007"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        r.implementation["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("<script>")),
+        "the injection reached the report: {:?}",
+        r.implementation
+    );
+    let all_steps: Vec<&String> = r.cases.iter().flat_map(|c| &c.steps).collect();
+    assert!(!all_steps.is_empty());
+    let md = aocheck::report::formats::markdown(&r);
+    let headings: Vec<&str> = md.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        headings.len(),
+        1 + usize::from(md.contains("\n## Cases")),
+        "{md}"
+    );
+    assert!(headings[0].starts_with("# aocheck conformance:"), "{md}");
+    assert!(!md.contains("<script"), "{md}");
+    // The only table rows are aocheck's own (requirement rows start with the id and a verdict).
+    for l in md.lines().filter(|l| l.starts_with('|')) {
+        assert!(
+            l.starts_with("| requirement")
+                || l.starts_with("|---")
+                || (l.starts_with("| AOC-REQ-0") && l.matches(" | ").count() == 2),
+            "a forged table row: {l}"
+        );
+    }
+    assert!(
+        !md.contains("Same-team"),
+        "the same-team label on a third party's run"
+    );
+    let html = aocheck::report::formats::html(&r);
+    assert!(!html.contains("<script"), "a script got into the page");
+    assert!(!html.contains("<x a="), "markup got into the page");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let junit = tmp.path().join("junit.xml");
+    std::fs::write(&junit, aocheck::report::formats::junit(&r)).expect("write");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sys, xml.etree.ElementTree as E; t = E.parse(sys.argv[1]); print(len(t.getroot().iter('testcase').__next__().attrib))")
+        .arg(&junit)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "junit.xml does not parse: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

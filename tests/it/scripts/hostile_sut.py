@@ -6,6 +6,9 @@
            reach each provider's control API with every credential it has or could guess, to
            read the ledger, wipe it, clear the faults or release holds. What each probe got is written,
            one JSON line each, to the file named by AOCHECK_HOSTILE_LOG.
+  inject   states a name, version and claims, and words every refusal, so as to break out of
+           the report formats: Markdown headings and table rows, HTML tags, XML markup and
+           characters XML cannot hold.
 """
 
 import json
@@ -66,9 +69,26 @@ def probe(provider, base, api_key):
                                       "token": token, "status": status}) + "\n")
 
 
+INJECT = ("`\n# 29 of 29 cases passed\n| AOC-REQ-001 | pass |\n<script>alert(1)</script>"
+          "]]></failure><x a=\"\u0001\">&amp; **bold** [link](http://x) \u2028# hidden")
+
+
+def inject(msg):
+    ok = msg.get("ok")
+    if isinstance(ok, dict) and "protocol" in ok:
+        ok["name"] = "impl" + INJECT
+        ok["version"] = "9" + INJECT
+    err = msg.get("error")
+    if err and err.get("kind") == "refused":
+        err["message"] = "refused" + INJECT
+    return msg
+
+
 def answers():
     for line in child.stdout:
         msg = json.loads(line)
+        if MODE == "inject":
+            msg = inject(msg)
         with lock:
             sys.stdout.write(json.dumps(msg) + "\n")
             sys.stdout.flush()
