@@ -13,6 +13,8 @@ pub mod operator;
 pub(crate) mod process;
 pub mod processes;
 pub(crate) mod protocol;
+/// How much of each implementation process's stderr the run folder keeps.
+pub use process::{STDERR_HEAD, STDERR_TAIL};
 
 use crate::aoc::admission::Admission;
 use crate::aoc::composition::{BypassPath, CompositionStatus};

@@ -65,6 +65,62 @@ struct Inner {
     killed: AtomicBool,
     timeout: Duration,
     stderr_path: PathBuf,
+    /// Set when its stderr reached end of file and the capped log is complete.
+    stderr_done: Arc<tokio::sync::Notify>,
+    stderr_finished: Arc<AtomicBool>,
+}
+
+/// How much of a process's stderr is kept: its first bytes and its last (the log's head says
+/// how it started, the tail how it ended); what lies between is counted and dropped.
+pub const STDERR_HEAD: usize = 1 << 20;
+pub const STDERR_TAIL: usize = 256 << 10;
+
+/// Copies a process's stderr into its log file, capped: the first [`STDERR_HEAD`] bytes as they
+/// come, the last [`STDERR_TAIL`] at the end, and between them one line saying how many bytes were
+/// dropped. Memory is bounded by the tail.
+async fn capture_stderr(
+    mut from: tokio::process::ChildStderr,
+    mut to: std::fs::File,
+    done: Arc<tokio::sync::Notify>,
+    finished: Arc<AtomicBool>,
+) {
+    use std::io::Write as _;
+    use tokio::io::AsyncReadExt as _;
+    let mut written = 0usize;
+    let mut tail: std::collections::VecDeque<u8> = std::collections::VecDeque::new();
+    let mut dropped = 0u64;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut chunk = &buf[..n];
+        if written < STDERR_HEAD {
+            let k = chunk.len().min(STDERR_HEAD - written);
+            let _ = to.write_all(&chunk[..k]);
+            written += k;
+            chunk = &chunk[k..];
+        }
+        tail.extend(chunk);
+        if tail.len() > STDERR_TAIL {
+            let excess = tail.len() - STDERR_TAIL;
+            tail.drain(..excess);
+            dropped += excess as u64;
+        }
+    }
+    if dropped > 0 {
+        let _ = writeln!(
+            to,
+            "\n[aocheck: {dropped} bytes of stderr dropped here; the first {STDERR_HEAD} and the last {STDERR_TAIL} are kept]"
+        );
+    }
+    let (a, b) = tail.as_slices();
+    let _ = to.write_all(a);
+    let _ = to.write_all(b);
+    let _ = to.flush();
+    finished.store(true, Ordering::SeqCst);
+    done.notify_waiters();
 }
 
 /// Kills the process when the last handle goes (the reader task alone keeps nothing alive).
@@ -315,6 +371,11 @@ async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
             Ok(Ok(None)) | Err(_) => {
                 inner.stdout_closed.store(true, Ordering::SeqCst);
                 let status = inner.exit_status().await;
+                // The last lines are quoted from the log: let its capture finish first.
+                let notified = inner.stderr_done.notified();
+                if !inner.stderr_finished.load(Ordering::SeqCst) {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
+                }
                 inner.die(Death::Exited {
                     status,
                     tail: tail(&inner.stderr_path, 20),
@@ -350,7 +411,7 @@ impl SutProcess {
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| spawn_err(e.to_string()))?;
@@ -362,6 +423,18 @@ impl SutProcess {
             .stdout
             .take()
             .ok_or_else(|| spawn_err("no stdout pipe".into()))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| spawn_err("no stderr pipe".into()))?;
+        let stderr_done = Arc::new(tokio::sync::Notify::new());
+        let stderr_finished = Arc::new(AtomicBool::new(false));
+        tokio::spawn(capture_stderr(
+            stderr,
+            log,
+            stderr_done.clone(),
+            stderr_finished.clone(),
+        ));
         use std::os::fd::AsRawFd;
         let pipes = [stdin.as_raw_fd(), stdout.as_raw_fd()]
             .into_iter()
@@ -383,6 +456,8 @@ impl SutProcess {
             killed: AtomicBool::new(false),
             timeout,
             stderr_path: stderr_path.into(),
+            stderr_done,
+            stderr_finished,
         });
         tokio::spawn(read_responses(inner.clone(), BufReader::new(stdout)));
         Ok(SutProcess {

@@ -274,3 +274,53 @@ async fn implementation_text_is_escaped_in_every_report_format() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An implementation that floods its log (50 MB of stderr before it serves) is judged as any
+/// other, while the harness keeps a bounded log of it: the head and the tail, and a line that
+/// says how much was dropped between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooded_stderr_is_kept_bounded_and_says_what_it_dropped() {
+    use aocheck::sut::{STDERR_HEAD, STDERR_TAIL};
+    let command = format!(
+        "sh -c \"yes 0123456789abcdef | head -c 50000000 >&2; echo the-last-line >&2; exec '{}' sut reference\"",
+        env!("CARGO_BIN_EXE_aocheck")
+    );
+    let (r, dir) = run(&command, &["AOC-CASE-001"], None, Duration::from_secs(20)).await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
+    let logs: Vec<_> = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "stderr"))
+        .collect();
+    assert!(!logs.is_empty());
+    for log in logs {
+        let text = std::fs::read(&log).expect("log");
+        assert!(
+            text.len() <= STDERR_HEAD + STDERR_TAIL + 200,
+            "{}: {} bytes",
+            log.display(),
+            text.len()
+        );
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            text.contains("bytes of stderr dropped here"),
+            "{}",
+            log.display()
+        );
+        assert!(text.contains("the-last-line"), "the tail was kept");
+        assert!(text.starts_with("0123456789abcdef"), "the head was kept");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

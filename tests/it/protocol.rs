@@ -122,7 +122,10 @@ async fn the_reference_passes_through_the_protocol_on_sqlite() {
     assert_eq!(r.implementation["same_team"], true);
     let md = aocheck::report::formats::markdown(&r);
     assert!(
-        md.contains("Judged through `aocheck-sut/2`: `aocheck-reference`"),
+        md.contains(&format!(
+            "Judged through aocheck-sut/2: aocheck-reference {}",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{md}"
     );
     let html = aocheck::report::formats::html(&r);
