@@ -9,8 +9,9 @@ use serde::Serialize;
 pub enum Reply {
     /// Not sent yet (held, or being processed).
     Pending,
-    /// Sent as processed.
-    Sent,
+    /// Written to the connection as processed. That is all a server can see: it handed the
+    /// reply over, not that the client read it (a client gone by then is `client_gone`).
+    Written,
     /// The effect happened and an error status was sent instead of the result.
     ErrorAfterCommit,
     /// The connection was closed without any reply.
@@ -19,9 +20,9 @@ pub enum Reply {
     Garbled,
     /// The client had gone before the reply could be sent.
     ClientGone,
-    /// Sent with a tag that does not authenticate it (a forged reply).
+    /// Written with a tag that does not authenticate it (a forged reply).
     Forged,
-    /// Sent with the provider's own tag, but signed for another account: authentic, and about
+    /// Written with the provider's own tag, but signed for another account: authentic, and about
     /// another binding (a mismatched reply).
     Misdirected,
 }

@@ -146,7 +146,7 @@ mod tests {
             status: 201,
             replayed,
             effect: !replayed,
-            reply: fake_payments::ledger::Reply::Sent,
+            reply: fake_payments::ledger::Reply::Written,
         }
     }
 
@@ -164,7 +164,7 @@ mod tests {
             idempotency_key: key.map(str::to_string),
             fault: None,
             request_seq: seq,
-            reply: fake_payments::ledger::Reply::Sent,
+            reply: fake_payments::ledger::Reply::Written,
         }
     }
 

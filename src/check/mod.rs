@@ -354,7 +354,7 @@ impl Checker {
                 use fake_payments::ledger::Reply;
                 let genuine = creates
                     .iter()
-                    .filter(|r| matches!(r.reply, Reply::Sent | Reply::ErrorAfterCommit))
+                    .filter(|r| matches!(r.reply, Reply::Written | Reply::ErrorAfterCommit))
                     .count();
                 // A reply the provider signed for another account is about another binding.
                 let misdirected = creates

@@ -51,7 +51,9 @@ use start::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
-    Sent,
+    /// Written to the connection: the server handed the reply over; whether the client read it,
+    /// a server cannot see.
+    Written,
     ErrorAfterCommit,
     Dropped,
     WithoutRunId,

@@ -82,7 +82,7 @@ pub(super) async fn after_commit(
                 (r, Reply::Dropped)
             }
         },
-        _ => (resp, Reply::Sent),
+        _ => (resp, Reply::Written),
     }
 }
 
@@ -90,7 +90,7 @@ pub(super) fn post_reply(fault: &Option<Fault>) -> Reply {
     match fault {
         Some(Fault::CommitThen { .. }) => Reply::ErrorAfterCommit,
         Some(Fault::CommitThenDrop) => Reply::Dropped,
-        _ => Reply::Sent,
+        _ => Reply::Written,
     }
 }
 

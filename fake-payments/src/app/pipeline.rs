@@ -185,7 +185,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                     }
                 };
                 drop(d);
-                finish(status, &body, Reply::Sent, replayed, false);
+                finish(status, &body, Reply::Written, replayed, false);
                 return (
                     seq,
                     Outcome::Respond(tag_response(s, &r, status, &body, None)),
@@ -248,7 +248,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             },
             format!("rejected before processing with {status}"),
         );
-        finish(status, &body, Reply::Sent, false, false);
+        finish(status, &body, Reply::Written, false, false);
         return (
             seq,
             Outcome::Respond(tag_response(s, &r, status, &body, None)),
@@ -337,7 +337,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             finish(
                 decided.status,
                 &body,
-                Reply::Sent,
+                Reply::Written,
                 decided.replayed,
                 decided.effect,
             );
@@ -372,7 +372,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             finish(
                 decided.status,
                 &decided.body,
-                Reply::Sent,
+                Reply::Written,
                 decided.replayed,
                 decided.effect,
             );

@@ -297,7 +297,7 @@ async fn every_fault_on_every_operation_against_the_ledger(
                     let want = if matches!(fault, Fault::CommitThen { .. }) {
                         Reply::ErrorAfterCommit
                     } else {
-                        Reply::Sent
+                        Reply::Written
                     };
                     assert_eq!(rec.reply, want);
                 }
@@ -362,7 +362,7 @@ async fn every_fault_on_every_operation_against_the_ledger(
                         r.status,
                         String::from_utf8_lossy(&r.body)
                     );
-                    assert_eq!(rec.reply, Reply::Sent);
+                    assert_eq!(rec.reply, Reply::Written);
                 }
             }
         }
