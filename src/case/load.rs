@@ -99,7 +99,10 @@ pub fn load(path: &Path) -> (Vec<LoadedCase>, Vec<CaseDefect>) {
             }
         };
         let text = String::from_utf8_lossy(&bytes).into_owned();
-        match serde_saphyr::from_str::<Case>(&text) {
+        // YAML 1.2 booleans: only `true` and `false` are booleans, so `executor: n` or
+        // `occurrence: on` stay the strings they look like.
+        let options = serde_saphyr::options! { strict_booleans: true };
+        match serde_saphyr::from_str_with_options::<Case>(&text, options) {
             Ok(c) => {
                 let mut ds = validate(&name, &c);
                 for d in &mut ds {

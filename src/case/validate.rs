@@ -15,6 +15,16 @@ fn unknown_result(result: &Option<String>) -> Option<String> {
         .map(|r| format!("{r:?} is unknown"))
 }
 
+/// An operator step's `error`: one of seed 000's error codes, by its last word
+/// (`operator_outcome_unknown` for `connector.hermes_agent.operator_outcome_unknown`).
+fn unknown_error_code(error: Option<&String>) -> Option<String> {
+    let e = error?;
+    let known = crate::operator::error::ErrorCode::ALL
+        .iter()
+        .any(|c| c.as_str().rsplit('.').next() == Some(e.as_str()));
+    (!known).then(|| format!("{e:?} is not one of seed 000's error codes"))
+}
+
 const FIELDS: [&str; 7] = [
     "account",
     "environment",
@@ -143,6 +153,19 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 ));
             }
         };
+        let error = match s {
+            Step::OperatorInvoke { error, .. }
+            | Step::OperatorConfigure { error, .. }
+            | Step::OperatorDelegate { error, .. } => error.as_ref(),
+            _ => None,
+        };
+        if let Some(m) = unknown_error_code(error) {
+            pending.push((
+                at("error"),
+                m,
+                "use operator_policy, operator_state, operator_outcome_unknown, operator_start_rejected, operator_failed, configuration_or_input … (seed 000 §errors)",
+            ));
+        }
         match s {
             Step::Join { executor, expect } => {
                 // A held lane refuses a join (its holder's lease does not expire on the case
@@ -609,7 +632,19 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             occurrence_words(alt, &at, &mut d);
         }
     }
-    for label in c.expect.operators.keys() {
+    for (label, e) in &c.expect.operators {
+        if let Some(st) = &e.status
+            && serde_json::from_value::<crate::operator::binding::BindingStatus>(
+                serde_json::Value::String(st.clone()),
+            )
+            .is_err()
+        {
+            d(
+                format!("expect.operators.{label}.status"),
+                format!("{st:?} is not a binding status"),
+                "use starting, running, waiting_for_approval, cancelling, completed, failed, cancelled or outcome_unknown",
+            );
+        }
         if !actions.contains(label) {
             d(
                 format!("expect.operators.{label}"),

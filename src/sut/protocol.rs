@@ -162,7 +162,28 @@ pub fn parse_response(line: &[u8]) -> Result<Response, Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use rstest::rstest;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Whatever bytes an implementation writes, a line is either a response or a typed
+        /// violation quoting at most 200 bytes of it; nothing panics.
+        #[test]
+        fn any_line_is_a_response_or_a_violation(line in proptest::collection::vec(any::<u8>(), 0..600)) {
+            match parse_response(&line) {
+                Ok(r) => prop_assert!(r.id > 0),
+                Err(v) => prop_assert!(v.to_string().len() < 600),
+            }
+        }
+
+        /// Lines shaped like responses, with any id and fields, are read the same way.
+        #[test]
+        fn response_shaped_lines_never_panic(id in any::<i64>(), key in "[a-z]{1,8}", val in ".{0,40}") {
+            let line = format!("{{\"id\":{id},\"{key}\":{}}}", serde_json::Value::String(val));
+            let _ = parse_response(line.as_bytes());
+        }
+    }
 
     #[test]
     fn requests_are_one_flat_object_per_line() {

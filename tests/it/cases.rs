@@ -349,3 +349,77 @@ fn a_second_join_is_valid_when_the_case_allows_for_the_lease(#[case] steps: &str
     assert!(defects.is_empty(), "{defects:#?}");
     assert!(cases[0].checked.is_some());
 }
+
+/// Typos the implementation would be blamed for are refused where they are read: an operator
+/// step's error code and an operator's final status are seed 000's words, or a defect that names
+/// the field.
+#[rstest]
+#[case::misspelled_error(
+    "steps:\n  - {do: operator_invoke, action: a1, objective: x, error: operator_outcome_unknwn}\n",
+    "steps[0].error",
+    "operator_outcome_unknwn"
+)]
+#[case::misspelled_status(
+    "steps:\n  - {do: operator_invoke, action: a1, objective: x}\nexpect:\n  operators:\n    a1: {status: compelted}\n",
+    "expect.operators.a1.status",
+    "compelted"
+)]
+fn misspelled_words_are_refused_where_they_are_read(
+    #[case] body: &str,
+    #[case] field: &str,
+    #[case] needle: &str,
+) {
+    assert_refused(
+        &format!("id: X-9\ntitle: t\nrequirements: [AOC-REQ-011]\n{body}"),
+        field,
+        needle,
+    );
+}
+
+/// YAML 1.2's booleans only: `n`, `y`, `on`, `no` stay the strings they look like, so a case
+/// may name an executor `n` or an occurrence `on`.
+#[test]
+fn plain_words_that_yaml_1_1_calls_booleans_stay_strings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "X-10-t.yaml",
+        "id: X-10\ntitle: t\nrequirements: [AOC-REQ-006]\nsteps:\n  - {do: join, executor: n}\n  - {do: create, occurrence: on}\n  - {do: reserve, occurrence: on, executor: n}\n",
+    );
+    let (cases, defects) = aocheck::case::load(dir.path());
+    assert!(defects.is_empty(), "{defects:#?}");
+    match &cases[0].case.steps[0] {
+        aocheck::case::Step::Join { executor, .. } => assert_eq!(executor, "n"),
+        other => panic!("{other:?}"),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+    /// A shipped case with bytes changed, cut or repeated is either still a case or refused with
+    /// defects that name the file and say how to fix them; the loader never panics, and a
+    /// refused case never runs.
+    #[test]
+    fn a_mangled_case_file_is_a_case_or_named_defects(
+        at in 0usize..4000,
+        len in 0usize..40,
+        with in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+    ) {
+        let src = include_str!("../../cases/aoc/AOC-CASE-005-retired-executor-races.yaml").as_bytes();
+        let at = at % src.len();
+        let end = (at + len).min(src.len());
+        let mut bytes = src[..at].to_vec();
+        bytes.extend(&with);
+        bytes.extend(&src[end..]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("AOC-CASE-005-x.yaml"), &bytes).expect("write");
+        let (cases, defects) = aocheck::case::load(dir.path());
+        for d in &defects {
+            proptest::prop_assert!(d.file.ends_with("AOC-CASE-005-x.yaml"), "{d}");
+            proptest::prop_assert!(!d.msg.is_empty() && !d.fix.is_empty(), "{d}");
+        }
+        if !defects.is_empty() {
+            proptest::prop_assert!(cases.iter().all(|c| c.checked.is_none()));
+        }
+    }
+}
