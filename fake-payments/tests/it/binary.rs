@@ -50,3 +50,30 @@ fn it_prints_its_address_and_serves_the_profile() {
             .is_some_and(|d| d.starts_with("sha256:"))
     );
 }
+
+/// Out of file descriptors (`ulimit -n 40`, then a hundred idle connections), the server keeps
+/// going: the failed accepts are logged and retried, and once the connections close it serves
+/// again. (It used to exit on the first failed accept.)
+#[test]
+fn running_out_of_file_descriptors_does_not_stop_the_server() {
+    let script = format!("ulimit -n 40 && exec '{EXE}' --listen 127.0.0.1:0");
+    let (mut child, addr) = spawn_binary("sh", &["-c", &script]);
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            idle.push(s);
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "the server exited when it ran out of descriptors"
+    );
+    drop(idle);
+    // The idle connections close; the backoff (at most 1 s) lets the server accept again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (status, body) = get_json(&format!("http://{addr}/v1/profile"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+}
