@@ -51,7 +51,10 @@ pub async fn serve_with(
                 stream
             }
             Err(e) => {
-                eprintln!("accept failed ({e}); retrying in {} ms", backoff.as_millis());
+                eprintln!(
+                    "accept failed ({e}); retrying in {} ms",
+                    backoff.as_millis()
+                );
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
                 continue;
@@ -152,7 +155,10 @@ mod limit_tests {
             .await
             .expect("write");
         let (_, closed) = read_to_close(&mut slow, Duration::from_secs(3)).await;
-        assert!(closed, "a half-open request was held past the header-read timeout");
+        assert!(
+            closed,
+            "a half-open request was held past the header-read timeout"
+        );
         let mut quick = TcpStream::connect(addr).await.expect("connect");
         quick
             .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

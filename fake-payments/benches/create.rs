@@ -37,9 +37,49 @@ fn component_costs() -> serde_json::Value {
 
 fn main() {
     let s = Settings::from_env();
-    let (bare, fake, effects) = bench::main_with(async move {
+    let (bare, fake, effects, fill) = bench::main_with(async move {
         let (app, handle) =
             fake_payments::router(fake_payments::Config::example()).map_err(|d| d.join("; "))?;
+        let fill_url = format!("{}/v1/payments", bench::spawn_fake(app).await?);
+        // First fill a fresh ledger from empty to its cap: the fake must refuse with its documented
+        // error (`503 ledger_full`), and the peak resident set below is measured at the cap.
+        let started = Instant::now();
+        let client = reqwest::Client::new();
+        let mut tasks = Vec::new();
+        for w in 0..8u32 {
+            let (c, url) = (client.clone(), fill_url.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                loop {
+                    let r = c
+                        .post(&url)
+                        .bearer_auth("sk_test_a")
+                        .header("Idempotency-Key", format!("fill-{w}-{n}"))
+                        .json(&json!({"amount": 1250, "currency": "eur", "description": "bench"}))
+                        .send()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    n += 1;
+                    if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+                        let body: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+                        return Ok::<_, String>(body["error"]["code"] == "ledger_full");
+                    }
+                }
+            }));
+        }
+        let mut refused = true;
+        for t in tasks {
+            refused &= t.await.map_err(|e| e.to_string())??;
+        }
+        let fill = json!({"target": "fill_to_cap", "ledger_requests": handle.ledger().requests.len(),
+            "seconds": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0, "refused_with_ledger_full": refused, "peak_rss_kib_at_cap": peak_rss_kib()});
+        drop(handle);
+        // Throughput is measured on a fake whose ledger has room for the whole comparison.
+        let (app, handle) = fake_payments::router(fake_payments::Config {
+            max_ledger_requests: usize::MAX,
+            ..fake_payments::Config::example()
+        })
+        .map_err(|d| d.join("; "))?;
         let fake_url = format!("{}/v1/payments", bench::spawn_fake(app).await?);
         let bare_url = bench::spawn_bare(
             StatusCode::CREATED,
@@ -60,7 +100,8 @@ fn main() {
             s,
         )
         .await?;
-        Ok((bare, fake, handle.ledger().effects.len()))
+        let effects = handle.ledger().effects.len();
+        Ok((bare, fake, effects, fill))
     });
     println!(
         "{}",
@@ -75,4 +116,21 @@ fn main() {
         json!({"ratio_create_to_bare": (fake / bare * 1000.0).round() / 1000.0})
     );
     println!("{}", json!({"component_costs": component_costs()}));
+    println!("{fill}");
+    println!(
+        "{}",
+        json!({"peak_rss_kib_overall": peak_rss_kib(), "max_ledger_requests": fake_payments::Config::example().max_ledger_requests})
+    );
+}
+
+/// The whole process's peak resident set so far (the fake, its ledger, the load client), in KiB;
+/// Linux only.
+fn peak_rss_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
 }

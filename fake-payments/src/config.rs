@@ -43,6 +43,15 @@ pub struct Config {
     /// 64 hex characters; a random key when absent.
     #[serde(default)]
     pub signing_seed_hex: Option<String>,
+    /// The most requests the ground-truth ledger records. Once full, every API request is
+    /// refused with `503` and the error code `ledger_full` (nothing is processed, so the ledger
+    /// stays the truth) until `POST /_control/reset`. Bounds memory in long soaks.
+    #[serde(default = "default_max_ledger")]
+    pub max_ledger_requests: usize,
+}
+
+fn default_max_ledger() -> usize {
+    10_000
 }
 
 fn default_retention() -> u64 {
@@ -82,6 +91,7 @@ impl Config {
             retention_secs: default_retention(),
             max_body_bytes: default_max_body(),
             signing_seed_hex: None,
+            max_ledger_requests: default_max_ledger(),
         }
     }
 
@@ -90,6 +100,9 @@ impl Config {
         let mut out = Vec::new();
         if self.accounts.is_empty() {
             out.push("accounts: configure at least one account".into());
+        }
+        if self.max_ledger_requests == 0 {
+            out.push("max_ledger_requests: allow at least one request".into());
         }
         let mut ids = std::collections::BTreeSet::new();
         let mut keys = std::collections::BTreeSet::new();

@@ -7,9 +7,25 @@ use std::fmt;
 macro_rules! text_id {
     ($(#[$m:meta])* $name:ident, $prefix:literal) => {
         $(#[$m])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
         #[serde(transparent)]
         pub struct $name(String);
+
+        /// Read from a store or a peer: an empty, over-long (above 512 bytes) or
+        /// control-character id is refused, never taken as an id.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                if s.trim().is_empty() || s.len() > 512 || s.chars().any(char::is_control) {
+                    return Err(serde::de::Error::custom(format!(
+                        "{} {:?} is not an id (1 to 512 bytes, no control characters)",
+                        stringify!($name),
+                        s.chars().take(40).collect::<String>()
+                    )));
+                }
+                Ok($name(s))
+            }
+        }
 
         impl $name {
             /// The id prefix minted ids carry.
@@ -172,5 +188,27 @@ mod display_tests {
     fn a_generation_is_written_g_and_its_number() {
         assert_eq!(Generation(3).to_string(), "g3");
         assert_ne!(Generation(1).to_string(), Generation(2).to_string());
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use super::*;
+
+    /// An id read from a peer is an id: one it minted passes, an empty, blank, over-long or
+    /// control-character one is refused with a message naming the kind.
+    #[test]
+    fn an_id_from_a_peer_is_checked() {
+        let ok: OccurrenceId = serde_json::from_value(serde_json::json!("occ_1")).expect("an id");
+        assert_eq!(ok.as_str(), "occ_1");
+        for bad in [
+            serde_json::json!(""),
+            serde_json::json!("   "),
+            serde_json::json!("x".repeat(513)),
+            serde_json::json!("occ\n1"),
+        ] {
+            let e = serde_json::from_value::<OccurrenceId>(bad.clone()).expect_err("refused");
+            assert!(e.to_string().contains("OccurrenceId"), "{bad}: {e}");
+        }
     }
 }

@@ -158,3 +158,17 @@ impl ConnectorError {
         self
     }
 }
+
+#[cfg(test)]
+mod display_tests {
+    use super::*;
+
+    /// An error code is written as its seed 000 code, every one of them.
+    #[test]
+    fn each_code_is_written_as_its_seed_000_name() {
+        for c in ErrorCode::ALL {
+            assert_eq!(c.to_string(), c.as_str());
+            assert!(c.as_str().starts_with("connector.hermes_agent."));
+        }
+    }
+}

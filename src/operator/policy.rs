@@ -114,6 +114,8 @@ mod tests {
     #[case::grace(Policy { cancel_grace_ms: 999, ..Policy::default() }, "cancel_grace_ms")]
     #[case::instructions(Policy { system_instructions: " ".into(), ..Policy::default() }, "system_instructions")]
     #[case::delegation_without_allowlists(Policy { delegation_enabled: true, ..Policy::default() }, "needs both")]
+    #[case::empty_prefix(Policy { delegation_scope_prefixes: vec![String::new()], ..Policy::default() }, "must be 1–512 bytes")]
+    #[case::long_prefix(Policy { delegation_capability_prefixes: vec!["c".repeat(513)], ..Policy::default() }, "must be 1–512 bytes")]
     #[case::delegation_one_allowlist(Policy { delegation_enabled: true, delegation_capability_prefixes: vec!["cap:".into()], ..Policy::default() }, "needs both")]
     fn bounds_are_enforced(#[case] p: Policy, #[case] needle: &str) {
         let e = p.validate().expect_err("out of bounds");

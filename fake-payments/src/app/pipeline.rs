@@ -79,6 +79,18 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     // 1. Count the request and select its fault.
     let (seq, fault) = {
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        // A full ledger processes nothing: an effect it could not record would make it lie.
+        if d.ledger.requests.len() >= s.config.max_ledger_requests {
+            let body = error_body(
+                "ledger_full",
+                format!(
+                    "the ground-truth ledger holds its maximum of {} requests; POST /_control/reset to continue",
+                    s.config.max_ledger_requests
+                ),
+            );
+            // Seq 0: no record of it exists to mark.
+            return (0, Outcome::Respond(tag_response(s, &r, 503, &body, None)));
+        }
         d.seq += 1;
         let seq = d.seq;
         let fault =

@@ -1239,3 +1239,33 @@ fn config_defects_are_all_listed() {
         assert!(d.contains(needle), "{needle}: {d}");
     }
 }
+
+/// The ledger is bounded: once it holds `max_ledger_requests`, every API request is refused with
+/// `503 ledger_full` and nothing is processed (no effect goes unrecorded), until a reset.
+#[tokio::test]
+async fn a_full_ledger_refuses_everything_until_reset() {
+    let s = start_with(Config {
+        max_ledger_requests: 3,
+        ..Config::example()
+    })
+    .await;
+    for i in 0..3 {
+        create_ok(&s, "sk_test_a", &format!("k-{i}"), true).await;
+    }
+    let r = call(
+        &s,
+        "POST",
+        "/v1/payments",
+        Some("sk_test_a"),
+        Some("k-full"),
+        Some(create_body(true)),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["error"]["code"], "ledger_full");
+    let ledger = s.handle.ledger();
+    assert_eq!((ledger.requests.len(), ledger.effects.len()), (3, 3));
+    s.handle.reset();
+    create_ok(&s, "sk_test_a", "k-after-reset", true).await;
+}
