@@ -116,6 +116,10 @@ pub struct RunArgs {
     /// Seconds each `aocheck-sut/2` request may take before the process is killed.
     #[arg(long, default_value_t = 10)]
     pub sut_timeout: u64,
+    /// Seconds the whole run may take; past them every process is killed, no report is
+    /// written, and the exit is 4 with a message saying how far the run got.
+    #[arg(long)]
+    pub timeout: Option<u64>,
 }
 
 async fn run_suite_cmd(a: RunArgs) -> u8 {
@@ -260,7 +264,30 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             },
         });
     }
-    let report = crate::runner::run_suite(&cases, store, &opts, &mut progress).await;
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = finished.clone();
+    let mut progress = move |e: crate::runner::RunEvent| {
+        if matches!(e, crate::runner::RunEvent::CaseFinished { .. }) {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        progress(e)
+    };
+    let run = crate::runner::run_suite(&cases, store, &opts, &mut progress);
+    let report = match a.timeout {
+        None => run.await,
+        Some(secs) => match tokio::time::timeout(std::time::Duration::from_secs(secs), run).await {
+            Ok(r) => r,
+            Err(_) => {
+                // Dropping the run kills every implementation process it started.
+                eprintln!(
+                    "error: the run did not finish within --timeout {secs} s: {} of {} case(s) finished; every process was killed and no report was written",
+                    finished.load(std::sync::atomic::Ordering::SeqCst),
+                    cases.len()
+                );
+                return exit::UNREACHABLE;
+            }
+        },
+    };
     if let Err(e) = write_reports(&report, &out, signing.as_ref()) {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;

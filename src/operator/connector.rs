@@ -654,7 +654,12 @@ impl<S: Store> Connector<S> {
                         _ => break, // closed, failed or deadline: fall back to polling
                     };
                 let mut decode_failed = false;
-                for data in parser.feed(&chunk) {
+                // A frame past the cap ends the stream: fall back to polling.
+                let frames = parser.feed(&chunk).unwrap_or_else(|_| {
+                    decode_failed = true;
+                    Vec::new()
+                });
+                for data in frames {
                     let Ok(ev) = serde_json::from_str::<Value>(&data) else {
                         decode_failed = true;
                         break;

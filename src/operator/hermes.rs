@@ -174,6 +174,14 @@ impl HermesClient {
     }
 }
 
+/// The largest SSE frame the connector reads (1 MiB): a stream that sends more without ending a
+/// frame is abandoned (the connector falls back to polling), so a server cannot grow its memory.
+pub const MAX_SSE_FRAME: usize = 1 << 20;
+
+/// A frame grew past [`MAX_SSE_FRAME`] without ending.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FrameTooLarge;
+
 /// Incremental SSE frame parser: feed bytes, take complete `data:` payloads.
 #[derive(Debug, Default)]
 pub struct SseParser {
@@ -181,8 +189,9 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    /// Appends bytes; returns the data payloads of every complete frame (comments skipped).
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+    /// Appends bytes; returns the data payloads of every complete frame (comments skipped), or
+    /// [`FrameTooLarge`] once an unfinished frame passes [`MAX_SSE_FRAME`].
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, FrameTooLarge> {
         self.buf.push_str(&String::from_utf8_lossy(bytes));
         let mut out = Vec::new();
         while let Some(i) = self.buf.find("\n\n") {
@@ -196,7 +205,11 @@ impl SseParser {
                 out.push(data.join("\n"));
             }
         }
-        out
+        if self.buf.len() > MAX_SSE_FRAME {
+            self.buf = String::new();
+            return Err(FrameTooLarge);
+        }
+        Ok(out)
     }
 }
 
@@ -207,10 +220,29 @@ mod tests {
     #[test]
     fn frames_split_across_chunks_and_comments_are_skipped() {
         let mut p = SseParser::default();
-        assert!(p.feed(b"data: {\"a\"").is_empty());
+        assert_eq!(p.feed(b"data: {\"a\""), Ok(vec![]));
         assert_eq!(
             p.feed(b": 1}\n\n: keepalive\n\ndata: {}\n\n"),
-            vec!["{\"a\": 1}".to_string(), "{}".to_string()]
+            Ok(vec!["{\"a\": 1}".to_string(), "{}".to_string()])
         );
+    }
+
+    /// A frame that never ends is cut off at the cap, not buffered without bound; a large frame
+    /// that does end in time is read.
+    #[test]
+    fn an_endless_frame_is_refused_at_the_cap() {
+        let mut p = SseParser::default();
+        let chunk = vec![b'x'; 64 << 10];
+        assert_eq!(p.feed(b"data: "), Ok(vec![]));
+        let mut refused = false;
+        for _ in 0..(MAX_SSE_FRAME / chunk.len() + 2) {
+            if p.feed(&chunk) == Err(FrameTooLarge) {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused);
+        let big = format!("data: {}\n\n", "y".repeat(MAX_SSE_FRAME / 2));
+        assert_eq!(p.feed(big.as_bytes()).map(|v| v.len()), Ok(1));
     }
 }

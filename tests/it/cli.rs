@@ -211,3 +211,45 @@ fn undecided_cases_exit_2_and_unreachable_implementations_exit_4() {
     assert_eq!(code, 4, "{text}");
     assert_eq!(report["cases"][0]["harness_cause"], "unreachable", "{text}");
 }
+
+/// `--timeout` bounds the whole run: an implementation that never answers (here within each
+/// request's own 10 s deadline) is cut off at the run's deadline with exit 4 and a message that
+/// says how far the run got; its process does not outlive the run.
+#[test]
+fn a_run_past_its_timeout_exits_4_and_says_how_far_it_got() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tag = format!("sleep {}", 40_000 + std::process::id() % 10_000);
+    let started = std::time::Instant::now();
+    let (code, _, err) = aocheck(&[
+        "run",
+        "--case",
+        "AOC-CASE-001",
+        "--case",
+        "AOC-CASE-002",
+        "--sut",
+        &tag,
+        "--timeout",
+        "2",
+        "--out",
+        dir.path().to_str().expect("utf8"),
+    ]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("did not finish within --timeout 2 s")
+            && err.contains("of 2 case(s) finished"),
+        "{err}"
+    );
+    // A guard against a run that ignores its deadline, not a speed target.
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert!(!dir.path().join("report.json").exists());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let alive = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == tag)
+        });
+    assert!(!alive, "{tag} outlived the run");
+}
