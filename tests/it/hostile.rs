@@ -83,33 +83,18 @@ async fn the_control_planes_refuse_the_implementation() {
     );
 }
 
-/// The reference behind a wrapper shell that is not `exec`ed (`sh -c 'REF; true'`): the crash
-/// kills the whole process group, so the implementation really dies, and the conforming
-/// reference passes the crash cases as it does unwrapped.
+/// The reference behind a wrapper shell that is not `exec`ed (`sh -c 'REF; true'`): every kill
+/// takes the whole process group, so the implementation really dies at each crash, and the
+/// conforming reference passes every case as it does unwrapped (with real SIGKILLs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reference_behind_a_wrapper_passes_the_crash_cases() {
+async fn the_reference_behind_a_wrapper_passes_everything() {
     let command = format!(
         "sh -c \"'{}' sut reference; true\"",
         env!("CARGO_BIN_EXE_aocheck")
     );
-    let (r, _d) = run(
-        &command,
-        &["AOC-CASE-003", "AOCHECK-KILL-01", "HERMES-VERIFY-04"],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    assert_eq!(r.cases.len(), 3);
-    for c in &r.cases {
-        assert_eq!(
-            c.verdict,
-            Verdict::Pass,
-            "{}: {:?} {:?}",
-            c.id,
-            c.failures,
-            c.harness
-        );
-    }
+    let (r, _d) = run(&command, &[], None, Duration::from_secs(10)).await;
+    assert!(r.cases.len() > 30, "{}", r.cases.len());
+    crate::protocol::assert_reference_passes(&r);
 }
 
 /// Live processes whose command line contains `needle` (zombies are dead).

@@ -69,7 +69,7 @@ fn postgres_arm(on_postgres: bool) -> Option<Option<String>> {
     }
 }
 
-fn assert_reference_passes(r: &Report) {
+pub(crate) fn assert_reference_passes(r: &Report) {
     assert_eq!(r.implementation["name"], "aocheck-reference");
     assert_eq!(r.implementation["protocol"], "aocheck-sut/2");
     for c in &r.cases {
