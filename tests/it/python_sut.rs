@@ -35,6 +35,7 @@ async fn the_python_example_is_judged_like_any_implementation() {
         "AOC-CASE-009",
         "AOCHECK-KILL-01",
         "AOCHECK-LATE-01",
+        "AOCHECK-LATE-02",
         "AOCHECK-FENCE-01",
         "AOCHECK-RACE-01",
         "AOCHECK-RACE-02",
