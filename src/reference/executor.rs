@@ -404,19 +404,11 @@ impl ReferenceSut {
                     // The defect: the outcome is unknown, so try again under a fresh key.
                     let st = self.domain.state(occ).await?;
                     if st.is_unresolved() {
-                        let mut b = intent.binding.clone();
-                        if self.knobs.is(Variant::ReplayUnknown) {
-                            b.native_key = Some(format!("{}-retry", occ));
-                        }
-                        let _ = self
-                            .client
-                            .send_create(
-                                &b,
-                                &intent.body,
-                                &crate::aoc::ids::AttemptId::mint(),
-                                self.domain.clock().now(),
-                            )
-                            .await;
+                        let key = self
+                            .knobs
+                            .is(Variant::ReplayUnknown)
+                            .then(|| format!("{occ}-retry"));
+                        self.send_outside_domain(&intent, key).await;
                         return Ok(());
                     }
                 }
@@ -427,6 +419,24 @@ impl ReferenceSut {
             e.permits.insert(occ.clone(), permit);
         }
         Ok(())
+    }
+
+    /// Test knobs' defect: the occurrence's request sent to the provider with no entry the
+    /// domain admitted, under `key` (or its own key). What the provider answers is ignored.
+    async fn send_outside_domain(&self, intent: &Intent, key: Option<String>) {
+        let mut b = intent.binding.clone();
+        if let Some(k) = key {
+            b.native_key = Some(k);
+        }
+        let _ = self
+            .client
+            .send_create(
+                &b,
+                &intent.body,
+                &crate::aoc::ids::AttemptId::mint(),
+                self.domain.clock().now(),
+            )
+            .await;
     }
 
     /// Whether the executor holds an entry permit for the occurrence (it entered it).
@@ -622,16 +632,7 @@ impl ReferenceSut {
             // The defect: the replacement attempt is the original's request sent again, under a
             // fresh key, instead of the linked occurrence's own entry.
             let intent = self.intent(occ).await?;
-            let mut b = intent.binding.clone();
-            b.native_key = Some(format!("{occ}-replacement"));
-            let _ = self
-                .client
-                .send_create(
-                    &b,
-                    &intent.body,
-                    &crate::aoc::ids::AttemptId::mint(),
-                    self.domain.clock().now(),
-                )
+            self.send_outside_domain(&intent, Some(format!("{occ}-replacement")))
                 .await;
         }
         Ok(remedy)

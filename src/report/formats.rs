@@ -42,26 +42,27 @@ fn md(s: &str) -> String {
                 out.push('\\');
                 out.push(ch);
             }
-            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.push(' '),
+            c if breaks_line(c) => out.push(' '),
             c => out.push(c),
         }
     }
     out
 }
 
+/// A character that would end or disturb a Markdown line: a control character or a Unicode line
+/// or paragraph separator.
+fn breaks_line(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
 /// Text as one Markdown code span: on one line, fenced by more backticks than it holds in a row,
-/// so it cannot close the span early. (Inside a span nothing else is interpreted; a `|` is
-/// escaped because a table row is split before spans are read.)
+/// so it cannot close the span early; inside a span nothing else is interpreted, so the text
+/// shows exactly as written. Not for table cells (a row is split at `|` before spans are read):
+/// those take [`md`].
 fn md_code(s: &str) -> String {
     let line: String = s
         .chars()
-        .map(|c| {
-            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
-                ' '
-            } else {
-                c
-            }
-        })
+        .map(|c| if breaks_line(c) { ' ' } else { c })
         .collect();
     if line.is_empty() {
         return "` `".into();
@@ -78,7 +79,7 @@ fn md_code(s: &str) -> String {
     } else {
         ""
     };
-    format!("{fence}{pad}{}{pad}{fence}", line.replace('|', "\\|"))
+    format!("{fence}{pad}{line}{pad}{fence}")
 }
 
 /// `report.json`: the report as pretty JSON.
