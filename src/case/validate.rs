@@ -4,7 +4,7 @@
 use super::model::*;
 use crate::aoc::requirement::Req;
 use crate::vocab::{Authority, Flag, Outcome, State};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// A defect if `result` names no operator result status.
@@ -705,6 +705,23 @@ fn race_steps(
             format!("steps[{i}].steps"),
             format!("{} step(s): a race needs two or more", steps.len()),
             "list the requests that race, e.g. two execute steps on one occurrence",
+        ));
+    }
+    // A race is there to judge AOC-REQ-001: two of its requests must admit one occurrence.
+    let mut admitting: BTreeMap<&str, u32> = BTreeMap::new();
+    for s in steps {
+        if let Step::Enter { occurrence, .. }
+        | Step::Send { occurrence, .. }
+        | Step::Execute { occurrence, .. } = s
+        {
+            *admitting.entry(occurrence).or_default() += 1;
+        }
+    }
+    if steps.len() >= 2 && !admitting.values().any(|n| *n > 1) {
+        pending.push((
+            format!("steps[{i}].steps"),
+            "no two of its requests admit the same occurrence, so nothing is raced".into(),
+            "race two enter, send or execute steps on one occurrence",
         ));
     }
     for (j, s) in steps.iter().enumerate() {

@@ -223,6 +223,7 @@ async fn setup(
         current: None,
         checker: Checker::default(),
         race_answers: None,
+        races_judged: 0,
         key_rule,
         limits,
         observe_error: None,
@@ -433,7 +434,8 @@ pub async fn run_case(
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
     let hermes_rules = world.operator.hermes.as_ref().map(|(_, h, _)| h.rules());
-    let (faults, unfired) = verdict::fired_faults(case, &provider, hermes_rules, skip);
+    let (faults, unfired) =
+        verdict::fired_faults(case, &provider, hermes_rules, skip, world.races_judged);
     report.faults = faults;
     report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;

@@ -377,6 +377,8 @@ pub(super) fn fired_faults(
     provider: &fake_payments::Handle,
     hermes_rules: Option<Vec<fake_hermes::faults::RuleState>>,
     skipped: bool,
+
+    races_judged: usize,
 ) -> (Vec<FaultReport>, Vec<String>) {
     let mut faults = Vec::new();
     let mut unfired = Vec::new();
@@ -408,6 +410,7 @@ pub(super) fn fired_faults(
             ));
         }
     }
+    let mut races = 0;
     for s in case.steps.iter().take_while(|_| !skipped) {
         match s {
             Step::OperatorKill { instance } => faults.push(FaultReport {
@@ -448,11 +451,22 @@ pub(super) fn fired_faults(
                 what: format!("replace by {executor}"),
                 fired: true,
             }),
-            // The requests were all in flight together once the race was performed.
-            Step::Race { steps } => faults.push(FaultReport {
-                what: format!("race of {} requests", steps.len()),
-                fired: true,
-            }),
+            // A race fired only if its serialisation check examined an occurrence its requests
+            // raced to admit (the races are judged in order).
+            Step::Race { steps } => {
+                races += 1;
+                let fired = races <= races_judged;
+                faults.push(FaultReport {
+                    what: format!("race of {} requests", steps.len()),
+                    fired,
+                });
+                if !fired {
+                    unfired.push(format!(
+                        "race of {} requests: no occurrence two of them raced to admit was judged",
+                        steps.len()
+                    ));
+                }
+            }
             Step::ProviderRelease {
                 hold, forged: true, ..
             } => {

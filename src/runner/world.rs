@@ -46,6 +46,9 @@ pub(super) struct World {
     pub(super) operator: OperatorWorld,
     /// What each request of the last race answered, for the step's line in the report.
     pub(super) race_answers: Option<String>,
+    /// Races whose serialisation check examined an occurrence two of its requests tried to
+    /// admit: a race counts as a fired fault only then.
+    pub(super) races_judged: usize,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -117,6 +120,98 @@ fn release_reason(reason: &Option<String>) -> Result<ReleaseReason, SutError> {
     }
 }
 
+/// A request to be built once the occurrence's id is known.
+type ForId = Box<dyn FnOnce(OccurrenceId) -> Request + Send>;
+
+/// The occurrence request a plain occurrence step stands for (reserve, enter, send, execute,
+/// adopt, reconcile, release): who sends it, on which occurrence, and the request for its id.
+/// One mapping for single steps and races alike; `None` for every other step.
+fn occurrence_request(step: &Step) -> Option<(&Option<String>, &String, Result<ForId, SutError>)> {
+    let boxed = |f: ForId| Ok(f);
+    Some(match step {
+        Step::Reserve {
+            executor,
+            occurrence,
+            ..
+        } => (
+            executor,
+            occurrence,
+            boxed(Box::new(|o| Request::Reserve {
+                occurrence: o,
+                amount: 1250,
+            })),
+        ),
+        Step::Enter {
+            executor,
+            occurrence,
+            ..
+        } => (
+            executor,
+            occurrence,
+            boxed(Box::new(|o| Request::Enter { occurrence: o })),
+        ),
+        Step::Send {
+            executor,
+            occurrence,
+            background,
+            ..
+        } => {
+            let background = *background;
+            (
+                executor,
+                occurrence,
+                boxed(Box::new(move |o| Request::Send {
+                    occurrence: o,
+                    background,
+                })),
+            )
+        }
+        Step::Execute {
+            executor,
+            occurrence,
+            ..
+        } => (
+            executor,
+            occurrence,
+            boxed(Box::new(|o| Request::Execute { occurrence: o })),
+        ),
+        Step::Adopt {
+            executor,
+            occurrence,
+            ..
+        } => (
+            executor,
+            occurrence,
+            boxed(Box::new(|o| Request::Adopt { occurrence: o })),
+        ),
+        Step::Reconcile {
+            executor,
+            occurrence,
+            ..
+        } => (
+            executor,
+            occurrence,
+            boxed(Box::new(|o| Request::Reconcile { occurrence: o })),
+        ),
+        Step::Release {
+            executor,
+            occurrence,
+            reason,
+            ..
+        } => (
+            executor,
+            occurrence,
+            release_reason(reason).map(|reason| -> ForId {
+                Box::new(move |o| Request::Release {
+                    occurrence: o,
+                    reason,
+                })
+            }),
+        ),
+        _ => return None,
+    })
+}
+
 /// What one racing request answered, in the report's words.
 fn answer_words(a: &Result<serde_json::Value, SutError>) -> String {
     match a {
@@ -180,95 +275,13 @@ impl World {
         let mut labels = Vec::new();
         let mut admitting: BTreeMap<String, u32> = BTreeMap::new();
         for s in steps {
-            let (executor, occurrence, request): (&Option<String>, &String, Request) = match s {
-                Step::Reserve {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Reserve {
-                        occurrence: self.occ(occurrence)?,
-                        amount: 1250,
-                    },
-                ),
-                Step::Enter {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Enter {
-                        occurrence: self.occ(occurrence)?,
-                    },
-                ),
-                Step::Send {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Send {
-                        occurrence: self.occ(occurrence)?,
-                        background: false,
-                    },
-                ),
-                Step::Execute {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Execute {
-                        occurrence: self.occ(occurrence)?,
-                    },
-                ),
-                Step::Adopt {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Adopt {
-                        occurrence: self.occ(occurrence)?,
-                    },
-                ),
-                Step::Reconcile {
-                    executor,
-                    occurrence,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Reconcile {
-                        occurrence: self.occ(occurrence)?,
-                    },
-                ),
-                Step::Release {
-                    executor,
-                    occurrence,
-                    reason,
-                    ..
-                } => (
-                    executor,
-                    occurrence,
-                    Request::Release {
-                        occurrence: self.occ(occurrence)?,
-                        reason: release_reason(reason)?,
-                    },
-                ),
-                other => {
-                    return Err(SutError::Harness(format!(
-                        "{} cannot race (the case validator refuses it)",
-                        other.verb()
-                    )));
-                }
+            let Some((executor, occurrence, request)) = occurrence_request(s) else {
+                return Err(SutError::Harness(format!(
+                    "{} cannot race (the case validator refuses it)",
+                    s.verb()
+                )));
             };
+            let request = request?(self.occ(occurrence)?);
             if matches!(
                 s,
                 Step::Enter { .. } | Step::Send { .. } | Step::Execute { .. }
@@ -295,7 +308,12 @@ impl World {
             }
         }
         let ledger = self.provider.ledger();
+        let mut judged = false;
         for (label, n) in admitting.into_iter().filter(|(_, n)| *n > 1) {
+            if !judged {
+                judged = true;
+                self.races_judged += 1;
+            }
             let id = self.occ(&label)?;
             let answer = self.sut.observe(&id).await?;
             let entered = answer
@@ -320,6 +338,9 @@ impl World {
     }
 
     pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
+        if let Some((executor, occurrence, request)) = occurrence_request(step) {
+            return self.on_occurrence(executor, occurrence, request?).await;
+        }
         match step {
             Step::Race { steps } => self.race(steps).await?,
             Step::Join { executor, .. } => {
@@ -424,64 +445,15 @@ impl World {
                     .or_insert(r.occurrence.clone());
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
-            Step::Reserve {
-                occurrence,
-                executor,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Reserve {
-                    occurrence: o,
-                    amount: 1250,
-                })
-                .await?
-            }
-            Step::Enter {
-                occurrence,
-                executor,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Enter { occurrence: o })
-                    .await?
-            }
-            Step::Send {
-                occurrence,
-                executor,
-                background,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Send {
-                    occurrence: o,
-                    background: *background,
-                })
-                .await?
-            }
-            Step::Execute {
-                occurrence,
-                executor,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Execute { occurrence: o })
-                    .await?
-            }
             Step::Settle { .. } => self.sut.settle().await?,
-            Step::Adopt {
-                occurrence,
-                executor,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Adopt { occurrence: o })
-                    .await?
-            }
-            Step::Reconcile {
-                occurrence,
-                executor,
-                ..
-            } => {
-                self.on_occurrence(executor, occurrence, |o| Request::Reconcile {
-                    occurrence: o,
-                })
-                .await?
-            }
+            // Sent above, through `occurrence_request`.
+            Step::Reserve { .. }
+            | Step::Enter { .. }
+            | Step::Send { .. }
+            | Step::Execute { .. }
+            | Step::Adopt { .. }
+            | Step::Reconcile { .. }
+            | Step::Release { .. } => {}
             Step::AadpExpire {
                 occurrence,
                 executor,
@@ -504,19 +476,6 @@ impl World {
                     ));
                 }
                 answer?
-            }
-            Step::Release {
-                occurrence,
-                executor,
-                reason,
-                ..
-            } => {
-                let reason = release_reason(reason)?;
-                self.on_occurrence(executor, occurrence, |o| Request::Release {
-                    occurrence: o,
-                    reason,
-                })
-                .await?
             }
             Step::Rebind {
                 occurrence,

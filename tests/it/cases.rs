@@ -290,6 +290,11 @@ fn a_case_with_defects_has_no_typed_form() {
     "steps[3].steps[1].occurrence",
     "o7"
 )]
+#[case::nothing_raced(
+    "[{do: execute, occurrence: o1}, {do: reconcile, occurrence: o1}]",
+    "steps[3].steps",
+    "nothing is raced"
+)]
 #[case::cannot_race(
     "[{do: execute, occurrence: o1}, {do: replace, executor: e2}]",
     "steps[3].steps[1].do",
