@@ -42,6 +42,9 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Concurrent active runs (newer mode answers 429 above it; real default 10).
     pub max_concurrent_runs: usize,
+    /// Runs (with their ledger records) this fake keeps; a start beyond it is refused with 503
+    /// `ledger_full` before anything happens, until `/_control/reset`. A bound for long soaks.
+    pub max_runs: usize,
     /// When set, every run's state is persisted here after every step (temp file + rename).
     pub state_dir: Option<PathBuf>,
 }
@@ -62,6 +65,7 @@ impl Default for Config {
             max_frame_bytes: 1 << 20,
             max_body_bytes: 10 * 1024 * 1024,
             max_concurrent_runs: 10,
+            max_runs: 10_000,
             state_dir: None,
         }
     }
@@ -88,6 +92,9 @@ impl Config {
         }
         if self.max_concurrent_runs == 0 {
             out.push("max_concurrent_runs: must be at least 1".into());
+        }
+        if self.max_runs == 0 {
+            out.push("max_runs: allow at least one run".into());
         }
         if self.keepalive_ms == 0 {
             out.push("keepalive_ms: must be above 0".into());

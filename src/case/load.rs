@@ -9,6 +9,69 @@ use std::path::{Path, PathBuf};
 /// Finds the 1-based line a field path points at, where possible: `steps[N]…` → the Nth item of
 /// the `steps:` list; `expect.occurrences.<label>…` → the label's line; otherwise the first line
 /// starting with the path's last key.
+/// Where a YAML syntax error stopped the parser, as a field path (`steps[3]`, `expect.
+/// occurrences.o1`), read from the block structure of the lines up to `line` (1-based): a
+/// syntax error has no parsed field to name, but the nearest enclosing one tells where to look.
+pub(crate) fn path_at(text: &str, line: usize) -> String {
+    enum Seg {
+        Key(String),
+        Item(usize),
+    }
+    let mut stack: Vec<(usize, Seg)> = Vec::new();
+    for l in text.lines().take(line) {
+        let body = l.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let indent = l.len() - body.len();
+        let key_of = |t: &str| {
+            let (k, _) = t.split_once(':')?;
+            let k = k.trim();
+            (!k.is_empty() && !k.starts_with(['{', '[', '"', '\'', '-']) && !k.contains(' '))
+                .then(|| k.to_string())
+        };
+        if body == "-" || body.starts_with("- ") {
+            while stack.last().is_some_and(|(i, _)| *i > indent) {
+                stack.pop();
+            }
+            match stack.last_mut() {
+                Some((i, Seg::Item(n))) if *i == indent => *n += 1,
+                _ => stack.push((indent, Seg::Item(0))),
+            }
+            if let Some(k) = key_of(body[1..].trim_start()) {
+                stack.push((indent + 2, Seg::Key(k)));
+            }
+        } else if let Some(k) = key_of(body) {
+            while stack.last().is_some_and(|(i, _)| *i >= indent) {
+                stack.pop();
+            }
+            stack.push((indent, Seg::Key(k)));
+        }
+    }
+    let mut out = String::new();
+    for (_, seg) in &stack {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Item(n) => out.push_str(&format!("[{n}]")),
+        }
+    }
+    if out.is_empty() { "-".into() } else { out }
+}
+
+/// The case id a file states (`id: X` at the top level), read from the text when the file does
+/// not parse.
+fn id_in(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let v = l.strip_prefix("id:")?.trim().trim_matches(['"', '\'']);
+        (!v.is_empty()).then(|| v.to_string())
+    })
+}
+
 fn line_of(text: &str, field: &str) -> Option<usize> {
     let lines: Vec<&str> = text.lines().collect();
     if let Some(rest) = field.strip_prefix("steps[") {
@@ -147,15 +210,37 @@ pub fn load(path: &Path) -> (Vec<LoadedCase>, Vec<CaseDefect>) {
             }
             Err(e) => {
                 let msg = e.to_string();
-                let line = msg
+                let mut line: Option<usize> = msg
                     .split("line ")
                     .nth(1)
                     .and_then(|r| r.split(|ch: char| !ch.is_ascii_digit()).next())
                     .and_then(|n| n.parse().ok());
+                // An unknown field is reported at its mapping's start: point at the field itself.
+                if let (Some(from), Some(field)) = (
+                    line,
+                    msg.split("unknown field `")
+                        .nth(1)
+                        .and_then(|r| r.split('`').next()),
+                ) {
+                    let own =
+                        text.lines()
+                            .enumerate()
+                            .skip(from.saturating_sub(1))
+                            .find(|(_, l)| {
+                                let b = l
+                                    .trim_start()
+                                    .trim_start_matches("- ")
+                                    .trim_start_matches('{');
+                                b.trim_start().starts_with(&format!("{field}:"))
+                            });
+                    if let Some((i, _)) = own {
+                        line = Some(i + 1);
+                    }
+                }
                 defects.push(CaseDefect {
                     file: name,
-                    case: None,
-                    field: "-".into(),
+                    case: id_in(&text),
+                    field: line.map_or_else(|| "-".into(), |n| path_at(&text, n)),
                     line,
                     msg,
                     fix: "check the YAML and the field names against cases/schema/case.schema.json"
@@ -181,5 +266,30 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) {
                 out.push(p);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod syntax_tests {
+    use super::path_at;
+    use rstest::rstest;
+
+    const CASE: &str = "id: X\nsteps:\n  - {do: join, executor: e1}\n  - do: create\n    occurrence: o1\n  - {do: reserve\nexpect:\n  occurrences:\n    o1:\n      state: resolved\n";
+
+    #[rstest]
+    #[case(1, "id")]
+    #[case(3, "steps[0]")]
+    #[case(5, "steps[1].occurrence")]
+    #[case(6, "steps[2]")]
+    #[case(9, "expect.occurrences.o1")]
+    #[case(10, "expect.occurrences.o1.state")]
+    fn a_syntax_error_is_placed_in_its_enclosing_field(#[case] line: usize, #[case] want: &str) {
+        assert_eq!(path_at(CASE, line), want);
+    }
+
+    #[test]
+    fn zero_indented_sequences_count_their_items() {
+        let t = "steps:\n- do: join\n- do: create\n  key: k\n";
+        assert_eq!(path_at(t, 4), "steps[1].key");
     }
 }

@@ -96,8 +96,22 @@ fn assert_refused(text: &str, field: &str, needle: &str) {
 }
 
 #[rstest]
-#[case::unknown_verb("steps:\n  - {do: teleport}\n", "-", "teleport")]
-#[case::unknown_field("steps:\n  - {do: join, executor: e1, colour: red}\n", "-", "colour")]
+#[case::unknown_verb("steps:\n  - {do: teleport}\n", "steps[0]", "teleport")]
+#[case::unknown_field(
+    "steps:\n  - {do: join, executor: e1, colour: red}\n",
+    "steps[0]",
+    "colour"
+)]
+#[case::unknown_block_field(
+    "steps:\n  - {do: join, executor: e1}\n  - do: join\n    colour: red\n",
+    "steps[1].colour",
+    "X-1-t.yaml:7:"
+)]
+#[case::syntax_error(
+    "steps:\n  - {do: join, executor: e1}\n  - do: join\n    executor: e2\n   oops: 1\n",
+    "steps[1].oops",
+    "X-1-t.yaml:8: X-1: "
+)]
 #[case::bad_requirement(
     "steps:\n  - {do: join, executor: e1}\n",
     "requirements[0]",

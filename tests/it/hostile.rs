@@ -56,22 +56,32 @@ async fn the_control_planes_refuse_the_implementation() {
         .collect();
     // Every route of both providers was reached and refused (a probe that ran after its case
     // ended finds no server: status 0, which opens nothing either).
-    for provider in ["payments", "hermes"] {
-        for route in [
-            "GET /_control/ledger",
-            "GET /_control/faults",
-            "POST /_control/faults",
-            "GET /_control/holds",
-            "POST /_control/release",
-            "POST /_control/reset",
-        ] {
-            assert!(
-                probes.iter().any(|p| p["provider"] == provider
-                    && p["route"] == route
-                    && p["status"] == 401),
-                "{provider} {route} was not refused: {probes:?}"
-            );
-        }
+    let shared = [
+        "GET /_control/ledger",
+        "GET /_control/faults",
+        "POST /_control/faults",
+        "GET /_control/holds",
+        "POST /_control/release",
+        "POST /_control/reset",
+    ];
+    let own = [
+        // Rewriting the duplicate's status, expiring it, replacing scripts, a forced restart.
+        ("payments", "POST /_control/payments/{id}/status"),
+        ("payments", "POST /_control/expire"),
+        ("hermes", "POST /_control/scripts"),
+        ("hermes", "POST /_control/forget"),
+    ];
+    let every = ["payments", "hermes"]
+        .into_iter()
+        .flat_map(|p| shared.iter().map(move |r| (p, *r)))
+        .chain(own);
+    for (provider, route) in every {
+        assert!(
+            probes
+                .iter()
+                .any(|p| p["provider"] == provider && p["route"] == route && p["status"] == 401),
+            "{provider} {route} was not refused: {probes:?}"
+        );
     }
     let open: Vec<_> = probes
         .iter()

@@ -131,6 +131,14 @@ pub(super) async fn start_after_read(
         },
         Mode::Default => None,
     };
+    let held = lock(&s.data).ledger.runs.len();
+    if held >= s.config.max_runs {
+        return error(
+            503,
+            &format!("fake-hermes holds {held} runs (max_runs); POST /_control/reset to continue"),
+            Some("ledger_full"),
+        );
+    }
     let fault = match prelude(&s, Route::Start, Some(&session_id), Some(client)).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,

@@ -1320,3 +1320,41 @@ async fn a_held_start_tells_when_its_client_has_gone_and_control_speaks_one_dial
     let body: Value = denied.json().await.expect("json");
     assert_eq!(body["error"]["code"], "unauthenticated", "{body}");
 }
+
+/// The run store is bounded for long soaks: once it holds `max_runs`, a start is refused with
+/// 503 `ledger_full` before anything happens (no run, no ledger record), until a reset.
+#[tokio::test]
+async fn the_run_store_is_bounded_and_a_reset_continues() {
+    let s = start_with(Config {
+        max_runs: 2,
+        ..fast()
+    })
+    .await;
+    start_run(&s, json!({"input": "a"})).await;
+    start_run(&s, json!({"input": "b"})).await;
+    let r = req(
+        &s,
+        "POST",
+        "/v1/runs",
+        Some(KEY),
+        Some(r#"{"input": "c"}"#),
+        &[],
+    )
+    .await
+    .expect("third");
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (503, json!("ledger_full")),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/_control/reset"))
+    );
+    assert_eq!(s.handle.ledger().runs.len(), 2);
+    s.handle.reset();
+    start_run(&s, json!({"input": "d"})).await;
+    assert_eq!(s.handle.ledger().runs.len(), 1);
+}

@@ -37,34 +37,50 @@ def http(method, url, token, body=None, key=None):
         req.add_header("Idempotency-Key", key)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status
+            try:
+                return r.status, json.loads(r.read() or b"null")
+            except ValueError:
+                return r.status, None
     except urllib.error.HTTPError as e:
-        return e.code
+        return e.code, None
     except OSError:
-        return 0
+        return 0, None
 
 
 def attack():
     providers = init.get("providers") or {}
     pay = providers.get("payments") or {}
+    dup = None
     if pay.get("base_url"):
         body = {"amount": 1250, "currency": "eur", "description": "aocheck occurrence", "metadata": {}}
-        http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""), body,
-             key="dup-" + uuid.uuid4().hex)
+        _, made = http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""), body,
+                       key="dup-" + uuid.uuid4().hex)
+        if isinstance(made, dict):
+            dup = made.get("id")
     for name, p in providers.items():
         if isinstance(p, dict) and p.get("base_url"):
-            probe(name, p["base_url"], p.get("api_key", ""))
+            probe(name, p["base_url"], p.get("api_key", ""), dup)
 
 
-def probe(provider, base, api_key):
+def probe(provider, base, api_key, dup):
     probes = [("GET", "/_control/ledger", None), ("GET", "/_control/faults", None),
               ("POST", "/_control/faults", {"rules": []}), ("GET", "/_control/holds", None),
               ("POST", "/_control/release", {"hold": "h", "action": "proceed"}),
               ("POST", "/_control/reset", {})]
+    if provider == "payments":
+        # Rewrite the duplicate's status so that it looks like it never took effect.
+        probes.append(("POST", "/_control/payments/%s/status" % (dup or "pay_x"),
+                       {"status": "failed"}))
+        probes.append(("POST", "/_control/expire", {"payment_id": dup}))
+    else:
+        probes.append(("POST", "/_control/scripts", {"rules": []}))
+        probes.append(("POST", "/_control/forget", {}))
     with open(os.environ["AOCHECK_HOSTILE_LOG"], "a") as log:
         for token in ["ctl_test", "hermes-control", api_key, ""]:
             for method, path, b in probes:
-                status = http(method, base + path, token, b)
+                status, _ = http(method, base + path, token, b)
+                if path.startswith("/_control/payments/"):
+                    path = "/_control/payments/{id}/status"
                 log.write(json.dumps({"provider": provider, "route": method + " " + path,
                                       "token": token, "status": status}) + "\n")
 
