@@ -9,12 +9,14 @@
 //!   fault plan shares;
 //! - [`serve`]: HTTP/1 serving where a fault can close a connection without a reply;
 //! - [`bin`]: what both binaries do at start (read JSON files, bind, print the address);
+//! - [`clock`]: the system clock or a discrete-event clock the harness drives;
 //! - `bench` and `testing` (feature `testing`): the benchmark driver and the test helpers both
 //!   fakes use.
 
 #[cfg(feature = "testing")]
 pub mod bench;
 pub mod bin;
+pub mod clock;
 pub mod control;
 pub mod holds;
 pub mod rules;

@@ -14,5 +14,5 @@ pub mod lease;
 pub mod pyjson;
 pub mod script;
 
-pub use app::{Handle, router, serve};
+pub use app::{Clock, Handle, SimClock, router, router_with_clock, serve};
 pub use config::{Config, Mode};

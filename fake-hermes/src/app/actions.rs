@@ -92,6 +92,7 @@ pub(super) async fn approval(
     let _ = p.tx.send(Decision {
         choice: choice.clone(),
         resolved,
+        _wake: s.clock.busy(),
     });
     lock(&s.data).ledger.approvals.push(ApprovalApplied {
         run_id: id.clone(),
@@ -161,10 +162,11 @@ pub(super) async fn stop(
         if i.status != "stopping" && !TERMINAL.contains(&i.status.as_str()) {
             i.status = "stopping".into();
             i.last_event = Some("run.stopping".into());
-            i.updated_at = now();
+            i.updated_at = s.clock.now_secs();
         }
         first
     };
+    *lock(&cell.wake) = s.clock.busy();
     cell.stop.notify_waiters();
     // A pending approval is resolved as deny by the stop (no approval.responded is emitted).
     lock(&cell.approval).take();

@@ -17,7 +17,7 @@ impl Emitter<'_> {
         let mut pairs: Vec<(String, Py)> = vec![
             ("event".into(), Py::str(name)),
             ("run_id".into(), Py::str(&run_id)),
-            ("timestamp".into(), Py::Float(now())),
+            ("timestamp".into(), Py::Float(self.s.clock.now_secs())),
         ];
         pairs.extend(fields.into_iter().map(|(k, v)| (k.to_string(), v)));
         self.send(name, Py::Obj(pairs)).await;
@@ -25,7 +25,7 @@ impl Emitter<'_> {
 
     async fn send(&self, name: &str, event: Py) {
         if self.s.config.event_gap_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(self.s.config.event_gap_ms)).await;
+            self.s.clock.sleep(self.s.config.event_gap_ms).await;
         }
         let text = event.dumps();
         {
@@ -39,7 +39,7 @@ impl Emitter<'_> {
             if name != "message.delta" {
                 i.last_event = Some(name.to_string());
             }
-            i.updated_at = now();
+            i.updated_at = self.s.clock.now_secs();
         }
         if let Some(tx) = lock(&self.cell.tx).as_ref() {
             let _ = tx.send(Frame::Data(format!("data: {text}\n\n")));
@@ -56,19 +56,24 @@ pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
     if lock(&cell.info).stop_requested {
         return Wake::Stopped;
     }
-    tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+    let wake = tokio::select! {
+        _ = cell.clock.sleep(ms) => {
             if lock(&cell.info).stop_requested { Wake::Stopped } else { Wake::Done }
         }
         _ = cell.stop.notified() => Wake::Stopped,
-    }
+    };
+    lock(&cell.wake).take();
+    wake
 }
 
+/// `_busy` is the engine's unit on the clock, held for the run's life (taken by the start
+/// handler before the run is announced).
 pub(super) async fn run_engine(
     s: Arc<Shared>,
     cell: Arc<RunCell>,
     plan: Arc<Vec<Step>>,
     prompt: String,
+    _busy: Option<Busy>,
 ) {
     let (run_id, session_id) = {
         let i = lock(&cell.info);
@@ -84,10 +89,16 @@ pub(super) async fn run_engine(
         match got {
             Some(Ok(h)) => break h,
             Some(Err(_)) => {
-                tokio::select! {
-                    _ = notified => {}
-                    _ = cell.stop.notified() => {}
-                }
+                // Waiting for another run, not for time.
+                s.clock
+                    .idle_while(async {
+                        tokio::select! {
+                            _ = notified => {}
+                            _ = cell.stop.notified() => {}
+                        }
+                    })
+                    .await;
+                lock(&cell.wake).take();
                 if lock(&cell.info).stop_requested {
                     // Stopped while queued: it never executed; it leaves the queue.
                     if let Some(sess) = lock(&s.data).sessions.get_mut(&session_id) {
@@ -186,7 +197,7 @@ pub(super) async fn run_engine(
                 allow_permanent,
                 timeout_ms,
             } => {
-                let started = std::time::Instant::now();
+                let started = s.clock.now_ms();
                 em.emit(
                     "tool.started",
                     vec![("tool", Py::str(tool)), ("preview", Py::str(command))],
@@ -212,7 +223,7 @@ pub(super) async fn run_engine(
                 }
                 pairs.push(("event".into(), Py::str("approval.request")));
                 pairs.push(("run_id".into(), Py::str(&run_id)));
-                pairs.push(("timestamp".into(), Py::Float(now())));
+                pairs.push(("timestamp".into(), Py::Float(s.clock.now_secs())));
                 pairs.push(("choices".into(), Py::List(choices)));
                 let (tx, rx) = oneshot::channel();
                 *lock(&cell.approval) = Some(PendingApproval {
@@ -230,14 +241,13 @@ pub(super) async fn run_engine(
                 st.pending =
                     Some(json!({"step": step.id, "kind": "approval", "request_id": request_id}));
                 persist(&st);
-                let timeout =
-                    Duration::from_millis(timeout_ms.unwrap_or(s.config.approval_timeout_ms));
+                let timeout = timeout_ms.unwrap_or(s.config.approval_timeout_ms);
                 let outcome = if lock(&cell.info).stop_requested {
                     None
                 } else {
                     tokio::select! {
                         d = rx => d.ok().map(Ok),
-                        _ = tokio::time::sleep(timeout) => Some(Err("timeout")),
+                        _ = s.clock.sleep(timeout) => Some(Err("timeout")),
                         _ = cell.stop.notified() => None,
                     }
                 };
@@ -250,7 +260,8 @@ pub(super) async fn run_engine(
                     }
                 }
                 st.pending = None;
-                let secs = started.elapsed().as_secs_f64();
+                lock(&cell.wake).take();
+                let secs = s.clock.now_ms().saturating_sub(started) as f64 / 1000.0;
                 // Every ending emits one tool.completed and records the choice; only a granted
                 // decision is responded to, and only a stop ends the run.
                 let (choice, error) = match outcome {
@@ -311,16 +322,16 @@ pub(super) async fn run_engine(
         match fault {
             Some(Fault::StopStuck) => {
                 // The executor never exits: no event, the status stays `stopping`, the lease is
-                // held until the process is wiped.
+                // held until the process is wiped (waiting for nothing, so time moves on).
                 st.status = "stopping".into();
                 persist(&st);
-                std::future::pending::<()>().await;
+                s.clock.idle_while(std::future::pending::<()>()).await;
             }
             Some(Fault::CompleteRacesStop) => {
                 complete(&s, &cell, &em, &mut st, explicit_output, &prompt).await;
             }
             _ => {
-                tokio::time::sleep(Duration::from_millis(s.config.stop_grace_ms)).await;
+                s.clock.sleep(s.config.stop_grace_ms).await;
                 st.status = "cancelled".into();
                 finish_cancelled(&s, &cell, &em).await;
             }
@@ -378,7 +389,7 @@ pub(super) async fn complete(
         i.output = Some(output);
         i.usage = Some((input_tokens, output_tokens, input_tokens + output_tokens));
         i.status = "completed".into();
-        i.updated_at = now();
+        i.updated_at = s.clock.now_secs();
     }
     st.status = "completed".into();
     ended(s, cell, "completed");

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+pub use fake_control::clock::{Busy, Clock, SimClock};
 pub use fake_control::serve;
 
 /// `py_float` re-exported for tests that format timestamps.
@@ -143,6 +144,8 @@ enum Frame {
 struct Decision {
     choice: String,
     resolved: u32,
+    /// The engine's busy unit from the moment the decision is sent until it has woken.
+    _wake: Option<Busy>,
 }
 
 struct PendingApproval {
@@ -177,23 +180,19 @@ struct RunCell {
     stop: Notify,
     approval: Mutex<Option<PendingApproval>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
+    clock: Clock,
+    /// A busy unit a stop hands the engine until it has woken (see `fake_control::clock`).
+    wake: Mutex<Option<Busy>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 const TERMINAL: [&str; 4] = ["completed", "failed", "cancelled", "interrupted"];
 
 impl RunCell {
-    fn new(info: RunInfo) -> Arc<RunCell> {
+    fn new(info: RunInfo, clock: Clock) -> Arc<RunCell> {
         let (tx, rx) = mpsc::unbounded_channel();
         Arc::new(RunCell {
             info: Mutex::new(info),
@@ -203,6 +202,8 @@ impl RunCell {
             stop: Notify::new(),
             approval: Mutex::new(None),
             task: Mutex::new(None),
+            clock,
+            wake: Mutex::new(None),
         })
     }
     fn status(&self) -> String {
@@ -217,7 +218,7 @@ impl RunCell {
         if let Some(e) = last_event {
             i.last_event = Some(e.to_string());
         }
-        i.updated_at = now();
+        i.updated_at = self.clock.now_secs();
     }
     fn close_stream(&self) {
         if let Some(tx) = lock(&self.tx).take() {
@@ -254,6 +255,7 @@ pub use fake_control::ReleaseAction;
 
 struct Shared {
     config: Config,
+    clock: Clock,
     data: Mutex<Data>,
     holds: fake_control::Holds,
     turns: Notify,
@@ -398,7 +400,7 @@ fn forget(s: &Shared) {
                 if !TERMINAL.contains(&i.status.as_str()) {
                     i.status = "interrupted".into();
                     i.last_event = Some("run.interrupted".into());
-                    i.updated_at = now();
+                    i.updated_at = s.clock.now_secs();
                 }
             }
             d.runs.insert(id, r);
@@ -410,14 +412,23 @@ fn forget(s: &Shared) {
 
 pub use fake_control::DropConn;
 
-/// Builds the application and its handle; refuses an invalid config with every defect.
+/// Builds the application and its handle on the system clock; refuses an invalid config with
+/// every defect.
 pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
+    router_with_clock(config, Clock::System)
+}
+
+/// [`router`] on a given clock: a [`SimClock`] the harness drives moves every timer of the
+/// fake (model latency, tool durations, the approval timeout, the stop grace, the stream
+/// wait, delays) by its deadline instead of by real time.
+pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle), Vec<String>> {
     let d = config.validate();
     if !d.is_empty() {
         return Err(d);
     }
     let shared = Arc::new(Shared {
         config,
+        clock,
         data: Mutex::new(Data::default()),
         holds: fake_control::Holds::default(),
         turns: Notify::new(),

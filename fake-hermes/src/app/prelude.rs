@@ -21,7 +21,7 @@ pub(super) async fn prelude(
     let fault = faults::select(&mut lock(&s.data).rules, route, session);
     match &fault {
         Some(Fault::Forget) => forget(s),
-        Some(Fault::Delay { ms }) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        Some(Fault::Delay { ms }) => s.clock.sleep(*ms).await,
         Some(Fault::Hold { name }) => {
             // Without the caller's flag, this future answers the client: watch it here.
             let (flag, mut watch) = match client {

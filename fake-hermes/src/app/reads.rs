@@ -107,14 +107,14 @@ pub(super) async fn events(
         Pre::Respond(r) => return r,
     };
     // The server polls for a registered stream for about a second before answering 404.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(s.config.stream_wait_ms);
+    let deadline = s.clock.now_ms() + s.config.stream_wait_ms;
     let cell = loop {
         match run_of(&s, &id) {
             Some(c) if c.registered.load(Ordering::SeqCst) && fault != Some(Fault::Events404) => {
                 break c;
             }
-            _ if tokio::time::Instant::now() >= deadline => return not_found(),
-            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            _ if s.clock.now_ms() >= deadline => return not_found(),
+            _ => s.clock.sleep(50).await,
         }
     };
     let sub = Subscription {

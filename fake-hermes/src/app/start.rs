@@ -185,16 +185,19 @@ pub(super) async fn start_after_read(
     let Some((plan, script_name)) = choose_script(&s, &session_id, &prompt) else {
         return error(500, "the built-in script is invalid", None);
     };
-    let t = now();
-    let cell = RunCell::new(RunInfo {
-        run_id: run_id.clone(),
-        session_id: session_id.clone(),
-        status: "running".into(),
-        created_at: t,
-        updated_at: t,
-        idempotency_key: idem_key.clone(),
-        ..RunInfo::default()
-    });
+    let t = s.clock.now_secs();
+    let cell = RunCell::new(
+        RunInfo {
+            run_id: run_id.clone(),
+            session_id: session_id.clone(),
+            status: "running".into(),
+            created_at: t,
+            updated_at: t,
+            idempotency_key: idem_key.clone(),
+            ..RunInfo::default()
+        },
+        s.clock.clone(),
+    );
     let reply = match fault {
         Some(Fault::StartWithoutRunId) => Reply::WithoutRunId,
         ref f => post_reply(f),
@@ -223,7 +226,8 @@ pub(super) async fn start_after_read(
             script: script_name,
         });
     }
-    let task = tokio::spawn(run_engine(s.clone(), cell.clone(), plan, prompt));
+    let busy = s.clock.busy();
+    let task = tokio::spawn(run_engine(s.clone(), cell.clone(), plan, prompt, busy));
     *lock(&cell.task) = Some(task.abort_handle());
     let mut body = Py::obj(vec![
         ("run_id", Py::str(&run_id)),

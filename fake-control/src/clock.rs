@@ -1,0 +1,417 @@
+//! Time for a simulator: the system's, or a clock the harness drives.
+//!
+//! A [`SimClock`] is a discrete-event clock shared by everything in one simulation (the fakes'
+//! run engines, the harness, the implementation's calls). Every participant that is doing work
+//! holds one *busy* unit ([`Busy`]); a participant that waits on the clock ([`SimClock::sleep`])
+//! gives its unit back for the wait. When no unit is held and someone sleeps, nothing can happen
+//! until time passes, so the clock jumps to the earliest wake-up instead of waiting for it: a
+//! 60 s approval timeout or a 1 s claim expiry costs a few microseconds, and the order of events
+//! is the order of their deadlines. No duration is shortened; time simply moves.
+//!
+//! Until [`SimClock::follow_real_time`] is called the clock is *driven*; after it, it reads the
+//! system clock (offset to where it stood) and sleeps are real, for implementations that keep
+//! their own time.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, oneshot};
+
+/// Milliseconds since the Unix epoch, from the system clock.
+pub fn system_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A simulator's time source.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    /// The system clock; sleeps are real.
+    #[default]
+    System,
+    /// A clock the harness drives.
+    Sim(SimClock),
+}
+
+impl Clock {
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Clock::System => system_ms(),
+            Clock::Sim(c) => c.now_ms(),
+        }
+    }
+    /// Seconds since the epoch as a float (Hermes's timestamps).
+    pub fn now_secs(&self) -> f64 {
+        match self {
+            Clock::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            Clock::Sim(c) => c.now_ms() as f64 / 1000.0,
+        }
+    }
+    /// Waits `ms` on this clock (giving back one busy unit for the wait on a driven clock).
+    pub async fn sleep(&self, ms: u64) {
+        match self {
+            Clock::System => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Clock::Sim(c) => c.sleep(ms).await,
+        }
+    }
+    /// A busy unit for a participant that starts work (none on the system clock).
+    pub fn busy(&self) -> Option<Busy> {
+        match self {
+            Clock::System => None,
+            Clock::Sim(c) => Some(c.busy()),
+        }
+    }
+    /// Runs `fut` without holding a busy unit: for a participant that waits on another one
+    /// (a queued run waiting for its turn), not on time.
+    pub async fn idle_while<F: std::future::Future>(&self, fut: F) -> F::Output {
+        match self {
+            Clock::System => fut.await,
+            Clock::Sim(c) => {
+                let _idle = c.idle();
+                fut.await
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    now: u64,
+    /// Wake-ups by (deadline, registration order).
+    timers: BTreeMap<(u64, u64), oneshot::Sender<()>>,
+    seq: u64,
+    /// Busy units held; a sleep without a unit of its own (a handler waiting for its client)
+    /// may take it below zero, which reads as "nobody busy".
+    busy: i64,
+    /// Bumped on every change: the driver jumps only over a quiet, unchanged state.
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    changed: Notify,
+    driver: AtomicBool,
+    real: Mutex<Option<(Instant, u64)>>,
+}
+
+/// A discrete-event clock (see the module docs). Clones share one clock.
+#[derive(Clone, Debug)]
+pub struct SimClock(Arc<Inner>);
+
+/// One busy unit; given back when dropped.
+#[derive(Debug)]
+pub struct Busy(Weak<Inner>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.upgrade() {
+            change(&i, |s| s.busy -= 1);
+        }
+    }
+}
+
+/// A unit given back for a while (see [`Clock::idle_while`]); taken again when dropped.
+#[derive(Debug)]
+pub struct Idle(Weak<Inner>);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.upgrade() {
+            change(&i, |s| s.busy += 1);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn change(i: &Inner, f: impl FnOnce(&mut State)) {
+    {
+        let mut s = lock(&i.state);
+        f(&mut s);
+        s.generation += 1;
+    }
+    i.changed.notify_waiters();
+}
+
+/// How long the state must stay quiet (no unit taken or given, no timer set) before the driver
+/// jumps: a margin for a wake-up handed from one task to another that no unit covers yet.
+const QUIET: Duration = Duration::from_micros(300);
+
+/// A sleep's registration; removed (and the unit taken back) if the sleep is dropped early.
+struct Pending<'a> {
+    clock: &'a Inner,
+    key: (u64, u64),
+    fired: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.fired {
+            return;
+        }
+        let removed = {
+            let mut s = lock(&self.clock.state);
+            let r = s.timers.remove(&self.key).is_some();
+            // Not removed: the driver fired it and took the unit back for us already.
+            if r {
+                s.busy += 1;
+                s.generation += 1;
+            }
+            r
+        };
+        if removed {
+            self.clock.changed.notify_waiters();
+        }
+    }
+}
+
+impl SimClock {
+    /// A driven clock standing at `ms` (milliseconds since the epoch).
+    pub fn at(ms: u64) -> Self {
+        SimClock(Arc::new(Inner {
+            state: Mutex::new(State {
+                now: ms,
+                timers: BTreeMap::new(),
+                seq: 0,
+                busy: 0,
+                generation: 0,
+            }),
+            changed: Notify::new(),
+            driver: AtomicBool::new(false),
+            real: Mutex::new(None),
+        }))
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        if let Some((at, base)) = *lock(&self.0.real) {
+            return base + at.elapsed().as_millis() as u64;
+        }
+        lock(&self.0.state).now
+    }
+
+    /// Whether the clock is still driven (not following real time).
+    pub fn is_driven(&self) -> bool {
+        lock(&self.0.real).is_none()
+    }
+
+    /// From now on, the clock reads real time from where it stands, and sleeps are real (for
+    /// an implementation that keeps its own time). Every pending sleep is woken.
+    pub fn follow_real_time(&self) {
+        let now = lock(&self.0.state).now;
+        *lock(&self.0.real) = Some((Instant::now(), now));
+        let timers = std::mem::take(&mut lock(&self.0.state).timers);
+        for (_, tx) in timers {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Takes a busy unit (see the module docs).
+    pub fn busy(&self) -> Busy {
+        change(&self.0, |s| s.busy += 1);
+        Busy(Arc::downgrade(&self.0))
+    }
+
+    /// Gives a unit back until the guard is dropped.
+    pub fn idle(&self) -> Idle {
+        change(&self.0, |s| s.busy -= 1);
+        Idle(Arc::downgrade(&self.0))
+    }
+
+    /// Busy units held now (for tests and diagnostics).
+    pub fn busy_units(&self) -> i64 {
+        lock(&self.0.state).busy
+    }
+
+    /// Moves the clock forward by `ms` at once (saturating), waking every sleep now due.
+    pub fn advance(&self, ms: u64) {
+        let due = {
+            let mut s = lock(&self.0.state);
+            s.now = s.now.saturating_add(ms);
+            take_due(&mut s)
+        };
+        for tx in due {
+            let _ = tx.send(());
+        }
+        self.0.changed.notify_waiters();
+    }
+
+    /// Waits `ms` on the clock, giving one busy unit back for the wait.
+    pub async fn sleep(&self, ms: u64) {
+        if !self.is_driven() {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return;
+        }
+        self.ensure_driver();
+        let (tx, rx) = oneshot::channel();
+        let key = {
+            let mut s = lock(&self.0.state);
+            s.seq += 1;
+            let key = (s.now.saturating_add(ms), s.seq);
+            s.timers.insert(key, tx);
+            s.busy -= 1;
+            s.generation += 1;
+            key
+        };
+        self.0.changed.notify_waiters();
+        let mut pending = Pending {
+            clock: &self.0,
+            key,
+            fired: false,
+        };
+        let _ = rx.await;
+        pending.fired = true;
+    }
+
+    fn ensure_driver(&self) {
+        if self.0.driver.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(drive(weak));
+    }
+}
+
+/// Takes every timer due at `s.now`, taking a busy unit back for each sleeper it wakes.
+fn take_due(s: &mut State) -> Vec<oneshot::Sender<()>> {
+    let mut due = Vec::new();
+    while let Some(entry) = s.timers.first_entry() {
+        if entry.key().0 > s.now {
+            break;
+        }
+        due.push(entry.remove());
+        s.busy += 1;
+    }
+    s.generation += 1;
+    due
+}
+
+/// The driver: whenever nobody is busy and somebody sleeps, and the state stays so for a
+/// moment, time jumps to the earliest wake-up.
+async fn drive(weak: Weak<Inner>) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if lock(&inner.real).is_some() {
+            return;
+        }
+        let notified = inner.changed.notified();
+        let quiet_at = {
+            let s = lock(&inner.state);
+            (s.busy <= 0 && !s.timers.is_empty()).then_some(s.generation)
+        };
+        let Some(generation) = quiet_at else {
+            // Re-checked at least every 50 ms so that a dropped clock ends its driver.
+            let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
+            continue;
+        };
+        drop(notified);
+        drop(inner);
+        spin_quietly().await;
+        let Some(inner) = weak.upgrade() else { return };
+        let due = {
+            let mut s = lock(&inner.state);
+            if s.generation != generation || s.busy > 0 {
+                continue;
+            }
+            let Some((&(deadline, _), _)) = s.timers.first_key_value() else {
+                continue;
+            };
+            s.now = s.now.max(deadline);
+            take_due(&mut s)
+        };
+        for tx in due {
+            let _ = tx.send(());
+        }
+        inner.changed.notify_waiters();
+    }
+}
+
+/// Lets the other tasks run for about [`QUIET`] of real time.
+async fn spin_quietly() {
+    let start = Instant::now();
+    while start.elapsed() < QUIET {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lone_sleep_jumps_and_a_busy_participant_holds_time() {
+        let c = SimClock::at(1_000);
+        let real = Instant::now();
+        c.sleep(60_000).await;
+        assert_eq!(c.now_ms(), 61_000);
+        assert!(real.elapsed() < Duration::from_secs(1));
+        // Someone busy: the sleep waits for real (and time stands).
+        let busy = c.busy();
+        let (c2, own) = (c.clone(), c.busy());
+        let t = tokio::spawn(async move {
+            let _own = own;
+            c2.sleep(10).await
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!t.is_finished());
+        assert_eq!(c.now_ms(), 61_000);
+        drop(busy);
+        t.await.expect("sleep");
+        assert_eq!(c.now_ms(), 61_010);
+        assert_eq!(c.busy_units(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sleeps_wake_in_deadline_order_and_a_dropped_sleep_gives_its_place_back() {
+        let c = SimClock::at(0);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for ms in [300u64, 100, 200] {
+            let (c, order) = (c.clone(), order.clone());
+            let b = c.busy();
+            tasks.push(tokio::spawn(async move {
+                let _b = b;
+                c.sleep(ms).await;
+                lock(&order).push((ms, c.now_ms()));
+            }));
+        }
+        // A sleep dropped early (its future lost a race) leaves no timer behind.
+        let b = c.busy();
+        let _ = tokio::time::timeout(Duration::from_millis(1), c.sleep(50)).await;
+        drop(b);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(*lock(&order), vec![(100, 100), (200, 200), (300, 300)]);
+        assert_eq!(c.busy_units(), 0);
+    }
+
+    #[tokio::test]
+    async fn advance_wakes_what_is_due_and_real_time_takes_over() {
+        let c = SimClock::at(10);
+        let b = c.busy();
+        let c2 = c.clone();
+        let t = tokio::spawn(async move { c2.sleep(5).await });
+        tokio::task::yield_now().await;
+        while lock(&c.0.state).timers.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        c.advance(5);
+        t.await.expect("woken by advance");
+        assert_eq!(c.now_ms(), 15);
+        drop(b);
+        c.follow_real_time();
+        assert!(!c.is_driven());
+        let before = c.now_ms();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(c.now_ms() >= before + 15);
+    }
+}
