@@ -2,8 +2,13 @@
 //! drive lease expiry, freshness and retention without sleeping.
 
 use crate::aoc::ids::Millis;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+type Wait<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// A source of wall-clock milliseconds.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -12,6 +17,84 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     /// clock) can never see a lease expire, so it must not wait at all.
     fn moves_by_itself(&self) -> bool {
         true
+    }
+    /// Waits `ms` on this clock (real time unless the clock is driven).
+    fn sleep(&self, ms: u64) -> Wait<'_> {
+        Box::pin(tokio::time::sleep(Duration::from_millis(ms)))
+    }
+    /// Brings `now` up to date where reading it costs a request (a driven clock).
+    fn sync(&self) -> Wait<'_> {
+        Box::pin(async {})
+    }
+}
+
+/// A clock the harness drives, reached over HTTP (`providers.hermes.clock` in `init`): sleeps
+/// are waits on the harness's discrete-event clock, which jumps over them when nobody is busy,
+/// and `now` is the harness's. If the harness cannot be reached, time falls back to real time
+/// from where it stood (a sleep is then a real sleep), so a lost clock never hangs a wait.
+#[derive(Debug)]
+pub struct DrivenClock {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    now: AtomicU64,
+}
+
+impl DrivenClock {
+    pub fn new(url: &str, token: &str) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(600))
+            .build()
+            .map_err(|e| format!("clock client: {e}"))?;
+        Ok(DrivenClock {
+            http,
+            url: url.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            now: AtomicU64::new(SystemClock.now().0),
+        })
+    }
+
+    fn learn(&self, v: Option<serde_json::Value>) -> bool {
+        match v.and_then(|v| v.get("now").and_then(serde_json::Value::as_u64)) {
+            Some(n) => {
+                self.now.fetch_max(n, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn ask(&self, req: reqwest::RequestBuilder) -> Option<serde_json::Value> {
+        let r = req.bearer_auth(&self.token).send().await.ok()?;
+        if !r.status().is_success() {
+            return None;
+        }
+        r.json().await.ok()
+    }
+}
+
+impl Clock for DrivenClock {
+    fn now(&self) -> Millis {
+        Millis(self.now.load(Ordering::SeqCst))
+    }
+    fn sleep(&self, ms: u64) -> Wait<'_> {
+        Box::pin(async move {
+            let req = self
+                .http
+                .post(format!("{}/sleep", self.url))
+                .json(&serde_json::json!({ "ms": ms }));
+            let v = self.ask(req).await;
+            if !self.learn(v) {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                self.now.fetch_add(ms, Ordering::SeqCst);
+            }
+        })
+    }
+    fn sync(&self) -> Wait<'_> {
+        Box::pin(async move {
+            let v = self.ask(self.http.get(format!("{}/now", self.url))).await;
+            self.learn(v);
+        })
     }
 }
 

@@ -342,6 +342,63 @@ async fn spin_quietly() {
     }
 }
 
+/// The clock as HTTP, for an implementation in another process that moves its timers by this
+/// clock (Bearer `token`): `GET /now` answers `{"now": ms}`; `POST /sleep {"ms": n}` waits `n`
+/// ms on the clock (giving back the unit of the call that waits) and answers `{"now": ms}`.
+/// Mount it under a prefix with `Router::nest`.
+pub fn routes(clock: SimClock, token: String) -> axum::Router {
+    use axum::Json;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::{get, post};
+    use serde_json::{Value, json};
+    let token = Arc::new(token);
+    let ok = move |h: &HeaderMap, token: &str| {
+        h.get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t == token)
+    };
+    let refuse = || {
+        (
+            StatusCode::UNAUTHORIZED,
+            Json(
+                json!({"error": {"code": "unauthorized", "message": "the clock token is required"}}),
+            ),
+        )
+    };
+    let (c1, t1) = (clock.clone(), token.clone());
+    let (c2, t2) = (clock, token);
+    axum::Router::new()
+        .route(
+            "/now",
+            get(move |h: HeaderMap| async move {
+                if !ok(&h, &t1) {
+                    return refuse();
+                }
+                (StatusCode::OK, Json(json!({"now": c1.now_ms()})))
+            }),
+        )
+        .route(
+            "/sleep",
+            post(move |h: HeaderMap, body: axum::body::Bytes| async move {
+                if !ok(&h, &t2) {
+                    return refuse();
+                }
+                let ms = serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("ms").and_then(Value::as_u64));
+                let Some(ms) = ms else {
+                    return (
+                        StatusCode::BAD_REQUEST,
+                        Json(json!({"error": {"code": "invalid_request", "message": "body: {\"ms\": <milliseconds>} is required"}})),
+                    );
+                };
+                c2.sleep(ms).await;
+                (StatusCode::OK, Json(json!({"now": c2.now_ms()})))
+            }),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,3 +16,4 @@ pub mod script;
 
 pub use app::{Clock, Handle, SimClock, router, router_with_clock, serve};
 pub use config::{Config, Mode};
+pub use fake_control::clock;

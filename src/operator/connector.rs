@@ -175,6 +175,7 @@ impl<S: Store> Connector<S> {
     /// Invokes the operator capability for an Action.
     pub async fn invoke(&self, action: &Action) -> Result<OperatorResult, ConnectorError> {
         self.policy.validate()?;
+        self.clock.sync().await;
         match OperatorInput::parse(&action.input)? {
             OperatorInput::Objective {
                 objective,
@@ -229,6 +230,7 @@ impl<S: Store> Connector<S> {
         &self,
         req: &DelegationRequest,
     ) -> Result<OperatorResult, ConnectorError> {
+        self.clock.sync().await;
         delegation::admit(
             &self.policy,
             &self.endpoint_id,
@@ -335,7 +337,8 @@ impl<S: Store> Connector<S> {
                     ));
                 }
                 _ => {
-                    tokio::time::sleep(Duration::from_millis(self.policy.poll_interval_ms.min(100)))
+                    self.clock
+                        .sleep(self.policy.poll_interval_ms.min(100))
                         .await
                 }
             }
@@ -518,10 +521,9 @@ impl<S: Store> Connector<S> {
                         })
                         .await?;
                     } else {
-                        tokio::time::sleep(Duration::from_millis(
-                            self.policy.poll_interval_ms.min(100),
-                        ))
-                        .await;
+                        self.clock
+                            .sleep(self.policy.poll_interval_ms.min(100))
+                            .await;
                     }
                 }
             }
@@ -646,13 +648,16 @@ impl<S: Store> Connector<S> {
             let mut seen = 0u64;
             loop {
                 let left = deadline.saturating_sub(self.now());
-                let chunk =
-                    match tokio::time::timeout(Duration::from_millis(left.max(1)), resp.chunk())
-                        .await
-                    {
-                        Ok(Ok(Some(c))) => c,
-                        _ => break, // closed, failed or deadline: fall back to polling
-                    };
+                // The wait for a frame is a wait on the clock: while it lasts, time may move.
+                let next = tokio::select! {
+                    c = resp.chunk() => Some(c),
+                    _ = self.clock.sleep(left.max(1)) => None,
+                };
+                self.clock.sync().await;
+                let chunk = match next {
+                    Some(Ok(Some(c))) => c,
+                    _ => break, // closed, failed or deadline: fall back to polling
+                };
                 let mut decode_failed = false;
                 // A frame past the cap ends the stream: fall back to polling.
                 let frames = parser.feed(&chunk).unwrap_or_else(|_| {
@@ -746,12 +751,13 @@ impl<S: Store> Connector<S> {
             if self.now() >= deadline {
                 return self.reconcile_cancel(key).await;
             }
-            tokio::time::sleep(Duration::from_millis(self.policy.poll_interval_ms)).await;
+            self.clock.sleep(self.policy.poll_interval_ms).await;
         }
     }
 
     /// Cancellation: the intent is durable first, then stop and poll within the grace period.
     pub async fn cancel(&self, action_id: &str) -> Result<Binding, ConnectorError> {
+        self.clock.sync().await;
         self.reconcile_cancel(action_id).await
     }
 
@@ -809,7 +815,7 @@ impl<S: Store> Connector<S> {
             if self.now() >= grace_end {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(self.policy.poll_interval_ms)).await;
+            self.clock.sleep(self.policy.poll_interval_ms).await;
         }
         self.update(key, |b| {
             if !b.status.is_terminal() {

@@ -36,6 +36,7 @@ pub fn hello(knobs: Knobs) -> Hello {
         operations: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
         key_rule: crate::check::accounting::PLACEHOLDER.into(),
         claims,
+        clock: Some("driven".into()),
     }
 }
 
@@ -473,7 +474,10 @@ impl Dispatch {
                     &h.api_key,
                     policy,
                     &init.executor.name,
-                    Arc::new(crate::clock::SystemClock),
+                    match &h.clock {
+                        Some(c) => Arc::new(crate::clock::DrivenClock::new(&c.url, &c.token)?),
+                        None => Arc::new(crate::clock::SystemClock),
+                    },
                 )
                 .map_err(|e| format!("operator connector: {e}"))?;
                 #[cfg(feature = "test-knobs")]

@@ -261,7 +261,8 @@ impl Connect for LocalConnect {
                 .map_err(SutError::Harness)?;
             Ok(Conn::new(Arc::new(LocalConn {
                 side: d.operator_side(),
-            })))
+            }))
+            .with_driven(true))
         })
     }
     fn reopen(&self) -> BoxFuture<'_, Result<bool, SutError>> {

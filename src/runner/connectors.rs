@@ -35,6 +35,19 @@ pub(super) struct OperatorWorld {
     pub(super) delegation_errors: BTreeMap<String, String>,
     /// Each binding as last seen, for the monotonic checks.
     pub(super) seen: BTreeMap<String, crate::operator::Binding>,
+    /// The case's Hermes clock (started with fake-hermes): the clock, the harness's own busy
+    /// unit, and where it is served to the implementation.
+    pub(super) clock: Option<CaseClock>,
+}
+
+/// The clock of a case's Hermes side (`fake_control::clock`): fake-hermes, the implementation's
+/// connector instances (through `providers.hermes.clock`) and the harness share it. The harness
+/// holds one busy unit while it runs steps, so time moves only while it waits for the
+/// implementation and everything in flight waits on the clock.
+pub(super) struct CaseClock {
+    pub(super) sim: fake_hermes::SimClock,
+    _harness: fake_hermes::clock::Busy,
+    init: crate::sut::message::ClockInit,
 }
 
 impl Drop for OperatorWorld {
@@ -52,13 +65,20 @@ impl OperatorWorld {
     pub(super) async fn hermes(&mut self) -> Result<(String, fake_hermes::Handle), SutError> {
         if self.hermes.is_none() {
             let config = fake_hermes::Config {
-                stream_wait_ms: 200,
                 // Never given to the implementation (the harness uses the handle).
                 control_token: super::control_token().map_err(SutError::Harness)?,
                 ..fake_hermes::Config::default()
             };
+            let sim =
+                fake_hermes::SimClock::at(crate::clock::Clock::now(&crate::clock::SystemClock).0);
+            let clock_token = super::control_token().map_err(SutError::Harness)?;
             let (app, handle) =
-                fake_hermes::router(config).map_err(|d| SutError::Harness(d.join("; ")))?;
+                fake_hermes::router_with_clock(config, fake_hermes::Clock::Sim(sim.clone()))
+                    .map_err(|d| SutError::Harness(d.join("; ")))?;
+            let app = app.nest(
+                "/_aocheck/clock",
+                fake_hermes::clock::routes(sim.clone(), clock_token.clone()),
+            );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| SutError::Harness(format!("bind fake-hermes: {e}")))?;
@@ -70,6 +90,14 @@ impl OperatorWorld {
             );
             let task = tokio::spawn(async move {
                 let _ = fake_hermes::serve(listener, app).await;
+            });
+            self.clock = Some(CaseClock {
+                _harness: sim.busy(),
+                init: crate::sut::message::ClockInit {
+                    url: format!("{base}/_aocheck/clock"),
+                    token: clock_token,
+                },
+                sim,
             });
             self.hermes = Some((base, handle, task));
         }
@@ -101,6 +129,7 @@ impl OperatorWorld {
                 base_url: base,
                 api_key: "hermes-test-key".into(),
                 endpoint_id: "primary".into(),
+                clock: self.clock.as_ref().map(|c| c.init.clone()),
             },
             OperatorInit {
                 policy: Some(policy),
@@ -121,6 +150,7 @@ impl OperatorWorld {
             .connect
             .connect("aocheck-operator-reader", hermes, operator)
             .await?;
+        let c = self.on_clock(c);
         self.reader = Some(c.clone());
         Ok(c)
     }
@@ -131,8 +161,35 @@ impl OperatorWorld {
         }
         let (hermes, operator) = self.instance_init(false).await?;
         let c = self.connect.connect(instance, hermes, operator).await?;
+        let c = self.on_clock(c);
         self.connectors.insert(instance.into(), c.clone());
         Ok(c)
+    }
+
+    /// Accounts an instance's calls on the case's clock. An instance that keeps its own time
+    /// (it did not answer `"clock": "driven"`) makes the clock follow real time for the case:
+    /// its timers then run in real time, and so must the fake's.
+    fn on_clock(&self, c: Conn) -> Conn {
+        match &self.clock {
+            Some(k) => {
+                if !c.is_driven() {
+                    k.sim.follow_real_time();
+                }
+                c.on_clock(k.sim.clone())
+            }
+            None => c,
+        }
+    }
+
+    /// Runs `fut` while the harness waits for the implementation (its unit given back).
+    pub(super) async fn idle<F: std::future::Future>(&self, fut: F) -> F::Output {
+        match &self.clock {
+            Some(k) => {
+                let _idle = k.sim.idle();
+                fut.await
+            }
+            None => fut.await,
+        }
     }
 
     /// The harness's fast defaults with the case's overlay.

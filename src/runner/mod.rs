@@ -243,6 +243,7 @@ async fn setup(
             resumes: Default::default(),
             delegation_errors: BTreeMap::new(),
             seen: BTreeMap::new(),
+            clock: None,
         },
     };
     Ok((world, server, provider))

@@ -700,9 +700,10 @@ impl World {
                 let a = self.operator.action(action, input);
                 let c = self.operator.connector(&instance).await?;
                 if *background {
-                    self.operator
-                        .background
-                        .push((instance, tokio::spawn(async move { c.invoke(&a).await })));
+                    self.operator.background.push((instance, {
+                        let c = c.detached();
+                        tokio::spawn(async move { c.invoke(&a).await })
+                    }));
                 } else {
                     let r = c.invoke(&a).await?;
                     result_facts(&mut self.checker.facts, result, error);
@@ -874,7 +875,7 @@ impl World {
             }
             Step::OperatorSettle {} => {
                 for (_, t) in std::mem::take(&mut self.operator.background) {
-                    let _ = t.await;
+                    let _ = self.operator.idle(t).await;
                 }
             }
             Step::OperatorKill { instance } => {

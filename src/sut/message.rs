@@ -520,6 +520,19 @@ pub struct HermesInit {
     pub base_url: String,
     pub api_key: String,
     pub endpoint_id: String,
+    /// The harness's clock (`{url, token}`): a connector that moves its timers by it lets a
+    /// case that waits for a TTL jump instead of sleeping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockInit>,
+}
+
+/// Where the harness's clock is served (`GET {url}/now`, `POST {url}/sleep {"ms"}`, Bearer
+/// `token`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClockInit {
+    pub url: String,
+    pub token: String,
 }
 
 /// The operator connector's configuration (Hermes cases).
@@ -619,9 +632,18 @@ pub struct Hello {
     /// Every claim is checked in every case against AOC-REQ-013's prohibited claims.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<String>,
+    /// `"driven"`: the implementation's timers move by the harness's clock when `init` gives
+    /// one. Otherwise the harness's clock follows real time for the case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 impl Hello {
+    /// Whether the implementation moves its timers by the harness's clock.
+    pub fn driven_clock(&self) -> bool {
+        self.clock.as_deref() == Some("driven")
+    }
+
     pub fn supports(&self, op: Op) -> bool {
         self.operations.iter().any(|o| o == op.name())
     }
@@ -922,6 +944,10 @@ mod tests {
                     base_url: "http://127.0.0.1:2".into(),
                     api_key: "hk".into(),
                     endpoint_id: "primary".into(),
+                    clock: Some(ClockInit {
+                        url: "http://127.0.0.1:2/_aocheck/clock".into(),
+                        token: "t".into(),
+                    }),
                 }),
             },
             limits: Limits {

@@ -29,8 +29,18 @@ pub trait Connection: Send + Sync + std::fmt::Debug {
 }
 
 /// A connector instance, with the typed operator requests.
+///
+/// On the case's driven clock every call holds a busy unit while it runs (the implementation
+/// gives it back while it sleeps on the clock), and a foreground call gives the harness's own
+/// unit back while the harness waits for it: time moves only when the harness waits and every
+/// call in flight waits on the clock (`fake_control::clock`).
 #[derive(Clone, Debug)]
-pub struct Conn(Arc<dyn Connection>);
+pub struct Conn {
+    conn: Arc<dyn Connection>,
+    driven: bool,
+    clock: Option<fake_hermes::SimClock>,
+    detached: bool,
+}
 
 fn connector_error(f: &Failure) -> Option<ConnectorError> {
     let kind = f.kind.as_str();
@@ -50,12 +60,47 @@ fn connector_error(f: &Failure) -> Option<ConnectorError> {
 
 impl Conn {
     pub fn new(c: Arc<dyn Connection>) -> Self {
-        Conn(c)
+        Conn {
+            conn: c,
+            driven: false,
+            clock: None,
+            detached: false,
+        }
+    }
+
+    /// Whether the instance said it moves its timers by the harness's clock.
+    pub fn with_driven(mut self, driven: bool) -> Self {
+        self.driven = driven;
+        self
+    }
+
+    pub fn is_driven(&self) -> bool {
+        self.driven
+    }
+
+    /// Calls through this handle are accounted on the case's clock.
+    pub fn on_clock(mut self, clock: fake_hermes::SimClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// This handle for a call the harness does not wait for (a background step): the call
+    /// holds its own unit and leaves the harness's alone.
+    pub fn detached(&self) -> Self {
+        let mut c = self.clone();
+        c.detached = true;
+        c
     }
 
     async fn call(&self, req: Request) -> Answer<Value> {
         let op = req.op().name();
-        match self.0.call(req).await? {
+        let _busy = self.clock.as_ref().map(|c| c.busy());
+        let _idle = if self.detached {
+            None
+        } else {
+            self.clock.as_ref().map(|c| c.idle())
+        };
+        match self.conn.call(req).await? {
             Ok(v) => Ok(Ok(v)),
             Err(f) => match connector_error(&f) {
                 Some(e) => Ok(Err(e)),
@@ -139,6 +184,6 @@ impl Conn {
 
     /// The instance stops now; `why` goes into the case's process log.
     pub async fn stop(&self, why: &str) {
-        self.0.stop(why).await
+        self.conn.stop(why).await
     }
 }

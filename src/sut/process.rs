@@ -586,6 +586,15 @@ impl SutProcess {
                     return Err(bad("init answer: `claims` must be a list of strings".into()));
                 }
             },
+            clock: match &ok["clock"] {
+                Value::Null => None,
+                Value::String(c) if c == "driven" || c == "own" => Some(c.clone()),
+                other => {
+                    return Err(bad(format!(
+                        "init answer: `clock` is {other}; say \"driven\" (timers move by the harness's clock) or \"own\", or leave it out"
+                    )));
+                }
+            },
         })
     }
 

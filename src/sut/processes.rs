@@ -414,12 +414,13 @@ impl Connect for Spawner {
         operator: OperatorInit,
     ) -> BoxFuture<'a, Result<Conn, SutError>> {
         Box::pin(async move {
-            let (process, _, label) = self.spawn(instance, Some((hermes, operator))).await?;
+            let (process, hello, label) = self.spawn(instance, Some((hermes, operator))).await?;
             Ok(Conn::new(Arc::new(ProcessConn {
                 process,
                 label,
                 spawner: self.clone(),
-            })))
+            }))
+            .with_driven(hello.driven_clock()))
         })
     }
     fn reopen(&self) -> BoxFuture<'_, Result<bool, SutError>> {

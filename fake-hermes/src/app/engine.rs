@@ -25,6 +25,7 @@ impl Emitter<'_> {
 
     async fn send(&self, name: &str, event: Py) {
         if self.s.config.event_gap_ms > 0 {
+            lock(&self.cell.wake).take();
             self.s.clock.sleep(self.s.config.event_gap_ms).await;
         }
         let text = event.dumps();
@@ -56,6 +57,7 @@ pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
     if lock(&cell.info).stop_requested {
         return Wake::Stopped;
     }
+    lock(&cell.wake).take();
     let wake = tokio::select! {
         _ = cell.clock.sleep(ms) => {
             if lock(&cell.info).stop_requested { Wake::Stopped } else { Wake::Done }
@@ -90,6 +92,7 @@ pub(super) async fn run_engine(
             Some(Ok(h)) => break h,
             Some(Err(_)) => {
                 // Waiting for another run, not for time.
+                lock(&cell.wake).take();
                 s.clock
                     .idle_while(async {
                         tokio::select! {
@@ -242,11 +245,13 @@ pub(super) async fn run_engine(
                     Some(json!({"step": step.id, "kind": "approval", "request_id": request_id}));
                 persist(&st);
                 let timeout = timeout_ms.unwrap_or(s.config.approval_timeout_ms);
+                lock(&cell.wake).take();
                 let outcome = if lock(&cell.info).stop_requested {
                     None
                 } else {
                     tokio::select! {
-                        d = rx => d.ok().map(Ok),
+                        // The decision's unit is given back here: the engine is awake.
+                        d = rx => d.ok().map(|d| Ok((d.choice, d.resolved))),
                         _ = s.clock.sleep(timeout) => Some(Err("timeout")),
                         _ = cell.stop.notified() => None,
                     }
@@ -265,17 +270,17 @@ pub(super) async fn run_engine(
                 // Every ending emits one tool.completed and records the choice; only a granted
                 // decision is responded to, and only a stop ends the run.
                 let (choice, error) = match outcome {
-                    Some(Ok(decision)) => {
+                    Some(Ok((choice, resolved))) => {
                         let mut f = vec![
-                            ("choice", Py::str(&decision.choice)),
-                            ("resolved", Py::Int(decision.resolved as i64)),
+                            ("choice", Py::str(&choice)),
+                            ("resolved", Py::Int(resolved as i64)),
                         ];
                         if s.config.mode == Mode::Newer {
                             f.push(("request_id", Py::str(&request_id)));
                         }
                         em.emit("approval.responded", f).await;
-                        let denied = decision.choice == "deny";
-                        (decision.choice, denied)
+                        let denied = choice == "deny";
+                        (choice, denied)
                     }
                     Some(Err(_)) => ("timeout".to_string(), true),
                     None => {
@@ -325,12 +330,14 @@ pub(super) async fn run_engine(
                 // held until the process is wiped (waiting for nothing, so time moves on).
                 st.status = "stopping".into();
                 persist(&st);
+                lock(&cell.wake).take();
                 s.clock.idle_while(std::future::pending::<()>()).await;
             }
             Some(Fault::CompleteRacesStop) => {
                 complete(&s, &cell, &em, &mut st, explicit_output, &prompt).await;
             }
             _ => {
+                lock(&cell.wake).take();
                 s.clock.sleep(s.config.stop_grace_ms).await;
                 st.status = "cancelled".into();
                 finish_cancelled(&s, &cell, &em).await;
