@@ -45,7 +45,8 @@ pub struct Config {
     /// Runs (with their ledger records) this fake keeps; a start beyond it is refused with 503
     /// `ledger_full` before anything happens, until `/_control/reset`. A bound for long soaks.
     pub max_runs: usize,
-    /// When set, every run's state is persisted here after every step (temp file + rename).
+    /// Newer mode: durable records of keyed runs live here (`runs/<run_id>.json`, temp file +
+    /// rename), read back at start. The default mode keeps nothing and refuses it.
     pub state_dir: Option<PathBuf>,
 }
 
@@ -63,7 +64,8 @@ impl Default for Config {
             stop_grace_ms: 100,
             max_events_per_run: 4096,
             max_frame_bytes: 1 << 20,
-            max_body_bytes: 10 * 1024 * 1024,
+            // 10 MB decimal, as observed (`Content-Length: 10000001` is refused unread).
+            max_body_bytes: 10_000_000,
             max_concurrent_runs: 10,
             max_runs: 10_000,
             state_dir: None,
@@ -95,6 +97,9 @@ impl Config {
         }
         if self.max_runs == 0 {
             out.push("max_runs: allow at least one run".into());
+        }
+        if self.state_dir.is_some() && self.mode == Mode::Default {
+            out.push("state_dir: the default mode keeps nothing across a restart (as observed on hermes-agent 0.19.0); use mode newer for durable run records, or leave it out".into());
         }
         if self.keepalive_ms == 0 {
             out.push("keepalive_ms: must be above 0".into());

@@ -225,6 +225,38 @@ pub fn validate(script: &Value) -> Vec<Defect> {
             "message" => {
                 text_field("text", &mut out);
                 range("chunks", 1, 100, false, &mut out);
+                match s.get("usage") {
+                    None => {}
+                    Some(Value::Object(u)) => {
+                        for k in ["input_tokens", "output_tokens"] {
+                            match u.get(k).and_then(whole) {
+                                Some(n) if (0..=1_000_000_000).contains(&n) => {}
+                                _ => out.push(defect(
+                                    id,
+                                    "usage",
+                                    format!("`usage.{k}` must be a whole number 0–1000000000"),
+                                )),
+                            }
+                        }
+                        if let Some(k) = u
+                            .keys()
+                            .find(|k| !["input_tokens", "output_tokens"].contains(&k.as_str()))
+                        {
+                            out.push(defect(
+                                id,
+                                "usage",
+                                format!(
+                                    "unknown field `usage.{k}`; use input_tokens and output_tokens"
+                                ),
+                            ));
+                        }
+                    }
+                    Some(other) => out.push(defect(
+                        id,
+                        "usage",
+                        format!("must be {{input_tokens, output_tokens}}, got {other}"),
+                    )),
+                }
             }
             "reasoning" => text_field("text", &mut out),
             "tool" => {
@@ -238,6 +270,7 @@ pub fn validate(script: &Value) -> Vec<Defect> {
                 text_field("command", &mut out);
                 range("timeout_ms", 1, 3_600_000, false, &mut out);
                 boolean("allow_permanent", &mut out);
+                boolean("error", &mut out);
             }
             "condition" => match s.get("expr").and_then(Value::as_str) {
                 Some(e) => match parse_condition(e) {
@@ -337,6 +370,9 @@ pub enum StepKind {
     Message {
         text: String,
         chunks: u32,
+        /// The usage this model call reports (`{input_tokens, output_tokens}`); estimated from
+        /// the text when absent.
+        usage: Option<(i64, i64)>,
     },
     Reasoning {
         text: String,
@@ -355,6 +391,8 @@ pub enum StepKind {
         pattern_key: String,
         allow_permanent: bool,
         timeout_ms: Option<u64>,
+        /// The tool's own outcome once approved (`error: true`: approved, then the tool failed).
+        error: bool,
     },
     Condition(Condition),
     Sleep {
@@ -400,6 +438,10 @@ pub fn build_plan(script: &Value) -> Result<Vec<Step>, Vec<Defect>> {
             "message" => StepKind::Message {
                 text: s(v, "text"),
                 chunks: n(v, "chunks", 1) as u32,
+                usage: v.get("usage").map(|u| {
+                    let t = |k: &str| u.get(k).and_then(Value::as_i64).unwrap_or(0);
+                    (t("input_tokens"), t("output_tokens"))
+                }),
             },
             "reasoning" => StepKind::Reasoning { text: s(v, "text") },
             "tool" => StepKind::Tool {
@@ -427,6 +469,7 @@ pub fn build_plan(script: &Value) -> Result<Vec<Step>, Vec<Defect>> {
                     .and_then(Value::as_bool)
                     .unwrap_or(true),
                 timeout_ms: v.get("timeout_ms").and_then(Value::as_u64),
+                error: v.get("error").and_then(Value::as_bool).unwrap_or(false),
             },
             "condition" => match parse_condition(&s(v, "expr")) {
                 Ok(c) => StepKind::Condition(c),
@@ -482,7 +525,7 @@ pub fn build_plan(script: &Value) -> Result<Vec<Step>, Vec<Defect>> {
     Ok(plan)
 }
 
-/// The run state the runner persists after every step.
+/// A run's execution state (cursor, outputs, skipped steps, pending prompt).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunState {
     pub run_id: String,
@@ -516,22 +559,24 @@ impl RunState {
     }
 }
 
-/// Writes the state atomically: a temp file in the same directory, then a rename, so a reader
-/// never sees a partial file.
-pub fn persist(dir: &std::path::Path, state: &RunState) -> std::io::Result<()> {
-    if !state.run_id.starts_with("run_")
-        || !state.run_id[4..].chars().all(|c| c.is_ascii_hexdigit())
-    {
+/// Writes a run's record atomically as `<run_id>.json`: a temp file in the same directory,
+/// then a rename, so a reader never sees a partial file.
+pub fn persist<T: Serialize>(
+    dir: &std::path::Path,
+    run_id: &str,
+    record: &T,
+) -> std::io::Result<()> {
+    if !run_id.starts_with("run_") || !run_id[4..].chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "run id is not run_<hex>",
         ));
     }
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.json.tmp", state.run_id));
-    let bytes = serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?;
+    let tmp = dir.join(format!(".{run_id}.json.tmp"));
+    let bytes = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
     std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, dir.join(format!("{}.json", state.run_id)))
+    std::fs::rename(&tmp, dir.join(format!("{run_id}.json")))
 }
 
 /// The script a run gets when no rule matches: a short text reply.
@@ -646,7 +691,7 @@ mod tests {
         };
         for i in 0..20 {
             st.cursor = i;
-            persist(dir.path(), &st).expect("persist");
+            persist(dir.path(), &st.run_id, &st).expect("persist");
             let read: RunState = serde_json::from_slice(
                 &std::fs::read(dir.path().join("run_00ff.json")).expect("read"),
             )
@@ -659,7 +704,6 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names.len(), 1, "no temp file left: {names:?}");
-        st.run_id = "../escape".into();
-        assert!(persist(dir.path(), &st).is_err());
+        assert!(persist(dir.path(), "../escape", &st).is_err());
     }
 }

@@ -42,7 +42,7 @@ pub(super) async fn approval(
         _ => {
             return error(
                 400,
-                "choice must be one of once, session, always, deny",
+                "Invalid approval choice; expected one of: once, session, always, deny",
                 Some("invalid_approval_choice"),
             );
         }
@@ -60,7 +60,7 @@ pub(super) async fn approval(
     };
     let _resolve_all = truthy(body.get("all")) || truthy(body.get("resolve_all"));
     let Some(cell) = run_of(&s, &id) else {
-        return not_found();
+        return not_found(&id);
     };
     let session = lock(&cell.info).session_id.clone();
     let fault = match prelude(&s, Route::Approval, Some(&session), None).await {
@@ -70,7 +70,7 @@ pub(super) async fn approval(
     if cell.is_terminal() {
         return error(
             409,
-            "No active approval session for this run",
+            &format!("Run has no active approval session: {id}"),
             Some("approval_not_active"),
         );
     }
@@ -84,11 +84,29 @@ pub(super) async fn approval(
     let Some(p) = pending else {
         return error(
             409,
-            "No approval is pending for this run",
+            &format!("Run has no pending approval: {id}"),
             Some("approval_not_pending"),
         );
     };
     let resolved = 1u32;
+    // As observed: `approval.responded` is emitted inside the handler, before the reply, and a
+    // status read right after the reply says `running` with that last event.
+    let mut f = vec![
+        ("choice", Py::str(&choice)),
+        ("resolved", Py::Int(resolved as i64)),
+    ];
+    if s.config.mode == Mode::Newer {
+        f.push(("request_id", Py::str(&p.request_id)));
+    }
+    Emitter { s: &s, cell: &cell }
+        .emit("approval.responded", f)
+        .await;
+    {
+        let mut i = lock(&cell.info);
+        if i.status == "waiting_for_approval" {
+            i.status = "running".into();
+        }
+    }
     let _ = p.tx.send(Decision {
         choice: choice.clone(),
         resolved,
@@ -133,7 +151,7 @@ pub(super) async fn stop(
                 "Run is not active in this process",
                 Some("run_not_active"),
             ),
-            Mode::Default => not_found(),
+            Mode::Default => not_found(&id),
         };
     };
     let session = lock(&cell.info).session_id.clone();
@@ -147,7 +165,7 @@ pub(super) async fn stop(
                 let doc = status_doc(&s, &lock(&cell.info));
                 handler_json(200, &doc)
             }
-            Mode::Default => not_found(),
+            Mode::Default => not_found(&id),
         };
     }
     let effective = {
@@ -210,7 +228,7 @@ pub(super) async fn steer(
         return error(400, "Missing 'input' field", None);
     };
     let Some(cell) = run_of(&s, &id) else {
-        return not_found();
+        return not_found(&id);
     };
     if cell.status() != "running" {
         return error(

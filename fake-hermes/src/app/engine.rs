@@ -123,17 +123,15 @@ pub(super) async fn run_engine(
         status: "running".into(),
         ..RunState::default()
     };
-    let persist = |st: &RunState| {
-        if let Some(dir) = &s.config.state_dir {
-            let _ = script::persist(&dir.join("runs"), st);
-        }
-    };
-    persist(&st);
+    // The execution state is in memory only: what survives a restart is the durable record
+    // (newer mode, `durable`), written at the start and the end.
     let mut stopped = matches!(
         sleep_or_stop(&cell, s.config.first_event_delay_ms).await,
         Wake::Stopped
     );
     let mut after_tool = false;
+    // What the model calls reported, summed (one entry per message step).
+    let mut usage: Option<(i64, i64)> = None;
     let mut failed: Option<String> = None;
     let mut explicit_output: Option<String> = None;
     while !stopped && failed.is_none() && st.cursor < plan.len() {
@@ -141,11 +139,20 @@ pub(super) async fn run_engine(
         st.cursor += 1;
         if st.parent_skipped(step) {
             st.skipped.push(step.id.clone());
-            persist(&st);
             continue;
         }
         match &step.kind {
-            StepKind::Message { text, chunks } => {
+            StepKind::Message {
+                text,
+                chunks,
+                usage: reported,
+            } => {
+                let (i, o) = reported
+                    .unwrap_or(((prompt.len() / 4 + 1) as i64, (text.len() / 4 + 1) as i64));
+                let sum = usage.unwrap_or((0, 0));
+                usage = Some((sum.0 + i, sum.1 + o));
+                // A model turn takes a pending steer in.
+                lock(&cell.info).pending_steer.take();
                 let n = (*chunks as usize).max(1);
                 let chars: Vec<char> = text.chars().collect();
                 let size = chars.len().div_ceil(n).max(1);
@@ -199,6 +206,7 @@ pub(super) async fn run_engine(
                 pattern_key,
                 allow_permanent,
                 timeout_ms,
+                error: tool_failed,
             } => {
                 let started = s.clock.now_ms();
                 em.emit(
@@ -243,7 +251,6 @@ pub(super) async fn run_engine(
                 }
                 st.pending =
                     Some(json!({"step": step.id, "kind": "approval", "request_id": request_id}));
-                persist(&st);
                 let timeout = timeout_ms.unwrap_or(s.config.approval_timeout_ms);
                 lock(&cell.wake).take();
                 let outcome = if lock(&cell.info).stop_requested {
@@ -258,29 +265,21 @@ pub(super) async fn run_engine(
                 };
                 lock(&cell.approval).take();
                 {
+                    // After a timeout the status stays `waiting_for_approval` (with nothing
+                    // pending) until the run ends, as observed; a decision set `running` in the
+                    // approval handler already.
                     let mut i = lock(&cell.info);
                     i.approval_doc = None;
-                    if i.status == "waiting_for_approval" {
-                        i.status = "running".into();
-                    }
                 }
                 st.pending = None;
                 lock(&cell.wake).take();
                 let secs = s.clock.now_ms().saturating_sub(started) as f64 / 1000.0;
-                // Every ending emits one tool.completed and records the choice; only a granted
-                // decision is responded to, and only a stop ends the run.
+                // Every ending emits one tool.completed and records the choice (the handler
+                // emitted `approval.responded` before it answered); only a stop ends the run.
                 let (choice, error) = match outcome {
-                    Some(Ok((choice, resolved))) => {
-                        let mut f = vec![
-                            ("choice", Py::str(&choice)),
-                            ("resolved", Py::Int(resolved as i64)),
-                        ];
-                        if s.config.mode == Mode::Newer {
-                            f.push(("request_id", Py::str(&request_id)));
-                        }
-                        em.emit("approval.responded", f).await;
+                    Some(Ok((choice, _resolved))) => {
                         let denied = choice == "deny";
-                        (choice, denied)
+                        (choice, denied || *tool_failed)
                     }
                     Some(Err(_)) => ("timeout".to_string(), true),
                     None => {
@@ -317,7 +316,6 @@ pub(super) async fn run_engine(
                 st.cursor = plan.len();
             }
         }
-        persist(&st);
         if lock(&cell.info).stop_requested {
             stopped = true;
         }
@@ -329,12 +327,11 @@ pub(super) async fn run_engine(
                 // The executor never exits: no event, the status stays `stopping`, the lease is
                 // held until the process is wiped (waiting for nothing, so time moves on).
                 st.status = "stopping".into();
-                persist(&st);
                 lock(&cell.wake).take();
                 s.clock.idle_while(std::future::pending::<()>()).await;
             }
             Some(Fault::CompleteRacesStop) => {
-                complete(&s, &cell, &em, &mut st, explicit_output, &prompt).await;
+                complete(&s, &cell, &em, &mut st, explicit_output, &prompt, usage).await;
             }
             _ => {
                 lock(&cell.wake).take();
@@ -353,9 +350,8 @@ pub(super) async fn run_engine(
         st.status = "failed".into();
         ended(&s, &cell, "failed");
     } else {
-        complete(&s, &cell, &em, &mut st, explicit_output, &prompt).await;
+        complete(&s, &cell, &em, &mut st, explicit_output, &prompt, usage).await;
     }
-    persist(&st);
     {
         let mut d = lock(&s.data);
         if let Some(sess) = d.sessions.get_mut(&session_id) {
@@ -372,25 +368,34 @@ pub(super) async fn complete(
     st: &mut RunState,
     explicit: Option<String>,
     prompt: &str,
+    usage: Option<(i64, i64)>,
 ) {
-    if !st.text.is_empty() {
-        let text: String = st.text.trim_start().chars().take(500).collect();
-        em.emit("reasoning.available", vec![("text", Py::Str(text))])
-            .await;
+    // Both texts are stripped at both ends, as observed.
+    if !st.text.trim().is_empty() {
+        let text: String = st.text.trim().chars().take(500).collect::<String>();
+        em.emit(
+            "reasoning.available",
+            vec![("text", Py::Str(text.trim().to_string()))],
+        )
+        .await;
     }
-    let output = explicit.unwrap_or_else(|| st.text.trim_start().to_string());
-    let input_tokens = (prompt.len() / 4 + 1) as i64;
-    let output_tokens = (output.len() / 4 + 1) as i64;
+    let output = explicit.unwrap_or_else(|| st.text.trim().to_string());
+    // The usage the model calls reported, summed; a run without a model step reports one call.
+    let (input_tokens, output_tokens) =
+        usage.unwrap_or(((prompt.len() / 4 + 1) as i64, (output.len() / 4 + 1) as i64));
     let usage = Py::obj(vec![
         ("input_tokens", Py::Int(input_tokens)),
         ("output_tokens", Py::Int(output_tokens)),
         ("total_tokens", Py::Int(input_tokens + output_tokens)),
     ]);
-    em.emit(
-        "run.completed",
-        vec![("output", Py::str(&output)), ("usage", usage)],
-    )
-    .await;
+    let mut fields = vec![("output", Py::str(&output)), ("usage", usage)];
+    // Newer builds: a steer no model turn took is reported with the completion, then leaves
+    // the status document.
+    let steer = lock(&cell.info).pending_steer.take();
+    if let Some(p) = &steer {
+        fields.push(("pending_steer", Py::str(p)));
+    }
+    em.emit("run.completed", fields).await;
     {
         let mut i = lock(&cell.info);
         i.output = Some(output);
@@ -409,6 +414,7 @@ pub(super) async fn finish_cancelled(s: &Shared, cell: &RunCell, em: &Emitter<'_
 }
 
 pub(super) fn ended(s: &Shared, cell: &RunCell, status: &str) {
+    durable::write_end(s, cell);
     let run_id = lock(&cell.info).run_id.clone();
     lock(&s.data)
         .ledger

@@ -32,6 +32,7 @@ pub fn format_timestamp(t: f64) -> String {
 
 mod actions;
 mod control;
+pub mod durable;
 mod engine;
 mod prelude;
 mod reads;
@@ -115,6 +116,8 @@ pub struct Ledger {
     pub stops: Vec<StopApplied>,
     /// Final statuses of runs, as the engine ended them (survives `forget`).
     pub terminal: BTreeMap<String, String>,
+    /// Durable-record writes that failed (newer mode with a state dir), each naming its file.
+    pub persist_errors: Vec<String>,
 }
 
 impl Ledger {
@@ -183,6 +186,8 @@ struct RunCell {
     clock: Clock,
     /// A busy unit a stop hands the engine until it has woken (see `fake_control::clock`).
     wake: Mutex<Option<Busy>>,
+    /// The start's body digest, for a run with a durable record.
+    durable_digest: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -204,6 +209,7 @@ impl RunCell {
             task: Mutex::new(None),
             clock,
             wake: Mutex::new(None),
+            durable_digest: Mutex::new(None),
         })
     }
     fn status(&self) -> String {
@@ -395,6 +401,8 @@ fn forget(s: &Shared) {
         r.close_stream();
         let keep = s.config.mode == Mode::Newer && lock(&r.info).idempotency_key.is_some();
         if keep {
+            // After a restart the run's old event stream is gone (404), not replayed.
+            r.registered.store(false, Ordering::SeqCst);
             {
                 let mut i = lock(&r.info);
                 if !TERMINAL.contains(&i.status.as_str()) {
@@ -433,13 +441,30 @@ pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle
         holds: fake_control::Holds::default(),
         turns: Notify::new(),
     });
+    durable::restore(&shared)?;
     let handle = Handle(shared.clone());
     let mut app = Router::new()
         .route(
             "/health",
-            get(|| async { handler_json(200, &Py::obj(vec![("status", Py::str("ok"))])) }),
+            get(|| async {
+                handler_json(
+                    200,
+                    &Py::obj(vec![
+                        ("status", Py::str("ok")),
+                        ("platform", Py::str("hermes-agent")),
+                        ("version", Py::str(HERMES_VERSION)),
+                    ]),
+                )
+            }),
         )
-        .route("/v1/runs", post(start).get(runs_405).fallback(runs_405))
+        .route("/v1/capabilities", get(capabilities))
+        .route(
+            "/v1/runs",
+            post(start)
+                .get(runs_405)
+                .options(preflight)
+                .fallback(runs_405),
+        )
         .route("/v1/runs/{id}", get(status))
         .route("/v1/runs/{id}/events", get(events))
         .route("/v1/runs/{id}/approval", post(approval))
@@ -455,6 +480,70 @@ pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(shared);
     Ok((app, handle))
+}
+
+/// The version the default mode reproduces (`GET /health`).
+pub const HERMES_VERSION: &str = "0.19.0";
+
+/// A CORS preflight with no allowed origin configured (the default): 403, no body, no content
+/// type, as observed without an `Origin` header.
+async fn preflight() -> Response {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::FORBIDDEN;
+    r
+}
+
+/// `GET /v1/capabilities` (Bearer key): the API surface this server offers. The document's
+/// shape follows the Hermes API server's capabilities handler; its features and endpoints are
+/// exactly the routes this fake serves in its mode (see the README for what was not confirmed).
+async fn capabilities(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if !authorized(&s, &headers) {
+        return unauthorized(s.config.mode);
+    }
+    let newer = s.config.mode == Mode::Newer;
+    let route = |m: &str, p: &str| Py::obj(vec![("method", Py::str(m)), ("path", Py::str(p))]);
+    let mut endpoints = vec![
+        ("health", route("GET", "/health")),
+        ("capabilities", route("GET", "/v1/capabilities")),
+        ("runs", route("POST", "/v1/runs")),
+        ("run_status", route("GET", "/v1/runs/{run_id}")),
+        ("run_events", route("GET", "/v1/runs/{run_id}/events")),
+        ("run_approval", route("POST", "/v1/runs/{run_id}/approval")),
+        ("run_stop", route("POST", "/v1/runs/{run_id}/stop")),
+    ];
+    if newer {
+        endpoints.push(("run_steer", route("POST", "/v1/runs/{run_id}/steer")));
+    }
+    let doc = Py::obj(vec![
+        ("object", Py::str("hermes.api_server.capabilities")),
+        ("platform", Py::str("hermes-agent")),
+        ("model", Py::str("hermes-agent")),
+        (
+            "auth",
+            Py::obj(vec![
+                ("type", Py::str("bearer")),
+                ("required", Py::Bool(true)),
+            ]),
+        ),
+        (
+            "features",
+            Py::obj(vec![
+                ("run_submission", Py::Bool(true)),
+                ("run_status", Py::Bool(true)),
+                ("run_events_sse", Py::Bool(true)),
+                ("run_stop", Py::Bool(true)),
+                ("run_approval_response", Py::Bool(true)),
+                ("run_steer", Py::Bool(newer)),
+                ("run_idempotency_key", Py::Bool(newer)),
+                ("tool_progress_events", Py::Bool(true)),
+                ("approval_events", Py::Bool(true)),
+                ("session_key_header", Py::str("X-Hermes-Session-Key")),
+                ("cors", Py::Bool(false)),
+            ]),
+        ),
+        ("endpoints", Py::obj(endpoints)),
+    ]);
+    handler_json(200, &doc)
 }
 
 async fn runs_405() -> Response {

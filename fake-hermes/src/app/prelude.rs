@@ -102,7 +102,7 @@ pub(super) async fn read_body(
     let limit = s.config.max_body_bytes;
     let too_large = || {
         let mut r = Response::new(Body::from(
-            error_py("Request body too large", Some("body_too_large")).dumps(),
+            error_py("Request body too large.", Some("body_too_large")).dumps(),
         ));
         *r.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
         r.headers_mut().insert(

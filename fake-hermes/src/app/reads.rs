@@ -49,8 +49,8 @@ pub(super) fn run_of(s: &Shared, id: &str) -> Option<Arc<RunCell>> {
     lock(&s.data).runs.get(id).cloned()
 }
 
-pub(super) fn not_found() -> Response {
-    error(404, "Run not found", Some("run_not_found"))
+pub(super) fn not_found(id: &str) -> Response {
+    error(404, &format!("Run not found: {id}"), Some("run_not_found"))
 }
 
 pub(super) async fn status(
@@ -70,7 +70,7 @@ pub(super) async fn status(
             let doc = status_doc(&s, &lock(&r.info));
             handler_json(200, &doc)
         }
-        None => not_found(),
+        None => not_found(&id),
     }
 }
 
@@ -113,7 +113,7 @@ pub(super) async fn events(
             Some(c) if c.registered.load(Ordering::SeqCst) && fault != Some(Fault::Events404) => {
                 break c;
             }
-            _ if s.clock.now_ms() >= deadline => return not_found(),
+            _ if s.clock.now_ms() >= deadline => return not_found(&id),
             _ => s.clock.sleep(50).await,
         }
     };

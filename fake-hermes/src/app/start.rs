@@ -4,9 +4,15 @@ use super::*;
 
 // ---------- POST /v1/runs ----------
 
+/// The prompt of a start's `input`, with the observed messages: an empty or missing input is
+/// `Missing 'input' field`; anything that holds no user message (a number, a list without one)
+/// is `No user message found in input`.
 pub(super) fn prompt_of(input: &Value) -> Result<String, &'static str> {
     match input {
-        Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        Value::Null => Err("Missing 'input' field"),
+        Value::String(s) if s.is_empty() => Err("Missing 'input' field"),
+        Value::Array(a) if a.is_empty() => Err("Missing 'input' field"),
+        Value::String(s) => Ok(s.clone()),
         Value::Array(msgs) => msgs
             .iter()
             .rev()
@@ -17,7 +23,7 @@ pub(super) fn prompt_of(input: &Value) -> Result<String, &'static str> {
                 other => other.to_string(),
             })
             .ok_or("No user message found in input"),
-        _ => Err("Missing 'input' field"),
+        _ => Err("No user message found in input"),
     }
 }
 
@@ -56,10 +62,16 @@ pub(super) async fn start_after_read(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if session_key.as_ref().is_some_and(|k| k.len() > 256) {
-        return error(
+        // As observed: this envelope has no `param` and no `code`.
+        return handler_json(
             400,
-            "X-Hermes-Session-Key must be at most 256 characters",
-            None,
+            &Py::obj(vec![(
+                "error",
+                Py::obj(vec![
+                    ("message", Py::str("Session key too long")),
+                    ("type", Py::str("invalid_request_error")),
+                ]),
+            )]),
         );
     }
     let body: Value = match serde_json::from_slice(&bytes) {
@@ -67,11 +79,15 @@ pub(super) async fn start_after_read(
         Err(_) => return error(400, "Invalid JSON", None),
     };
     if body.is_array() {
-        // The observed server crashes on an array body: a plain-text 500.
-        return plain(
+        // The observed server crashes on an array body: a plain-text 500 that closes the
+        // connection.
+        let mut r = plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             "500 Internal Server Error\n\nServer got itself in trouble",
         );
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
     }
     let Some(input) = body.get("input") else {
         return error(400, "Missing 'input' field", None);
@@ -80,33 +96,36 @@ pub(super) async fn start_after_read(
         Ok(p) => p,
         Err(m) => return error(400, m, None),
     };
-    if let Some(h) = body.get("conversation_history")
-        && !h.as_array().is_some_and(|a| {
-            a.iter()
-                .all(|m| m.get("role").is_some_and(Value::is_string) && m.get("content").is_some())
-        })
-    {
-        return error(
-            400,
-            "Invalid conversation_history: a list of {role, content}",
-            None,
-        );
+    match body.get("conversation_history") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            if let Some(i) = a
+                .iter()
+                .position(|m| m.get("role").is_none() || m.get("content").is_none())
+            {
+                return error(
+                    400,
+                    &format!("conversation_history[{i}] must have 'role' and 'content' fields"),
+                    None,
+                );
+            }
+        }
+        Some(_) => {
+            return error(
+                400,
+                "'conversation_history' must be an array of message objects",
+                None,
+            );
+        }
     }
+    // As observed: a run started without `session_id` is its own session (`session_id` =
+    // `run_id`), and run ids are `run_` + 32 random hex digits.
+    let run_id = format!("run_{}", uuid::Uuid::new_v4().simple());
     let session_id = body
         .get("session_id")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .unwrap_or_else(|| {
-            let h = fresh_hex32();
-            format!(
-                "{}-{}-{}-{}-{}",
-                &h[..8],
-                &h[8..12],
-                &h[12..16],
-                &h[16..20],
-                &h[20..]
-            )
-        });
+        .unwrap_or_else(|| run_id.clone());
     let body_digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     let idem_key = match s.config.mode {
         Mode::Newer => match headers
@@ -181,7 +200,6 @@ pub(super) async fn start_after_read(
         }
     }
     // The run really starts.
-    let run_id = format!("run_{}", fresh_hex32());
     let Some((plan, script_name)) = choose_script(&s, &session_id, &prompt) else {
         return error(500, "the built-in script is invalid", None);
     };
@@ -202,6 +220,14 @@ pub(super) async fn start_after_read(
         Some(Fault::StartWithoutRunId) => Reply::WithoutRunId,
         ref f => post_reply(f),
     };
+    if idem_key.is_some() {
+        // The durable record is written before the run exists; a failed write starts nothing.
+        *lock(&cell.durable_digest) = Some(body_digest.clone());
+        if let Err(e) = durable::write(&s, &cell, &body_digest) {
+            eprintln!("fake-hermes: could not persist a run: {e}");
+            return error(500, &format!("could not persist the run: {e}"), None);
+        }
+    }
     {
         let mut d = lock(&s.data);
         let sess = d.sessions.entry(session_id.clone()).or_default();
@@ -281,25 +307,4 @@ pub(super) fn choose_script(
         })
         .clone()?;
     Some((builtin, script_name(&script::default_script(), "default")))
-}
-
-/// A random-looking, unique 32-hex id: a random per-process key mixed with a counter (cheaper than
-/// asking the OS for randomness on every run).
-pub(super) fn fresh_hex32() -> String {
-    use std::sync::atomic::AtomicU64;
-    static KEY: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let (a, b) = *KEY.get_or_init(|| {
-        let u = uuid::Uuid::new_v4().as_u128();
-        ((u >> 64) as u64, u as u64)
-    });
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    // SplitMix64 steps keyed by the process key: distinct counters give distinct outputs.
-    let mix = |mut z: u64| {
-        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    format!("{:016x}{:016x}", mix(n ^ a), n.wrapping_add(b))
 }
