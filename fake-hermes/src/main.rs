@@ -25,7 +25,8 @@ struct Args {
     /// Script rules: `{"rules": [{"session_id"?, "objective_contains"?, "script"}], "default"?}`.
     #[arg(long)]
     scripts: Option<PathBuf>,
-    /// Persist run states here (temp file + rename after every step).
+    /// Newer mode: durable records of keyed runs (read back at start; a run that had not ended
+    /// is `interrupted`). The default mode keeps nothing and refuses it.
     #[arg(long)]
     state_dir: Option<PathBuf>,
     #[arg(long, env = "API_SERVER_KEY")]

@@ -319,3 +319,36 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// An implementation that keeps its own time (no `"clock": "driven"` in its answer, and no
+/// harness clock in its `init`) is judged on real time: the case's clock follows it, so the
+/// fake's timers and the connector's agree, and the conforming reference still passes the
+/// cases that wait for a claim to expire, a stop to settle and an approval to be answered. The
+/// claim's 1 s TTL then really elapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_implementation_on_its_own_clock_is_judged_in_real_time() {
+    let started = std::time::Instant::now();
+    let (r, _d) = run(
+        &hostile("own_clock"),
+        &["HERMES-VERIFY-04", "HERMES-VERIFY-05", "HERMES-VERIFY-06"],
+        None,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(r.cases.len(), 3);
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {:?} {:?}",
+            c.id,
+            c.harness,
+            c.failures
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "the claim TTL cannot have elapsed: {:?}",
+        started.elapsed()
+    );
+}

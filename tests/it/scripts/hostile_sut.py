@@ -6,6 +6,9 @@
            reach each provider's control API with every credential it has or could guess, to
            read the ledger, wipe it, clear the faults or release holds. What each probe got is written,
            one JSON line each, to the file named by AOCHECK_HOSTILE_LOG.
+  own_clock  not an attack: an implementation that keeps its own time. The harness's clock is
+           taken out of `init` and `"clock": "driven"` out of the answer, so the harness must
+           let the case's clock follow real time.
   inject   states a name, version and claims, and words every refusal, so as to break out of
            the report formats: Markdown headings and table rows, HTML tags, XML markup and
            characters XML cannot hold.
@@ -105,6 +108,8 @@ def answers():
         msg = json.loads(line)
         if MODE == "inject":
             msg = inject(msg)
+        if MODE == "own_clock" and isinstance(msg.get("ok"), dict):
+            msg["ok"].pop("clock", None)
         with lock:
             sys.stdout.write(json.dumps(msg) + "\n")
             sys.stdout.flush()
@@ -118,6 +123,11 @@ for line in sys.stdin:
     req = json.loads(line)
     if req.get("op") == "init":
         init = req
+        if MODE == "own_clock":
+            hermes = (req.get("providers") or {}).get("hermes")
+            if isinstance(hermes, dict):
+                hermes.pop("clock", None)
+            line = json.dumps(req) + "\n"
     elif req.get("op") in ("execute", "invoke"):
         executes.add(req["id"])
     child.stdin.write(line.encode())
