@@ -18,5 +18,6 @@ pub mod faults;
 pub mod ledger;
 pub mod profile;
 
-pub use app::{Handle, router, serve};
+pub use app::{Handle, router, router_with_clock, serve};
 pub use config::{AccountConfig, Config, IdempotencyProfile};
+pub use fake_control::clock;

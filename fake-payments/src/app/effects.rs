@@ -11,7 +11,7 @@ pub(super) fn visible<'a>(
     d.payments.get(id).filter(|p| {
         p.account == acct
             && !d.expired.contains(&p.id)
-            && now_ms().saturating_sub(p.created_ms) <= retention_ms
+            && d.clock.now_ms().saturating_sub(p.created_ms) <= retention_ms
     })
 }
 
@@ -99,7 +99,7 @@ pub(super) fn effect(
                 description,
                 metadata,
                 status,
-                created_ms: now_ms(),
+                created_ms: d.clock.now_ms(),
                 request_digest: r.request_digest.clone(),
                 idempotency_key: r.key.clone(),
             };
@@ -247,7 +247,7 @@ pub(super) fn effect(
                 .filter(|p| {
                     p.account == acct
                         && !d.expired.contains(&p.id)
-                        && now_ms().saturating_sub(p.created_ms) <= retention_ms
+                        && d.clock.now_ms().saturating_sub(p.created_ms) <= retention_ms
                         && key.is_none_or(|k| p.idempotency_key.as_ref() == Some(k))
                         && after.is_none_or(|a| p.id.as_str() > a.as_str())
                 })

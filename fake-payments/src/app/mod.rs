@@ -94,6 +94,8 @@ impl Idem {
 
 #[derive(Default)]
 struct Data {
+    /// Where time comes from (retention, idempotency ages, `delay` faults); kept by a reset.
+    clock: fake_control::clock::Clock,
     payments: BTreeMap<String, Payment>,
     idem: HashMap<(String, String), Idem>,
     expired: HashSet<String>,
@@ -218,7 +220,13 @@ impl Handle {
     }
     /// Clears payments, idempotency keys, faults, holds and the ledger.
     pub fn reset(&self) {
-        *self.lock() = Data::default();
+        let mut d = self.lock();
+        let clock = d.clock.clone();
+        *d = Data {
+            clock,
+            ..Data::default()
+        };
+        drop(d);
         self.0.holds.reject_all();
     }
     /// Releases every request parked under `name`; returns how many.
@@ -304,6 +312,15 @@ fn expire_payment(d: &mut Data, id: &str) {
 
 /// Builds the application for `config` (refusing an invalid one with every defect) and a handle.
 pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
+    router_with_clock(config, fake_control::clock::Clock::System)
+}
+
+/// [`router`] on a given clock: retention, idempotency-key ages and `delay` faults read it (a
+/// `SimClock` the harness drives, or the system clock).
+pub fn router_with_clock(
+    config: Config,
+    clock: fake_control::clock::Clock,
+) -> Result<(Router, Handle), Vec<String>> {
     let defects = config.validate();
     if !defects.is_empty() {
         return Err(defects);
@@ -329,7 +346,10 @@ pub fn router(config: Config) -> Result<(Router, Handle), Vec<String>> {
         key,
         key_id,
         forge_key: random_key(),
-        data: Mutex::new(Data::default()),
+        data: Mutex::new(Data {
+            clock,
+            ..Data::default()
+        }),
         holds: fake_control::Holds::default(),
     });
     let handle = Handle(shared.clone());

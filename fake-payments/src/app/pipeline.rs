@@ -156,9 +156,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     };
     // 3. Idempotency.
     if uses_idem {
-        let now = now_ms();
         let retention = s.config.retention_secs.saturating_mul(1000);
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        let now = d.clock.now_ms();
         if let Some(e) = d.idem.get(&idem_key).cloned() {
             if now.saturating_sub(e.at_ms()) > retention {
                 d.idem.remove(&idem_key);
@@ -216,7 +216,13 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     let mut fault = fault;
     match &fault {
         Some(Fault::Delay { ms }) => {
-            tokio::time::sleep(std::time::Duration::from_millis(*ms)).await
+            let clock = s
+                .data
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clock
+                .clone();
+            clock.sleep(*ms).await
         }
         Some(Fault::Hold { name }) => {
             let shown = fake_control::holds::Parked {
@@ -283,11 +289,12 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 ),
                 _ => (decided.status, decided.body.clone()),
             };
+            let at_ms = d.clock.now_ms();
             d.idem.insert(
                 idem_key.clone(),
                 Idem::Done {
                     request_digest: r.request_digest.clone(),
-                    at_ms: now_ms(),
+                    at_ms,
                     status,
                     body,
                 },

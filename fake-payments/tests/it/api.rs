@@ -1269,3 +1269,42 @@ async fn a_full_ledger_refuses_everything_until_reset() {
     s.handle.reset();
     create_ok(&s, "sk_test_a", "k-after-reset", true).await;
 }
+
+/// On a clock the harness drives, retention is measured on that clock: a key protects until
+/// the clock passes the retention window (no real wait), and a reset keeps the clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_runs_on_the_clock_it_is_given() {
+    let sim = fake_payments::clock::SimClock::at(1_800_000_000_000);
+    let config = Config::example();
+    let window = config.retention_secs * 1000;
+    let (app, handle) =
+        fake_payments::router_with_clock(config, fake_payments::clock::Clock::Sim(sim.clone()))
+            .expect("valid config");
+    let s = Server::start(app, handle, Duration::from_secs(10)).await;
+    create_ok(&s, "sk_test_a", "k", true).await;
+    sim.advance(window);
+    create_ok(&s, "sk_test_a", "k", true).await;
+    assert_eq!(
+        s.handle.ledger().effects.len(),
+        1,
+        "inside the window the key protects"
+    );
+    sim.advance(1);
+    create_ok(&s, "sk_test_a", "k", true).await;
+    assert_eq!(
+        s.handle.ledger().effects.len(),
+        2,
+        "past the window the key no longer protects"
+    );
+    s.handle.reset();
+    create_ok(&s, "sk_test_a", "k2", true).await;
+    let l = s.handle.ledger();
+    assert_eq!(l.effects.len(), 1);
+    sim.advance(window + 1);
+    create_ok(&s, "sk_test_a", "k2", true).await;
+    assert_eq!(
+        s.handle.ledger().effects.len(),
+        2,
+        "the reset kept the driven clock"
+    );
+}
