@@ -254,6 +254,13 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             );
             return exit::INVALID_INPUT;
         }
+        // Cases run one at a time and every child of this process is an implementation
+        // process: an orphan that escapes its group is then still found (D52).
+        if !crate::sut::process::become_subreaper() {
+            eprintln!(
+                "aocheck: note: cannot become the reaper of orphaned processes here; an implementation process that leaves its process group, clears its environment and closes its pipes would go unseen"
+            );
+        }
         opts.sut = Some(crate::sut::processes::ProcessSpec {
             command: command.clone(),
             timeout: std::time::Duration::from_secs(a.sut_timeout.max(1)),

@@ -136,6 +136,36 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Whether this process reaps the orphans below it (see [`become_subreaper`]).
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+/// The implementation processes this process started (the leaders of their groups).
+static LEADERS: Mutex<std::collections::BTreeSet<u32>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+/// Makes this process the reaper of every orphan below it (Linux, `PR_SET_CHILD_SUBREAPER`):
+/// an implementation process that leaves its group, clears its environment and closes its
+/// pipes still becomes this process's child when its parent dies, and is then found by the
+/// survivor check like any other (and reaped). Only for a process whose children are all
+/// implementations run one case at a time (the `aocheck run` binary): in a test binary,
+/// concurrent tests would blame each other's children. `false` where it is not available.
+pub fn become_subreaper() -> bool {
+    let ok = rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_ok();
+    SUBREAPER.store(ok, Ordering::SeqCst);
+    ok
+}
+
+fn is_leader(pid: u32) -> bool {
+    LEADERS.lock().map_or(true, |l| l.contains(&pid))
+}
+
+/// Reaps an orphan that died as this process's child (never one of the leaders: their
+/// handles reap them).
+fn reap(pid: u32) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::waitpid(Some(p), rustix::process::WaitOptions::NOHANG);
+    }
+}
+
 /// SIGKILL to a whole process group (nothing when it is gone already).
 fn kill_group(pgid: u32) {
     if let Some(g) = i32::try_from(pgid)
@@ -167,7 +197,9 @@ fn fd_target(fd: i32) -> Option<String> {
 }
 
 /// The live processes (zombies are dead) that belong to an implementation: in its process group,
-/// carrying its mark in their environment, or holding one of its pipes. Each as `pid (command)`.
+/// carrying its mark in their environment, holding one of its pipes, or (when this process is a
+/// subreaper) an orphan reparented to this process that is none of the implementation processes
+/// it started. Each as `pid (command)`.
 /// Where `/proc` cannot be read (not Linux), nothing is found beyond what the group kill reached.
 fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
     let me = std::process::id();
@@ -196,7 +228,13 @@ fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
         };
         let comm = head.split_once('(').map_or("", |(_, c)| c).to_string();
         let fields: Vec<&str> = rest.split_whitespace().collect();
+        let orphan = SUBREAPER.load(Ordering::SeqCst)
+            && fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(me)
+            && !is_leader(pid);
         if fields.first() == Some(&"Z") {
+            if orphan {
+                reap(pid);
+            }
             continue;
         }
         let in_group = fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid);
@@ -213,7 +251,7 @@ fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
                     })
                 })
         };
-        if in_group || marked() || holds_pipe() {
+        if in_group || orphan || marked() || holds_pipe() {
             out.push((pid, comm));
         }
     }
@@ -442,6 +480,9 @@ impl SutProcess {
             .filter(|t| t.starts_with("pipe:"))
             .collect();
         let pid = child.id().unwrap_or(0);
+        if let Ok(mut l) = LEADERS.lock() {
+            l.insert(pid);
+        }
         let inner = Arc::new(Inner {
             pid: AtomicU32::new(pid),
             pgid: pid,

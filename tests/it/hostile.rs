@@ -352,3 +352,72 @@ async fn an_implementation_on_its_own_clock_is_judged_in_real_time() {
         started.elapsed()
     );
 }
+
+/// The one escape the group, mark and pipe checks cannot see: a daemon that leaves its session
+/// and group, clears its environment and closes every pipe. `aocheck run` is the reaper of the
+/// orphans below it, so once the implementation dies the daemon becomes aocheck's child and is
+/// found, named and killed: the case is a harness error, never a pass, and nothing outlives the
+/// run. The honest direction: the conforming reference behind a non-`exec` wrapper, whose own
+/// child is reparented the same way when the wrapper dies, still passes (its group is killed
+/// with it).
+#[test]
+fn the_binary_finds_a_daemon_that_left_its_group_environment_and_pipes() {
+    let bin = env!("CARGO_BIN_EXE_aocheck");
+    let tag = uuid::Uuid::new_v4().as_u128();
+    let secs = (tag % 900_000 + 100_000) as u32;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = |sut: &str, out: &str| {
+        std::process::Command::new(bin)
+            .args([
+                "run",
+                "--case",
+                "AOC-CASE-003",
+                "--seed",
+                "7",
+                "--sut",
+                sut,
+                "--out",
+            ])
+            .arg(tmp.path().join(out))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("aocheck run")
+    };
+    let escaper = format!(
+        "sh -c \"env -i setsid sleep {secs} </dev/null >/dev/null 2>&1 & exec '{bin}' sut reference\""
+    );
+    let out = run(&escaper, "escaper");
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(tmp.path().join("escaper").join("report.json")).expect("report"),
+    )
+    .expect("report JSON");
+    let case = &report["cases"][0];
+    assert_eq!(
+        case["verdict"],
+        "harness_error",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let why = case["harness"].to_string();
+    assert!(why.contains("survived") && why.contains("sleep"), "{why}");
+    assert_ne!(out.status.code(), Some(0));
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = alive_with(&format!("sleep {secs}"));
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(left.is_empty(), "processes outlived the run: {left:?}");
+
+    let honest = run(&format!("sh -c \"'{bin}' sut reference; true\""), "honest");
+    assert_eq!(
+        honest.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&honest.stdout),
+        String::from_utf8_lossy(&honest.stderr)
+    );
+}
