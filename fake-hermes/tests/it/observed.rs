@@ -87,6 +87,9 @@ async fn after_an_approval_timeout_the_status_stays_waiting_with_nothing_pending
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     assert_eq!(st["status"], "waiting_for_approval", "{st}");
+    // Timestamps are the clock's, in float seconds.
+    assert_eq!(st["created_at"], json!(1_800_000_000.0));
+    assert_eq!(st["updated_at"], json!(1_800_000_060.0));
     let r = post(
         &s,
         &format!("/v1/runs/{id}/approval"),
