@@ -474,6 +474,53 @@ mod tests {
         assert!(!c.is_driven());
         let before = c.now_ms();
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(c.now_ms() >= before + 15);
+        let after = c.now_ms();
+        assert!(
+            after >= before + 15 && after < before + 10_000,
+            "{before} → {after}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sleep_dropped_early_takes_its_unit_back_and_leaves_no_timer() {
+        let c = SimClock::at(0);
+        // Two units held: the sleep gives one back and still cannot fire before it is dropped.
+        let (b1, b2) = (c.busy(), c.busy());
+        let _ = tokio::time::timeout(Duration::from_millis(5), c.sleep(50)).await;
+        assert_eq!(c.busy_units(), 2);
+        assert!(lock(&c.0.state).timers.is_empty());
+        assert_eq!(c.now_ms(), 0);
+        drop((b1, b2));
+        assert_eq!(c.busy_units(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_participant_lets_time_move_and_takes_its_unit_back() {
+        let c = SimClock::at(0);
+        let held = c.busy();
+        assert_eq!(c.busy_units(), 1);
+        {
+            let _idle = c.idle();
+            assert_eq!(c.busy_units(), 0);
+            // The holder waits on someone else: a sleep of another participant may jump.
+            let (c2, own) = (c.clone(), c.busy());
+            tokio::spawn(async move {
+                let _own = own;
+                c2.sleep(1_000).await
+            })
+            .await
+            .expect("sleep");
+            assert_eq!(c.now_ms(), 1_000);
+        }
+        assert_eq!(c.busy_units(), 1, "the idle unit is taken back");
+        let via_clock = Clock::Sim(c.clone());
+        via_clock
+            .idle_while(async { assert_eq!(c.busy_units(), 0) })
+            .await;
+        assert_eq!(c.busy_units(), 1);
+        drop(held);
+        assert_eq!(c.busy_units(), 0);
+        assert_eq!(via_clock.now_secs(), 1.0);
+        assert!(via_clock.busy().is_some() && Clock::System.busy().is_none());
     }
 }
