@@ -482,6 +482,37 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sleeps_with_one_deadline_each_wait_for_it() {
+        let c = SimClock::at(0);
+        let held = c.busy();
+        let mut tasks = Vec::new();
+        for _ in 0..2 {
+            let (c2, own) = (c.clone(), c.busy());
+            tasks.push(tokio::spawn(async move {
+                let _own = own;
+                c2.sleep(100).await;
+                c2.now_ms()
+            }));
+        }
+        // Both asleep: the held unit is the only one left.
+        while c.busy_units() != 1 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(lock(&c.0.state).timers.len(), 2, "one timer each");
+        c.advance(99);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            tasks.iter().all(|t| !t.is_finished()),
+            "woken before the deadline"
+        );
+        c.advance(1);
+        for t in tasks {
+            assert_eq!(t.await.expect("sleep"), 100);
+        }
+        drop(held);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_sleep_dropped_early_takes_its_unit_back_and_leaves_no_timer() {
         let c = SimClock::at(0);
         // Two units held: the sleep gives one back and still cannot fire before it is dropped.
