@@ -554,4 +554,42 @@ mod tests {
         assert_eq!(via_clock.now_secs(), 1.0);
         assert!(via_clock.busy().is_some() && Clock::System.busy().is_none());
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_clock_over_http_needs_its_token_and_sleeps_on_the_clock() {
+        use tower::ServiceExt;
+        let c = SimClock::at(7_000);
+        let app = routes(c.clone(), "tok-123".into());
+        let call = |method: &str, path: &str, token: &str, body: &str| {
+            let req = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(axum::http::header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(axum::body::Body::from(body.to_string()))
+                .expect("request");
+            let app = app.clone();
+            async move {
+                let r = app.oneshot(req).await.expect("answer");
+                let status = r.status().as_u16();
+                let bytes = axum::body::to_bytes(r.into_body(), 1 << 16)
+                    .await
+                    .expect("body");
+                let v: serde_json::Value =
+                    serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                (status, v)
+            }
+        };
+        assert_eq!(call("GET", "/now", "wrong", "").await.0, 401);
+        assert_eq!(call("POST", "/sleep", "wrong", r#"{"ms": 1}"#).await.0, 401);
+        let (st, v) = call("GET", "/now", "tok-123", "").await;
+        assert_eq!((st, v["now"].as_u64()), (200, Some(7_000)));
+        assert_eq!(call("POST", "/sleep", "tok-123", r#"{"ms": "x"}"#).await.0, 400);
+        // The caller's unit (the call that waits) is given back by the sleep: time jumps.
+        let call_unit = c.busy();
+        let (st, v) = call("POST", "/sleep", "tok-123", r#"{"ms": 2500}"#).await;
+        assert_eq!((st, v["now"].as_u64()), (200, Some(9_500)));
+        drop(call_unit);
+        assert_eq!(c.busy_units(), 0);
+    }
+
 }
