@@ -204,10 +204,17 @@ impl SimClock {
     }
 
     /// From now on, the clock reads real time from where it stands, and sleeps are real (for
-    /// an implementation that keeps its own time). Every pending sleep is woken.
+    /// an implementation that keeps its own time). Every pending sleep is woken. Once real, a
+    /// second call changes nothing (it must not set the clock back to where it stood).
     pub fn follow_real_time(&self) {
         let now = lock(&self.0.state).now;
-        *lock(&self.0.real) = Some((Instant::now(), now));
+        {
+            let mut real = lock(&self.0.real);
+            if real.is_some() {
+                return;
+            }
+            *real = Some((Instant::now(), now));
+        }
         let timers = std::mem::take(&mut lock(&self.0.state).timers);
         for (_, tx) in timers {
             let _ = tx.send(());
@@ -474,6 +481,8 @@ mod tests {
         assert!(!c.is_driven());
         let before = c.now_ms();
         tokio::time::sleep(Duration::from_millis(20)).await;
+        // Another implementation on its own time joins: the clock does not go back.
+        c.follow_real_time();
         let after = c.now_ms();
         // Real time from where the clock stood (15): not before it, and at real speed.
         assert!((15..1_015).contains(&before), "{before}");

@@ -184,7 +184,11 @@ pub(super) async fn stop(
         }
         first
     };
-    *lock(&cell.wake) = s.clock.busy();
+    // Only the stop that set the intent wakes the engine; a repeated one has nothing to wake
+    // (a stuck executor waits on nothing and would hold the handed unit for ever).
+    if effective {
+        cell.hand_wake(s.clock.busy());
+    }
     cell.stop.notify_waiters();
     // A pending approval is resolved as deny by the stop (no approval.responded is emitted).
     lock(&cell.approval).take();

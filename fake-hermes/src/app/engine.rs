@@ -25,8 +25,7 @@ impl Emitter<'_> {
 
     async fn send(&self, name: &str, event: Py) {
         if self.s.config.event_gap_ms > 0 {
-            lock(&self.cell.wake).take();
-            self.s.clock.sleep(self.s.config.event_gap_ms).await;
+            self.cell.sleep(self.s.config.event_gap_ms).await;
         }
         let text = event.dumps();
         {
@@ -57,15 +56,23 @@ pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
     if lock(&cell.info).stop_requested {
         return Wake::Stopped;
     }
-    lock(&cell.wake).take();
-    let wake = tokio::select! {
-        _ = cell.clock.sleep(ms) => {
+    tokio::select! {
+        _ = cell.sleep(ms) => {
             if lock(&cell.info).stop_requested { Wake::Stopped } else { Wake::Done }
         }
         _ = cell.stop.notified() => Wake::Stopped,
-    };
-    lock(&cell.wake).take();
-    wake
+    }
+}
+
+/// Marks the engine ended however it ends (returned or aborted), and gives back a unit a stop
+/// handed it.
+struct EngineLife<'a>(&'a RunCell);
+
+impl Drop for EngineLife<'_> {
+    fn drop(&mut self) {
+        self.0.engine_ended.store(true, Ordering::SeqCst);
+        self.0.awake();
+    }
 }
 
 /// `_busy` is the engine's unit on the clock, held for the run's life (taken by the start
@@ -77,6 +84,7 @@ pub(super) async fn run_engine(
     prompt: String,
     _busy: Option<Busy>,
 ) {
+    let _life = EngineLife(&cell);
     let (run_id, session_id) = {
         let i = lock(&cell.info);
         (i.run_id.clone(), i.session_id.clone())
@@ -92,16 +100,13 @@ pub(super) async fn run_engine(
             Some(Ok(h)) => break h,
             Some(Err(_)) => {
                 // Waiting for another run, not for time.
-                lock(&cell.wake).take();
-                s.clock
-                    .idle_while(async {
-                        tokio::select! {
-                            _ = notified => {}
-                            _ = cell.stop.notified() => {}
-                        }
-                    })
-                    .await;
-                lock(&cell.wake).take();
+                cell.idle_while(async {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = cell.stop.notified() => {}
+                    }
+                })
+                .await;
                 if lock(&cell.info).stop_requested {
                     // Stopped while queued: it never executed; it leaves the queue.
                     if let Some(sess) = lock(&s.data).sessions.get_mut(&session_id) {
@@ -252,14 +257,13 @@ pub(super) async fn run_engine(
                 st.pending =
                     Some(json!({"step": step.id, "kind": "approval", "request_id": request_id}));
                 let timeout = timeout_ms.unwrap_or(s.config.approval_timeout_ms);
-                lock(&cell.wake).take();
                 let outcome = if lock(&cell.info).stop_requested {
                     None
                 } else {
                     tokio::select! {
                         // The decision's unit is given back here: the engine is awake.
                         d = rx => d.ok().map(|d| Ok((d.choice, d.resolved))),
-                        _ = s.clock.sleep(timeout) => Some(Err("timeout")),
+                        _ = cell.sleep(timeout) => Some(Err("timeout")),
                         _ = cell.stop.notified() => None,
                     }
                 };
@@ -272,7 +276,6 @@ pub(super) async fn run_engine(
                     i.approval_doc = None;
                 }
                 st.pending = None;
-                lock(&cell.wake).take();
                 let secs = s.clock.now_ms().saturating_sub(started) as f64 / 1000.0;
                 // Every ending emits one tool.completed and records the choice (the handler
                 // emitted `approval.responded` before it answered); only a stop ends the run.
@@ -327,15 +330,13 @@ pub(super) async fn run_engine(
                 // The executor never exits: no event, the status stays `stopping`, the lease is
                 // held until the process is wiped (waiting for nothing, so time moves on).
                 st.status = "stopping".into();
-                lock(&cell.wake).take();
-                s.clock.idle_while(std::future::pending::<()>()).await;
+                cell.idle_while(std::future::pending::<()>()).await;
             }
             Some(Fault::CompleteRacesStop) => {
                 complete(&s, &cell, &em, &mut st, explicit_output, &prompt, usage).await;
             }
             _ => {
-                lock(&cell.wake).take();
-                s.clock.sleep(s.config.stop_grace_ms).await;
+                cell.sleep(s.config.stop_grace_ms).await;
                 st.status = "cancelled".into();
                 finish_cancelled(&s, &cell, &em).await;
             }

@@ -184,8 +184,10 @@ struct RunCell {
     approval: Mutex<Option<PendingApproval>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
     clock: Clock,
-    /// A busy unit a stop hands the engine until it has woken (see `fake_control::clock`).
+    /// A busy unit a stop hands the engine until it is awake (see `fake_control::clock`).
     wake: Mutex<Option<Busy>>,
+    /// Set when the engine has ended (or was aborted): nobody is left to take `wake`.
+    engine_ended: AtomicBool,
     /// The start's body digest, for a run with a durable record.
     durable_digest: Mutex<Option<String>>,
 }
@@ -209,6 +211,7 @@ impl RunCell {
             task: Mutex::new(None),
             clock,
             wake: Mutex::new(None),
+            engine_ended: AtomicBool::new(false),
             durable_digest: Mutex::new(None),
         })
     }
@@ -225,6 +228,28 @@ impl RunCell {
             i.last_event = Some(e.to_string());
         }
         i.updated_at = self.clock.now_secs();
+    }
+    /// Hands the engine a busy unit until it is awake, so that the clock cannot jump between
+    /// a stop and the engine's reaction to it (nothing to hand an engine that has ended).
+    fn hand_wake(&self, unit: Option<Busy>) {
+        *lock(&self.wake) = unit;
+        if self.engine_ended.load(Ordering::SeqCst) {
+            self.awake();
+        }
+    }
+    /// The engine is awake: the unit handed to it is no longer needed.
+    fn awake(&self) {
+        lock(&self.wake).take();
+    }
+    /// A wait of the engine on the clock (it needs no handed unit while it waits).
+    async fn sleep(&self, ms: u64) {
+        self.awake();
+        self.clock.sleep(ms).await
+    }
+    /// A wait of the engine on something other than time (another run, nothing at all).
+    async fn idle_while<F: std::future::Future>(&self, fut: F) -> F::Output {
+        self.awake();
+        self.clock.idle_while(fut).await
     }
     fn close_stream(&self) {
         if let Some(tx) = lock(&self.tx).take() {

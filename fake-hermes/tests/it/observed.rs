@@ -560,3 +560,35 @@ async fn durable_records_survive_a_real_restart_and_write_errors_are_answered() 
     );
     assert!(s.handle.ledger().runs.is_empty());
 }
+
+/// The hand-off of a stop to the engine on a driven clock: a stuck executor is stopped twice,
+/// waits on nothing for ever, and yet no unit stays held, so time still moves for everything
+/// else (another run's 60 s approval timeout passes at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
+    use fake_hermes::faults::{Fault, Route, Rule};
+    let (s, sim) = on_sim(Config::default()).await;
+    with_script(&s, crate::api::sleepy_script(5_000)).await;
+    s.handle
+        .add_rule(Rule {
+            route: Route::Stop,
+            nth: 1,
+            times: 2,
+            session_id: None,
+            fault: Fault::StopStuck,
+        })
+        .expect("rule");
+    let stuck = start_run(&s, json!({"input": "x", "session_id": "s-stuck"})).await;
+    wait_status(&s, &stuck, "running").await;
+    for _ in 0..2 {
+        let r = post(&s, &format!("/v1/runs/{stuck}/stop"), "").await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    with_script(&s, approval_script()).await;
+    let t0 = sim.now_ms();
+    let other = start_run(&s, json!({"input": "y", "session_id": "s-other"})).await;
+    wait_status(&s, &other, "completed").await;
+    assert!(sim.now_ms() - t0 >= 60_000, "time stood still");
+    assert_eq!(run_status(&s, &stuck).await["status"], "stopping");
+    assert_eq!(sim.busy_units(), 0, "no unit is left held");
+}
