@@ -172,6 +172,11 @@ pub(super) async fn stop(
         let mut i = lock(&cell.info);
         let first = !i.stop_requested;
         if first {
+            // Only the stop that sets the intent wakes the engine (a repeated one has nothing
+            // to wake: a stuck executor waits on nothing and would hold the unit for ever). The
+            // unit is handed before the engine can see the intent, so whatever wait it takes
+            // next gives it back.
+            cell.hand_wake(s.clock.busy());
             i.stop_requested = true;
             i.stop_fault = fault
                 .clone()
@@ -184,11 +189,6 @@ pub(super) async fn stop(
         }
         first
     };
-    // Only the stop that set the intent wakes the engine; a repeated one has nothing to wake
-    // (a stuck executor waits on nothing and would hold the handed unit for ever).
-    if effective {
-        cell.hand_wake(s.clock.busy());
-    }
     cell.stop.notify_waiters();
     // A pending approval is resolved as deny by the stop (no approval.responded is emitted).
     lock(&cell.approval).take();

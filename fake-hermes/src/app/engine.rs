@@ -53,6 +53,12 @@ pub(super) enum Wake {
 }
 
 pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
+    // Registered before the intent is read, so that a stop between the two is not missed (a
+    // missed stop would sleep out its wait, and on a driven clock the unit it handed would
+    // hold that wait for ever).
+    let stop = cell.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
     if lock(&cell.info).stop_requested {
         return Wake::Stopped;
     }
@@ -60,7 +66,7 @@ pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
         _ = cell.sleep(ms) => {
             if lock(&cell.info).stop_requested { Wake::Stopped } else { Wake::Done }
         }
-        _ = cell.stop.notified() => Wake::Stopped,
+        _ = stop => Wake::Stopped,
     }
 }
 
@@ -92,6 +98,10 @@ pub(super) async fn run_engine(
     // Admission: wait for the session's turn lease (FIFO, one at a time).
     let holder = loop {
         let notified = s.turns.notified();
+        // Registered before the intent is read (see `sleep_or_stop`).
+        let stop = cell.stop.notified();
+        tokio::pin!(stop);
+        stop.as_mut().enable();
         let got = lock(&s.data)
             .sessions
             .get_mut(&session_id)
@@ -100,13 +110,15 @@ pub(super) async fn run_engine(
             Some(Ok(h)) => break h,
             Some(Err(_)) => {
                 // Waiting for another run, not for time.
-                cell.idle_while(async {
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = cell.stop.notified() => {}
-                    }
-                })
-                .await;
+                if !lock(&cell.info).stop_requested {
+                    cell.idle_while(async {
+                        tokio::select! {
+                            _ = notified => {}
+                            _ = stop => {}
+                        }
+                    })
+                    .await;
+                }
                 if lock(&cell.info).stop_requested {
                     // Stopped while queued: it never executed; it leaves the queue.
                     if let Some(sess) = lock(&s.data).sessions.get_mut(&session_id) {

@@ -578,12 +578,14 @@ async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
             fault: Fault::StopStuck,
         })
         .expect("rule");
+    // Time is held while the run starts and is stopped twice (it cannot finish first).
+    let hold = sim.busy();
     let stuck = start_run(&s, json!({"input": "x", "session_id": "s-stuck"})).await;
-    wait_status(&s, &stuck, "running").await;
     for _ in 0..2 {
         let r = post(&s, &format!("/v1/runs/{stuck}/stop"), "").await;
         assert_eq!(r.status, 200, "{}", r.text);
     }
+    drop(hold);
     with_script(&s, approval_script()).await;
     let t0 = sim.now_ms();
     let other = start_run(&s, json!({"input": "y", "session_id": "s-other"})).await;
