@@ -653,7 +653,11 @@ impl<S: Store> Connector<S> {
                     c = resp.chunk() => Some(c),
                     _ = self.clock.sleep(left.max(1)) => None,
                 };
-                self.clock.sync().await;
+                // A frame won the race: the clock may have moved meanwhile (a sleep that ran
+                // out has told its time already).
+                if next.is_some() {
+                    self.clock.sync().await;
+                }
                 let chunk = match next {
                     Some(Ok(Some(c))) => c,
                     _ => break, // closed, failed or deadline: fall back to polling

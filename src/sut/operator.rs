@@ -30,10 +30,10 @@ pub trait Connection: Send + Sync + std::fmt::Debug {
 
 /// A connector instance, with the typed operator requests.
 ///
-/// On the case's driven clock every call holds a busy unit while it runs (the implementation
-/// gives it back while it sleeps on the clock), and a foreground call gives the harness's own
-/// unit back while the harness waits for it: time moves only when the harness waits and every
-/// call in flight waits on the clock (`fake_control::clock`).
+/// On the case's driven clock a foreground call runs on the harness's own busy unit (the
+/// harness waits for it; the implementation gives the unit back while it sleeps on the clock),
+/// and a detached call holds a unit of its own: time moves only when every call in flight
+/// waits on the clock (`fake_control::clock`).
 #[derive(Clone, Debug)]
 pub struct Conn {
     conn: Arc<dyn Connection>,
@@ -94,12 +94,11 @@ impl Conn {
 
     async fn call(&self, req: Request) -> Answer<Value> {
         let op = req.op().name();
-        let _busy = self.clock.as_ref().map(|c| c.busy());
-        let _idle = if self.detached {
-            None
-        } else {
-            self.clock.as_ref().map(|c| c.idle())
-        };
+        let _busy = self
+            .clock
+            .as_ref()
+            .filter(|_| self.detached)
+            .map(|c| c.busy());
         match self.conn.call(req).await? {
             Ok(v) => Ok(Ok(v)),
             Err(f) => match connector_error(&f) {
