@@ -65,7 +65,15 @@ pub struct RequestRecord {
     pub account: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_digest: String,
+    /// The payment the path names (`/v1/payments/{id}`, its capture and refund), if any.
+    pub payment_id: Option<String>,
+    /// The `idempotency_key` a listing filtered by, if any.
+    pub lookup_key: Option<String>,
     pub fault: Option<String>,
+    /// The payment ids the reply's body named, as the provider wrote it (a created, read or
+    /// listed payment; a refund's payment). What a client can have learned from this reply,
+    /// if it was delivered (see `reply`).
+    pub refs: Vec<String>,
     /// The HTTP status decided (before any post-commit fault replaced it).
     pub status: u16,
     /// Whether the saved response of an earlier request was replayed.

@@ -59,15 +59,30 @@ pub struct Accounting<'a> {
     pub effects: BTreeMap<String, Vec<&'a Effect>>,
     /// Create requests by occurrence id (replayed ones included).
     pub creates: BTreeMap<String, Vec<&'a RequestRecord>>,
-    /// Payment creations under a key that no occurrence's key is, or under no key.
+    /// Every other effect (captures, refunds) by the occurrence whose key it was made under.
+    pub mutations: BTreeMap<String, Vec<&'a Effect>>,
+    /// Every other effectful request (capture, refund) by the occurrence whose key it carries.
+    pub mutation_requests: BTreeMap<String, Vec<&'a RequestRecord>>,
+    /// Effects of any kind under a key that no occurrence's key is, or under no key.
     pub unattributed_effects: Vec<&'a Effect>,
-    /// Create requests under a key that no occurrence's key is, or under no key.
+    /// Effectful requests of any kind (create, capture, refund) under a key that no
+    /// occurrence's key is, or under no key.
     pub unattributed_creates: Vec<&'a RequestRecord>,
+    /// Which occurrence created each payment (by the key its creation carried).
+    pub payment_owner: BTreeMap<String, String>,
+    /// Lookups and listings about each occurrence: a `GET /v1/payments/{id}` of a payment it
+    /// created, a listing filtered by its key, and every unfiltered listing of its account.
+    pub lookups: BTreeMap<String, Vec<&'a RequestRecord>>,
+}
+
+/// Whether a request's op is one that can change provider state.
+pub fn effectful(op: &str) -> bool {
+    matches!(op, "create" | "capture" | "refund")
 }
 
 impl<'a> Accounting<'a> {
-    /// Attributes every payment creation and create request of `ledger` to one of `occurrences`
-    /// (ids) by `rule`. Without a rule nothing can be attributed, so everything is unattributed.
+    /// Attributes every effect and every request of `ledger` to one of `occurrences` (ids) by
+    /// `rule`. Without a rule nothing can be attributed, so everything is unattributed.
     pub fn of(ledger: &'a Ledger, rule: Option<&KeyRule>, occurrences: &[&str]) -> Self {
         let keys: BTreeMap<String, String> = match rule {
             Some(r) => occurrences
@@ -78,20 +93,38 @@ impl<'a> Accounting<'a> {
         };
         let owner = |k: &Option<String>| k.as_ref().and_then(|k| keys.get(k)).cloned();
         let mut out = Accounting::default();
-        for e in ledger
-            .effects
-            .iter()
-            .filter(|e| e.kind == EffectKind::PaymentCreated)
-        {
-            match owner(&e.idempotency_key) {
-                Some(o) => out.effects.entry(o).or_default().push(e),
-                None => out.unattributed_effects.push(e),
+        for e in &ledger.effects {
+            let by_key = owner(&e.idempotency_key);
+            match (e.kind, by_key) {
+                (EffectKind::PaymentCreated, Some(o)) => {
+                    out.payment_owner.insert(e.payment_id.clone(), o.clone());
+                    out.effects.entry(o).or_default().push(e)
+                }
+                (_, Some(o)) => out.mutations.entry(o).or_default().push(e),
+                (_, None) => out.unattributed_effects.push(e),
             }
         }
-        for r in ledger.requests.iter().filter(|r| r.op == "create") {
-            match owner(&r.idempotency_key) {
-                Some(o) => out.creates.entry(o).or_default().push(r),
-                None => out.unattributed_creates.push(r),
+        for r in &ledger.requests {
+            if effectful(&r.op) {
+                match (r.op.as_str(), owner(&r.idempotency_key)) {
+                    ("create", Some(o)) => out.creates.entry(o).or_default().push(r),
+                    (_, Some(o)) => out.mutation_requests.entry(o).or_default().push(r),
+                    (_, None) => out.unattributed_creates.push(r),
+                }
+                continue;
+            }
+            // A read: which occurrences it is about.
+            let about: Vec<String> = match (&r.payment_id, &r.lookup_key) {
+                (Some(id), _) => out.payment_owner.get(id).cloned().into_iter().collect(),
+                (None, Some(k)) => keys.get(k).cloned().into_iter().collect(),
+                (None, None) if r.op == "list" => {
+                    // An unfiltered listing covers every payment of its account.
+                    occurrences.iter().map(|o| o.to_string()).collect()
+                }
+                (None, None) => Vec::new(),
+            };
+            for o in about {
+                out.lookups.entry(o).or_default().push(r);
             }
         }
         out
@@ -105,6 +138,23 @@ impl<'a> Accounting<'a> {
     /// The create requests attributed to one occurrence.
     pub fn creates_of(&self, occurrence: &str) -> &[&'a RequestRecord] {
         self.creates.get(occurrence).map_or(&[], Vec::as_slice)
+    }
+
+    /// The captures and refunds made under one occurrence's key.
+    pub fn mutations_of(&self, occurrence: &str) -> &[&'a Effect] {
+        self.mutations.get(occurrence).map_or(&[], Vec::as_slice)
+    }
+
+    /// The capture and refund requests sent under one occurrence's key.
+    pub fn mutation_requests_of(&self, occurrence: &str) -> &[&'a RequestRecord] {
+        self.mutation_requests
+            .get(occurrence)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The lookups and listings the provider received about one occurrence.
+    pub fn lookups_of(&self, occurrence: &str) -> &[&'a RequestRecord] {
+        self.lookups.get(occurrence).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -142,7 +192,10 @@ mod tests {
             account: Some("acct".into()),
             idempotency_key: key.map(str::to_string),
             request_digest: "d".into(),
+            payment_id: None,
+            lookup_key: None,
             fault: None,
+            refs: Vec::new(),
             status: 201,
             replayed,
             effect: !replayed,

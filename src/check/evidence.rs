@@ -176,9 +176,11 @@ pub struct StateAnswer {
     /// `jcs-sha256` when every `entry` carries `prev` and `digest` chained by that rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<String>,
-    /// The implementation's flag words mapped onto aocheck's, where they differ.
+    /// The implementation's flag words mapped onto aocheck's, where they differ; a word mapped
+    /// to `null` has no aocheck equivalent (it is neither a flag aocheck knows nor an unmapped
+    /// word that leaves an expectation undecided).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub flag_map: BTreeMap<String, Flag>,
+    pub flag_map: BTreeMap<String, Option<Flag>>,
 }
 
 impl StateAnswer {
@@ -248,15 +250,22 @@ impl StateAnswer {
 }
 
 /// Flag words in aocheck's vocabulary: the mapped ones, and the ones with no mapping.
-fn mapped(words: &[String], map: &BTreeMap<String, Flag>) -> (BTreeSet<Flag>, Vec<String>) {
+fn mapped(words: &[String], map: &BTreeMap<String, Option<Flag>>) -> (BTreeSet<Flag>, Vec<String>) {
     let mut flags = BTreeSet::new();
     let mut unmapped = Vec::new();
     for w in words {
-        match map.get(w).copied().or_else(|| Flag::parse(w)) {
-            Some(f) => {
-                flags.insert(f);
+        match map.get(w) {
+            Some(Some(f)) => {
+                flags.insert(*f);
             }
-            None => unmapped.push(w.clone()),
+            // Declared to have no equivalent.
+            Some(None) => {}
+            None => match Flag::parse(w) {
+                Some(f) => {
+                    flags.insert(f);
+                }
+                None => unmapped.push(w.clone()),
+            },
         }
     }
     (flags, unmapped)
@@ -327,7 +336,7 @@ pub struct View {
 }
 
 impl View {
-    pub fn of(entries: &[Entry], map: &BTreeMap<String, Flag>) -> View {
+    pub fn of(entries: &[Entry], map: &BTreeMap<String, Option<Flag>>) -> View {
         let mut v = View::default();
         let mut terminal: Vec<Interpretation> = Vec::new();
         for (i, e) in entries.iter().enumerate() {
@@ -571,10 +580,14 @@ mod tests {
     fn own_flag_words_count_through_the_map_and_unmapped_ones_are_kept() {
         let mut p = path();
         p.truncate(4); // no decision yet: the gaps stand
-        p[3].flags = vec!["wire-lost".into(), "hmm".into()];
-        let map = BTreeMap::from([("wire-lost".to_string(), Flag::Transport)]);
+        p[3].flags = vec!["wire-lost".into(), "hmm".into(), "cosmic-rays".into()];
+        // `cosmic-rays` is declared to have no aocheck equivalent: neither a flag nor unmapped.
+        let map = BTreeMap::from([
+            ("wire-lost".to_string(), Some(Flag::Transport)),
+            ("cosmic-rays".to_string(), None),
+        ]);
         let v = View::of(&p, &map);
-        assert!(v.flags.contains(&Flag::Transport));
+        assert_eq!(v.flags, BTreeSet::from([Flag::Transport]));
         assert_eq!(v.unmapped, vec!["hmm".to_string()]);
     }
 

@@ -6,6 +6,7 @@
 pub mod accounting;
 pub mod evidence;
 pub(crate) mod hermes;
+pub mod ledger;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;
@@ -27,11 +28,11 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 20] = [
+pub const CHECKERS: [(&str, &[Req]); 23] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
-    ("provider_accounting", &[Req::R010]),
+    ("provider_accounting", &[Req::R010, Req::R012]),
     ("one_domain", &[Req::R001]),
     ("responses_bound", &[Req::R007]),
     ("authentic_as_claimed", &[Req::R009, Req::R007]),
@@ -44,6 +45,10 @@ pub const CHECKERS: [(&str, &[Req]); 20] = [
     ("no_invented_outcome", &[Req::R009, Req::R011]),
     ("release_only_before_entry", &[Req::R008]),
     ("limits_respected", &[Req::R006]),
+    // The provider's ledger read field by field (check/ledger.rs).
+    ("effect_as_asked", &[Req::R003]),
+    ("mutation_accounted", &[Req::R012]),
+    ("evidence_served", &[Req::R009, Req::R007, Req::R003]),
     // What the implementation says about itself (its `init` answer's claims), in every case.
     ("no_prohibited_claim", &[Req::R013]),
     // Hermes operator checkers (src/runner: against fake-hermes's ledger).
@@ -75,6 +80,10 @@ pub struct Snapshot {
     pub limits: Limits,
     /// The implementation's declared key rule (`init`'s `key_rule`).
     pub key_rule: Option<KeyRule>,
+    /// What the case asked of each occurrence (by id): its payment.
+    pub asked: BTreeMap<String, ledger::Asked>,
+    /// The remedy occurrences the case created (by id), each linked to its original.
+    pub remedies: BTreeMap<String, ledger::Remedy>,
 }
 
 /// How many relevant facts some check examined, per requirement: a requirement passes in a case
@@ -162,12 +171,28 @@ impl Checker {
             .map_or("no key rule declared".to_string(), |r| {
                 format!("key rule {r}")
             });
+        // A creation no occurrence accounts for is an entry the domain did not serialise
+        // (AOC-REQ-010); a capture or refund no occurrence accounts for is an adjustment without
+        // its own authorisation and link (AOC-REQ-012).
         let effects = acct.unattributed_effects.iter().map(|e| {
-            format!(
-                "provider payment {} was created {}",
-                e.payment_id,
-                key_words(&e.idempotency_key)
-            )
+            let (req, what) = match e.kind {
+                fake_payments::ledger::EffectKind::PaymentCreated => (
+                    Req::R010,
+                    format!("provider payment {} was created", e.payment_id),
+                ),
+                fake_payments::ledger::EffectKind::PaymentCaptured => (
+                    Req::R012,
+                    format!("provider payment {} was captured", e.payment_id),
+                ),
+                fake_payments::ledger::EffectKind::PaymentRefunded => (
+                    Req::R012,
+                    format!(
+                        "{} of provider payment {} was refunded",
+                        e.amount, e.payment_id
+                    ),
+                ),
+            };
+            (req, format!("{what} {}", key_words(&e.idempotency_key)))
         });
         // A request whose effect is already reported above is not reported twice.
         let requests = acct
@@ -180,26 +205,39 @@ impl Checker {
                     .any(|e| e.request_seq == r.seq)
             })
             .map(|r| {
-                format!(
-                    "a create request reached the provider {}, answered {}{}",
-                    key_words(&r.idempotency_key),
-                    r.status,
-                    if r.replayed { " (replayed)" } else { "" }
+                (
+                    if r.op == "create" {
+                        Req::R010
+                    } else {
+                        Req::R012
+                    },
+                    format!(
+                        "a {} request reached the provider {}, answered {}{}",
+                        r.op,
+                        key_words(&r.idempotency_key),
+                        r.status,
+                        if r.replayed { " (replayed)" } else { "" }
+                    ),
                 )
             });
-        for what in effects.chain(requests) {
-            facts.saw(Req::R010);
+        for (req, what) in effects.chain(requests) {
+            facts.saw(req);
             v(
                 "provider_accounting",
-                Req::R010,
+                req,
                 None,
                 format!(
-                    "{what} that no occurrence's key is ({rule}): an entry the coordination domain does not account for (ground truth)"
+                    "{what} that no occurrence's key is ({rule}): a provider mutation the coordination domain does not account for (ground truth)"
                 ),
             );
         }
         let (mut pending, mut in_flight) = (0u32, 0u32);
+        let mut looked = std::collections::BTreeSet::new();
         for o in &snap.occurrences {
+            // An occurrence two case labels name (a creation retry) is one occurrence.
+            if !looked.insert(o.id.as_str()) {
+                continue;
+            }
             let label = o.label.as_str();
             let at = Some(label);
             let a = match &o.answer {
@@ -308,6 +346,29 @@ impl Checker {
             // binding and the exact attempt it answers.
             for (req, what) in unbound_responses(a, facts) {
                 v("responses_bound", req, at, what);
+            }
+            // The ledger read field by field (check/ledger.rs).
+            for (req, what) in ledger::effect_as_asked(&acct, &o.id, snap.asked.get(&o.id), facts) {
+                v("effect_as_asked", req, at, what);
+            }
+            for (req, what) in ledger::mutations_accounted(&acct, &o.id, &snap.remedies, facts) {
+                v("mutation_accounted", req, at, what);
+            }
+            for (req, what) in ledger::evidence_served(&acct, &o.id, a, &snap.provider, facts) {
+                v("evidence_served", req, at, what);
+            }
+            // The report is about the occurrence asked for (AOC-REQ-002: one stable identity).
+            facts.saw(Req::R002);
+            if st.occurrence != o.id {
+                v(
+                    "state_matches_history",
+                    Req::R002,
+                    at,
+                    format!(
+                        "the state of {} was asked for, and the report is about {:?}",
+                        o.id, st.occurrence
+                    ),
+                );
             }
             let effects = acct.effects_of(&o.id);
             let creates = acct.creates_of(&o.id);
@@ -632,11 +693,21 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             )
         })
         .collect();
-    let (reported, _) = a.report_flags();
+    // The flags, both ways (AOC-REQ-009: missing knowledge is an explicit statement about the
+    // sources): none the history raises is dropped, none it never raised is invented. Words
+    // without a mapping are compared as words.
+    let (reported, reported_words) = a.report_flags();
     let dropped: Vec<String> = history
         .flags
         .difference(&reported)
         .map(|f| f.to_string())
+        .chain(
+            history
+                .unmapped
+                .iter()
+                .filter(|w| !reported_words.contains(w))
+                .cloned(),
+        )
         .collect();
     if !dropped.is_empty() {
         out.push((
@@ -644,6 +715,25 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             format!(
                 "the history raises missing knowledge the report drops: {}",
                 dropped.join(", ")
+            ),
+        ));
+    }
+    let invented: Vec<String> = reported
+        .difference(&history.flags)
+        .map(|f| f.to_string())
+        .chain(
+            reported_words
+                .iter()
+                .filter(|w| !history.unmapped.contains(w))
+                .cloned(),
+        )
+        .collect();
+    if !invented.is_empty() {
+        out.push((
+            Req::R009,
+            format!(
+                "the report raises missing knowledge its history never raised: {}",
+                invented.join(", ")
             ),
         ));
     }
@@ -734,6 +824,8 @@ mod tests {
                 max_in_flight: 1,
             },
             key_rule: KeyRule::parse("{occurrence}").ok(),
+            asked: BTreeMap::new(),
+            remedies: BTreeMap::new(),
         };
         for _ in 0..3 {
             assert!(c.check(&snap).is_empty());

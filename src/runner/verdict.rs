@@ -612,12 +612,25 @@ pub(super) fn judge_occurrence(
     // Flags in the implementation's words count through its mapping; an expected flag not
     // raised while some words have no mapping cannot be decided: not failed here, but
     // `undecided_flags` makes it missing knowledge (D34).
+    // An expected flag is met by the history, not by the report alone (GUIDE §4, "verify,
+    // don't trust").
     let (raised, unmapped) = answer.report_flags();
+    let history = crate::check::evidence::View::of(&answer.entries, &answer.flag_map);
     for flag in &e.missing_knowledge {
         if !raised.contains(flag) && unmapped.is_empty() {
             out.push((
                 Req::R009,
                 format!("missing-knowledge flag {flag} not raised"),
+            ));
+        } else if raised.contains(flag)
+            && !history.flags.contains(flag)
+            && history.unmapped.is_empty()
+        {
+            out.push((
+                Req::R009,
+                format!(
+                    "missing-knowledge flag {flag} is raised by the report alone: no observation in its history raises it"
+                ),
             ));
         }
     }

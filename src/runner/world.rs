@@ -49,6 +49,12 @@ pub(super) struct World {
     /// Races whose serialisation check examined an occurrence two of its requests tried to
     /// admit: a race counts as a fired fault only then.
     pub(super) races_judged: usize,
+    /// What the case asked of each occurrence (by id): the payment its creation asked for.
+    pub(super) asked: BTreeMap<String, crate::check::ledger::Asked>,
+    /// The remedy occurrences created (by id), each with its original and kind.
+    pub(super) remedies: BTreeMap<String, crate::check::ledger::Remedy>,
+    /// The provider account the case's implementation acts for.
+    pub(super) account: String,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -443,6 +449,14 @@ impl World {
                 self.created_by_key
                     .entry(key)
                     .or_insert(r.occurrence.clone());
+                // The first creation's amount is what the occurrence asks of the provider.
+                self.asked
+                    .entry(r.occurrence.to_string())
+                    .or_insert_with(|| crate::check::ledger::Asked {
+                        amount: amount.unwrap_or(1250),
+                        currency: crate::check::ledger::CASE_CURRENCY.into(),
+                        account: self.account.clone(),
+                    });
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
             Step::Settle { .. } => self.sut.settle().await?,
@@ -500,12 +514,20 @@ impl World {
                 ..
             } => {
                 let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let original = o.to_string();
                 let req = Request::Remedy {
                     occurrence: o,
                     kind: *kind,
                     authorization: authorization.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                self.remedies.insert(
+                    r.occurrence.to_string(),
+                    crate::check::ledger::Remedy {
+                        original,
+                        kind: *kind,
+                    },
+                );
                 self.occurrences.insert(remedy.clone(), r.occurrence);
             }
             Step::ProviderFault { .. } => {
@@ -589,18 +611,13 @@ impl World {
             } => {
                 let who = self.who(executor)?;
                 let want = self.adm(submission)?;
-                let wrong = |msg: String| {
-                    SutError::Refused(crate::aoc::Refusal::new(
-                        None,
-                        Req::R005,
-                        crate::aoc::RefusalKind::Admission { msg },
-                    ))
-                };
                 let claimed: reply::Admitted =
                     self.sut.ask(To::Executor(&who), Request::Claim).await?;
                 self.checker.facts.saw(Req::R005);
                 match claimed.admission {
                     Some(a) if a == want => {}
+                    // Claiming another admission than the one the lane must hand out next is a
+                    // finding whatever the step expected (never a refusal the harness made up).
                     Some(a) => {
                         let label = self
                             .submissions
@@ -608,11 +625,18 @@ impl World {
                             .find(|(_, id)| **id == a)
                             .map(|(l, _)| l.clone())
                             .unwrap_or_else(|| a.to_string());
-                        return Err(wrong(format!(
-                            "claimed {label:?} instead of {submission:?}"
+                        return Err(SutError::Mismatch(
+                            Req::R005,
+                            format!("claimed {label:?} instead of {submission:?}"),
+                        ));
+                    }
+                    // The implementation's own answer that there is nothing to claim: its
+                    // refusal to hand out work (what a step expecting `refused` asks for).
+                    None => {
+                        return Err(SutError::RefusedUnnamed(format!(
+                            "the implementation claimed nothing (expected {submission:?})"
                         )));
                     }
-                    None => return Err(wrong("nothing to claim".into())),
                 }
             }
             Step::Link {
@@ -1017,6 +1041,8 @@ impl World {
             generation,
             limits: self.limits,
             key_rule: Some(self.key_rule.clone()),
+            asked: self.asked.clone(),
+            remedies: self.remedies.clone(),
         };
         let mut out = self.checker.check(&snap);
         out.extend(self.operator_checks().await);

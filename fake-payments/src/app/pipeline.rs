@@ -101,7 +101,10 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             account: Some(acct.clone()),
             idempotency_key: r.key.clone(),
             request_digest: r.request_digest.clone(),
+            payment_id: r.payment_id.clone(),
+            lookup_key: r.query.get("idempotency_key").cloned(),
             fault: fault.as_ref().map(|f| f.to_string()),
+            refs: Vec::new(),
             status: 0,
             replayed: false,
             effect: false,
@@ -150,9 +153,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             rec.status = status;
             rec.replayed = replayed;
             rec.effect = effect;
+            rec.refs = payment_refs(body);
         }
         d.set_reply(seq, reply);
-        let _ = body;
     };
     // 3. Idempotency.
     if uses_idem {
@@ -401,6 +404,26 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             )
         }
     }
+}
+
+/// The payment ids a reply body names: a payment (`id`), a refund's `payment`, a declined
+/// creation's `error.payment.id`, a listing's `data[].id`.
+pub(super) fn payment_refs(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut push = |v: &Value| {
+        if let Some(id) = v.as_str().filter(|id| id.starts_with("pay_")) {
+            out.push(id.to_string());
+        }
+    };
+    push(&body["id"]);
+    push(&body["payment"]);
+    push(&body["error"]["payment"]["id"]);
+    if let Some(items) = body["data"].as_array() {
+        for p in items {
+            push(&p["id"]);
+        }
+    }
+    out
 }
 
 /// Signs for the request's account; a forged tag when asked.

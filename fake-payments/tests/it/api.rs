@@ -1068,6 +1068,79 @@ async fn capture_and_refund_are_effects_and_statuses_can_be_simulated() {
     assert_eq!(g.json()["status"], "disputed");
 }
 
+/// The ledger says what each request was about and what its reply named: the path's payment,
+/// a listing's key filter, and the payment ids the written body carried (a created, read,
+/// refunded or listed payment; none for a rejection).
+#[tokio::test]
+async fn each_request_records_what_it_was_about_and_what_its_reply_named() {
+    let s = start().await;
+    let p = create_ok(&s, "sk_test_a", "k1", true).await;
+    let id = p["id"].as_str().expect("id").to_string();
+    let get = format!("/v1/payments/{id}");
+    call(&s, "GET", &get, Some("sk_test_a"), None, None)
+        .await
+        .expect("get");
+    call(
+        &s,
+        "GET",
+        "/v1/payments?idempotency_key=k1",
+        Some("sk_test_a"),
+        None,
+        None,
+    )
+    .await
+    .expect("list");
+    call(
+        &s,
+        "GET",
+        "/v1/payments?idempotency_key=other",
+        Some("sk_test_a"),
+        None,
+        None,
+    )
+    .await
+    .expect("empty list");
+    let refund = format!("/v1/payments/{id}/refund");
+    call(
+        &s,
+        "POST",
+        &refund,
+        Some("sk_test_a"),
+        Some("r1"),
+        Some(json!({"amount": 5})),
+    )
+    .await
+    .expect("refund");
+    call(
+        &s,
+        "GET",
+        "/v1/payments/pay_nope",
+        Some("sk_test_a"),
+        None,
+        None,
+    )
+    .await
+    .expect("unknown");
+    let l = s.handle.ledger();
+    let row = |i: usize| {
+        let r = &l.requests[i];
+        (
+            r.op.as_str(),
+            r.payment_id.clone(),
+            r.lookup_key.clone(),
+            r.refs.clone(),
+        )
+    };
+    let some = |x: &str| Some(x.to_string());
+    assert_eq!(row(0), ("create", None, None, vec![id.clone()]));
+    assert_eq!(row(1), ("get", some(&id), None, vec![id.clone()]));
+    assert_eq!(row(2), ("list", None, some("k1"), vec![id.clone()]));
+    assert_eq!(row(3), ("list", None, some("other"), vec![]));
+    assert_eq!(row(4), ("refund", some(&id), None, vec![id.clone()]));
+    assert_eq!(row(5), ("get", some("pay_nope"), None, vec![]));
+    assert!(l.requests.iter().all(|r| r.reply == Reply::Written));
+}
+
 // ---------- control ----------
 
 #[tokio::test]

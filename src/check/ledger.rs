@@ -1,0 +1,299 @@
+//! The provider's ledger read field by field (GUIDE §4, "ground truth is total, and it is read,
+//! not counted"): for one occurrence, every attributed effect is compared with what the case
+//! asked for; every capture and refund belongs to a remedy linked to the payment's occurrence;
+//! every lookup or listing the history claims was really served by the provider for that
+//! occurrence; and an acknowledged provider reference is the occurrence's own effect, learned
+//! from a reply the provider wrote.
+//!
+//! Each finding here is a value (requirement, what the ledger says); the caller files it under
+//! its checker.
+
+use super::accounting::Accounting;
+use super::evidence::{Kind, SourceKind, StateAnswer};
+use crate::aoc::requirement::Req;
+use crate::sut::message::RemedyKind;
+use fake_payments::ledger::{EffectKind, Reply};
+use std::collections::BTreeMap;
+
+/// The currency every case's payment is for (the protocol's `create` amounts are minor units of
+/// it; docs/sut-protocol.md).
+pub const CASE_CURRENCY: &str = "eur";
+
+/// What the case asked of one occurrence: its payment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    pub amount: i64,
+    pub currency: String,
+    pub account: String,
+}
+
+/// A remedy occurrence, as the case created it: the original it is linked to and its kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Remedy {
+    pub original: String,
+    pub kind: RemedyKind,
+}
+
+impl Remedy {
+    /// Whether this kind of remedy may move money back on the original's payment (a refund,
+    /// reversal, compensation or adjustment does; a replacement attempt or a new allocation makes
+    /// a payment of its own).
+    fn may_refund(&self) -> bool {
+        matches!(
+            self.kind,
+            RemedyKind::Refund
+                | RemedyKind::Reversal
+                | RemedyKind::Compensation
+                | RemedyKind::Adjustment
+        )
+    }
+}
+
+/// effect_as_asked (AOC-REQ-003): "the exact request bytes or a deterministic digest of its full
+/// representation" are bound before entry, and "all later admissions … MUST match". The payment
+/// the provider made for the occurrence is for the amount, currency and account the case asked;
+/// every create request of the occurrence carries one request (one digest). One fact per effect
+/// and per create request compared.
+pub fn effect_as_asked(
+    acct: &Accounting<'_>,
+    occurrence: &str,
+    asked: Option<&Asked>,
+    facts: &mut super::Facts,
+) -> Vec<(Req, String)> {
+    let mut out = Vec::new();
+    let Some(asked) = asked else {
+        return out;
+    };
+    for e in acct.effects_of(occurrence) {
+        facts.saw(Req::R003);
+        let mut wrong = Vec::new();
+        if e.amount != asked.amount {
+            wrong.push(format!("amount {} (asked {})", e.amount, asked.amount));
+        }
+        if !e.currency.eq_ignore_ascii_case(&asked.currency) {
+            wrong.push(format!(
+                "currency {} (asked {})",
+                e.currency, asked.currency
+            ));
+        }
+        if e.account != asked.account {
+            wrong.push(format!("account {} (asked {})", e.account, asked.account));
+        }
+        if !wrong.is_empty() {
+            out.push((
+                Req::R003,
+                format!(
+                    "provider payment {} was made for {}: not the request the case asked for (ground truth)",
+                    e.payment_id,
+                    wrong.join(", ")
+                ),
+            ));
+        }
+    }
+    let creates = acct.creates_of(occurrence);
+    if let Some(first) = creates.first() {
+        for r in creates.iter().skip(1) {
+            facts.saw(Req::R003);
+            if r.request_digest != first.request_digest {
+                out.push((
+                    Req::R003,
+                    format!(
+                        "create request {} carried request digest {}, the occurrence's first create request carried {}: the bound request changed (ground truth)",
+                        r.seq, r.request_digest, first.request_digest
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// mutation_accounted (AOC-REQ-012, -010): "any adjustment, replacement attempt, compensation or
+/// new allocation needs separate native authorisation, links to the original occurrence, and has
+/// its own replay-protected identity". A capture or refund made under an occurrence's key is
+/// accounted for only when it acts on that occurrence's own payment (a capture) or on the payment
+/// of the original a remedy of a money-returning kind is linked to. Everything else is a finding.
+/// One fact per capture or refund (effect or request) examined.
+pub fn mutations_accounted(
+    acct: &Accounting<'_>,
+    occurrence: &str,
+    remedies: &BTreeMap<String, Remedy>,
+    facts: &mut super::Facts,
+) -> Vec<(Req, String)> {
+    let mut out = Vec::new();
+    let remedy = remedies.get(occurrence);
+    let allowed = |kind: &str, payment: Option<&String>| -> Result<(), String> {
+        let owner = payment.and_then(|p| acct.payment_owner.get(p));
+        match (kind, owner) {
+            (_, None) => Err(format!(
+                "on payment {}, which no occurrence of the case created",
+                payment.map_or("(none named)", String::as_str)
+            )),
+            ("capture", Some(o)) if o == occurrence => Ok(()),
+            (_, Some(o)) => match remedy {
+                Some(r) if r.original == *o && (kind == "capture" || r.may_refund()) => Ok(()),
+                Some(r) if r.original == *o => Err(format!(
+                    "by a {} remedy, which moves no money back on the original's payment",
+                    r.kind.name()
+                )),
+                Some(r) => Err(format!(
+                    "on the payment of {o}, while this remedy is linked to {}",
+                    r.original
+                )),
+                None => Err(format!(
+                    "on the payment of {o} under the key of {occurrence}, which is no remedy linked to it"
+                )),
+            },
+        }
+    };
+    for e in acct.mutations_of(occurrence) {
+        facts.saw(Req::R012);
+        let kind = match e.kind {
+            EffectKind::PaymentCaptured => "capture",
+            EffectKind::PaymentRefunded => "refund",
+            EffectKind::PaymentCreated => continue,
+        };
+        if let Err(why) = allowed(kind, Some(&e.payment_id)) {
+            out.push((
+                Req::R012,
+                format!(
+                    "the provider recorded a {kind} of {} {why} (ground truth)",
+                    e.amount
+                ),
+            ));
+        }
+    }
+    // A request that moved nothing (refused by the provider) is still an attempt.
+    for r in acct.mutation_requests_of(occurrence) {
+        if r.effect {
+            continue;
+        }
+        facts.saw(Req::R012);
+        if let Err(why) = allowed(&r.op, r.payment_id.as_ref()) {
+            out.push((
+                Req::R012,
+                format!(
+                    "a {} request reached the provider {why}, answered {} (ground truth)",
+                    r.op, r.status
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// A reply the provider wrote with its own tag for the request's account.
+fn genuine(reply: Reply) -> bool {
+    matches!(reply, Reply::Written)
+}
+
+/// A reply that reached the client in some form it could read (authentic or not).
+fn delivered(reply: Reply) -> bool {
+    matches!(
+        reply,
+        Reply::Written | Reply::Forged | Reply::Misdirected | Reply::ErrorAfterCommit
+    )
+}
+
+/// evidence_served (AOC-REQ-009, -007): no evidence the provider never gave.
+/// - Every `observed` entry from a lookup or a listing stands for a request the provider
+///   received about this occurrence: more such observations than lookups (or listings) the
+///   provider received for it is AOC-REQ-009 ("store native response and interpretation
+///   separately"; an observation of nothing is an invented one).
+/// - One presented as authenticated stands for a reply the provider wrote with its own tag for
+///   this account: more is AOC-REQ-007 (a response is evidence only if authenticated).
+/// - An `acknowledged` entry's `provider_ref` is the id of a payment this occurrence created
+///   (AOC-REQ-003, field 5 of the binding), and some reply the provider delivered named it
+///   (AOC-REQ-009: a reference nobody served is not evidence).
+///
+/// One fact per observation and acknowledgement compared.
+pub fn evidence_served(
+    acct: &Accounting<'_>,
+    occurrence: &str,
+    a: &StateAnswer,
+    ledger: &fake_payments::ledger::Ledger,
+    facts: &mut super::Facts,
+) -> Vec<(Req, String)> {
+    let mut out = Vec::new();
+    let lookups = acct.lookups_of(occurrence);
+    for (kind, op, word) in [
+        (SourceKind::Lookup, "get", "lookup"),
+        (SourceKind::Listing, "list", "listing"),
+    ] {
+        let claimed: Vec<bool> = a
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::Observed && e.source_kind == Some(kind))
+            .map(|e| e.authenticated == Some(true))
+            .collect();
+        if claimed.is_empty() {
+            continue;
+        }
+        for _ in &claimed {
+            facts.saw(Req::R009);
+        }
+        let received = lookups.iter().filter(|r| r.op == op).count();
+        let served = lookups
+            .iter()
+            .filter(|r| r.op == op && genuine(r.reply))
+            .count();
+        let authenticated = claimed.iter().filter(|x| **x).count();
+        if claimed.len() > received {
+            out.push((
+                Req::R009,
+                format!(
+                    "the history records {} {word} observation(s), but the provider received {received} {word} request(s) about this occurrence (ground truth)",
+                    claimed.len()
+                ),
+            ));
+        } else if authenticated > served {
+            facts.saw(Req::R007);
+            out.push((
+                Req::R007,
+                format!(
+                    "the history records {authenticated} authenticated {word} observation(s), but the provider wrote {served} {word} reply with its own tag for this account (ground truth)"
+                ),
+            ));
+        }
+    }
+    let own: Vec<&str> = acct
+        .effects_of(occurrence)
+        .iter()
+        .map(|e| e.payment_id.as_str())
+        .collect();
+    for (i, e) in a.entries.iter().enumerate() {
+        if e.kind != Kind::Acknowledged {
+            continue;
+        }
+        let Some(r) = e.provider_ref.as_deref() else {
+            continue;
+        };
+        facts.saw(Req::R003);
+        facts.saw(Req::R009);
+        if !own.contains(&r) {
+            out.push((
+                Req::R003,
+                format!(
+                    "entries[{i}] acknowledges provider reference {r:?}, which is not a payment this occurrence created ({}) (ground truth)",
+                    if own.is_empty() {
+                        "it created none".to_string()
+                    } else {
+                        own.join(", ")
+                    }
+                ),
+            ));
+        } else if !ledger
+            .requests
+            .iter()
+            .any(|q| delivered(q.reply) && q.refs.iter().any(|x| x == r))
+        {
+            out.push((
+                Req::R009,
+                format!(
+                    "entries[{i}] acknowledges provider reference {r:?}, but no reply the provider delivered named it (ground truth)"
+                ),
+            ));
+        }
+    }
+    out
+}
