@@ -653,7 +653,9 @@ def serve(make_executor=None, threaded=False):
                 log("executor %s ready" % executor.name)
                 reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
                                            "version": "0.1.0", "operations": OPERATIONS,
-                                           "key_rule": KEY_RULE, "claims": CLAIMS}}
+                                           "key_rule": KEY_RULE, "claims": CLAIMS,
+                                           # Written by aocheck's own authors (AOC section 7).
+                                           "same_team": True}}
             except Invalid as e:
                 reply = {"id": rid, "error": error("invalid", str(e))}
             except Exception as e:

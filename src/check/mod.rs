@@ -28,7 +28,7 @@ pub struct Violation {
 }
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 23] = [
+pub const CHECKERS: [(&str, &[Req]); 24] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -45,6 +45,7 @@ pub const CHECKERS: [(&str, &[Req]); 23] = [
     ("no_invented_outcome", &[Req::R009, Req::R011]),
     ("release_only_before_entry", &[Req::R008]),
     ("limits_respected", &[Req::R006]),
+    ("lane_matches_fence", &[Req::R006]),
     // The provider's ledger read field by field (check/ledger.rs).
     ("effect_as_asked", &[Req::R003]),
     ("mutation_accounted", &[Req::R012]),
@@ -139,12 +140,41 @@ impl Checker {
                     checker: "no_prohibited_claim",
                     requirement: Req::R013,
                     occurrence: None,
-                    msg: format!(
-                        "the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
-                    ),
+                    msg: match crate::aoc::composition::unreadable_word(claim) {
+                        Some(w) => format!(
+                            "the implementation claims {claim:?}, whose word {w:?} mixes scripts: a claim that can be read as several texts cannot be shown free of AOC-REQ-013's prohibited claims (write each word in one script)"
+                        ),
+                        None => format!(
+                            "the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
+                        ),
+                    },
                 })
             })
             .collect()
+    }
+
+    /// lane_matches_fence (AOC-REQ-006): the lane's holder, as the implementation reports it,
+    /// is the generation its latest `join` or `takeover` answered ("advance generation and retire
+    /// predecessor before admitting successor work"). A lane that names an older holder would
+    /// let a retired generation's entry pass for the current one's; one that names none while a
+    /// holder was admitted and never let go hides the fence. One fact per look with a holder.
+    pub fn lane(&mut self, holder: Option<u64>, lane: Option<u64>) -> Vec<Violation> {
+        let Some(h) = holder else {
+            return Vec::new();
+        };
+        self.facts.saw(Req::R006);
+        if lane == Some(h) {
+            return Vec::new();
+        }
+        vec![Violation {
+            checker: "lane_matches_fence",
+            requirement: Req::R006,
+            occurrence: None,
+            msg: format!(
+                "the lane reports holder generation {}, but the latest join or takeover answered {h}",
+                lane.map_or("null".to_string(), |g| g.to_string())
+            ),
+        }]
     }
 
     /// Runs every checker over one snapshot, counting the facts each examined.

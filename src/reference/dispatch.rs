@@ -37,6 +37,7 @@ pub fn hello(knobs: Knobs) -> Hello {
         key_rule: crate::check::accounting::PLACEHOLDER.into(),
         claims,
         clock: Some("driven".into()),
+        same_team: true,
     }
 }
 

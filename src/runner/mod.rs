@@ -227,6 +227,7 @@ async fn setup(
         asked: BTreeMap::new(),
         remedies: BTreeMap::new(),
         account: "acct_a".into(),
+        holder: None,
         key_rule,
         limits,
         observe_error: None,

@@ -55,6 +55,8 @@ pub(super) struct World {
     pub(super) remedies: BTreeMap<String, crate::check::ledger::Remedy>,
     /// The provider account the case's implementation acts for.
     pub(super) account: String,
+    /// The generation the latest `join` or `takeover` answered: what the lane must say.
+    pub(super) holder: Option<u64>,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -351,12 +353,12 @@ impl World {
             Step::Race { steps } => self.race(steps).await?,
             Step::Join { executor, .. } => {
                 let v = self.sut.start(executor, Request::Join).await?;
-                decode::<reply::Generation>(Op::Join, v)?;
+                self.holder = decode::<reply::Generation>(Op::Join, v)?.generation;
                 self.current = Some(executor.clone());
             }
             Step::Replace { executor, .. } => {
                 let v = self.sut.start(executor, Request::Takeover).await?;
-                decode::<reply::Generation>(Op::Takeover, v)?;
+                self.holder = decode::<reply::Generation>(Op::Takeover, v)?.generation;
                 self.current = Some(executor.clone());
             }
             Step::Crash {
@@ -694,7 +696,11 @@ impl World {
                 self.sut.exec(executor, Request::LeaseRefresh).await?
             }
             Step::LeaseRelease { executor, .. } => {
-                self.sut.exec(executor, Request::LeaseRelease).await?
+                self.sut.exec(executor, Request::LeaseRelease).await?;
+                // The holder let its lease go: the lane may have none now.
+                if self.current.as_ref() == Some(executor) {
+                    self.holder = None;
+                }
             }
             Step::Import { .. } => {
                 self.sut.call(To::Observer, Request::Import).await?;
@@ -1028,13 +1034,14 @@ impl World {
                 answer,
             });
         }
-        let generation = match self.sut.lane_generation().await {
-            Ok(g) => crate::aoc::ids::Generation(g),
+        let lane = match self.sut.lane_generation().await {
+            Ok(g) => g,
             Err(e) => {
                 self.observe_error = Some(format!("cannot read the lane: {e}"));
                 return Vec::new();
             }
         };
+        let generation = crate::aoc::ids::Generation(lane.or(self.holder).unwrap_or(0));
         let snap = Snapshot {
             occurrences: occs,
             provider: self.provider.ledger(),
@@ -1045,6 +1052,7 @@ impl World {
             remedies: self.remedies.clone(),
         };
         let mut out = self.checker.check(&snap);
+        out.extend(self.checker.lane(self.holder, lane));
         out.extend(self.operator_checks().await);
         out
     }

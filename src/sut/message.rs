@@ -636,6 +636,11 @@ pub struct Hello {
     /// one. Otherwise the harness's clock follows real time for the case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// AOC §7: "a same-team model or runner MUST be labeled as such". Declared by the
+    /// implementation (true when the authors of its tests wrote it too), never inferred from its
+    /// name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_team: bool,
 }
 
 impl Hello {

@@ -182,9 +182,11 @@ impl dyn Sut {
         Ok(self.observe(o).await?.report)
     }
     /// The lane's current generation (0 when nobody holds it).
-    pub async fn lane_generation(&mut self) -> Result<u64, SutError> {
+    /// The lane's current holder generation, typed strictly: a string, a negative number or
+    /// anything but a non-negative integer or `null` is a protocol violation.
+    pub async fn lane_generation(&mut self) -> Result<Option<u64>, SutError> {
         let v = self.call(To::Observer, Request::Lane).await?;
-        Ok(v["generation"].as_u64().unwrap_or(0))
+        Ok(decode::<message::reply::Generation>(Op::Lane, v)?.generation)
     }
     pub async fn admission(&mut self, a: &AdmissionId) -> Result<Admission, SutError> {
         let admission = a.clone();

@@ -636,6 +636,15 @@ impl SutProcess {
                     )));
                 }
             },
+            same_team: match &ok["same_team"] {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                other => {
+                    return Err(bad(format!(
+                        "init answer: `same_team` is {other}; say true when the implementation's authors also wrote its tests (AOC §7), false or leave it out otherwise"
+                    )));
+                }
+            },
         })
     }
 

@@ -63,6 +63,9 @@ struct SpawnerInner {
     log: Mutex<Vec<String>>,
     /// Processes that outlived a kill of their implementation's process group.
     escaped: Mutex<Vec<String>>,
+    /// The first process's `init` answer, and which process gave it: every later process must
+    /// describe the same implementation.
+    first_hello: Mutex<Option<(String, Hello)>>,
 }
 
 impl Spawner {
@@ -100,6 +103,20 @@ impl Spawner {
             CallError::Version { .. } => SutError::Version(format!("version: {e}")),
             e => call_error(&label, e),
         })?;
+        // One implementation, one self-description: a process that describes itself otherwise
+        // than the first (other claims, key rule, operations or clock) is a protocol violation.
+        if let Ok(mut first) = i.first_hello.lock() {
+            match &*first {
+                Some((who, h)) => {
+                    if let Some(diff) = hello_difference(h, &hello) {
+                        return Err(SutError::Harness(format!(
+                            "protocol violation: implementation process {label} answered init with {diff}, but {who} answered otherwise; every process of one implementation must describe itself alike"
+                        )));
+                    }
+                }
+                None => *first = Some((label.clone(), hello.clone())),
+            }
+        }
         if let Ok(mut l) = i.log.lock() {
             l.push(format!(
                 "{label}: pid {}{}",
@@ -150,6 +167,31 @@ impl Spawner {
     pub fn clock(&self) -> &ManualClock {
         &self.inner.clock
     }
+}
+
+/// Where two `init` answers describe different implementations: the first field that differs,
+/// with the later answer's value (operations compared as sets).
+pub fn hello_difference(a: &Hello, b: &Hello) -> Option<String> {
+    let ops = |h: &Hello| {
+        h.operations
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let fields = [
+        ("name", json!(a.name), json!(b.name)),
+        ("version", json!(a.version), json!(b.version)),
+        ("protocol", json!(a.protocol), json!(b.protocol)),
+        ("operations", json!(ops(a)), json!(ops(b))),
+        ("key_rule", json!(a.key_rule), json!(b.key_rule)),
+        ("claims", json!(a.claims), json!(b.claims)),
+        ("clock", json!(a.driven_clock()), json!(b.driven_clock())),
+        ("same_team", json!(a.same_team), json!(b.same_team)),
+    ];
+    fields
+        .into_iter()
+        .find(|(_, x, y)| x != y)
+        .map(|(f, x, y)| format!("{f} {y} (the first said {x})"))
 }
 
 /// The implementation under test, as processes.
@@ -235,6 +277,7 @@ impl ProcessSut {
                 spawned: AtomicU64::new(0),
                 log: Mutex::new(Vec::new()),
                 escaped: Mutex::new(Vec::new()),
+                first_hello: Mutex::new(None),
             }),
         };
         let (observer, hello, _) = spawner.spawn(OBSERVER, None).await?;
@@ -329,7 +372,7 @@ impl ProcessSut {
             "name": self.hello.name,
             "version": self.hello.version,
             // Self-described: aocheck's own reference speaking the protocol is the same team.
-            "same_team": self.hello.name == "aocheck-reference",
+            "same_team": self.hello.same_team,
             "protocol": self.hello.protocol,
             "operations": self.hello.operations,
             "key_rule": self.hello.key_rule,

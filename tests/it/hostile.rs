@@ -421,3 +421,111 @@ fn the_binary_finds_a_daemon_that_left_its_group_environment_and_pipes() {
         String::from_utf8_lossy(&honest.stderr)
     );
 }
+
+/// A liar (`tests/it/scripts/liar_sut.py`) in front of the reference.
+fn liar(mode: &str) -> String {
+    format!(
+        "python3 '{}' {mode} '{}' sut reference",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/it/scripts/liar_sut.py")
+            .display(),
+        env!("CARGO_BIN_EXE_aocheck")
+    )
+}
+
+/// Issue 21: every lie the providers' ledgers (or the implementation's own answers) can expose
+/// fails the case for the requirement it breaks, on SQLite and on PostgreSQL, although each
+/// liar's history is consistent with itself. The honest counterpart of every row is the
+/// reference itself, which passes these cases through the protocol
+/// (`protocol::the_reference_passes_every_case_through_the_protocol`) and in process.
+#[rstest::rstest]
+#[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "effect_as_asked")]
+#[case::refund("refund", "AOC-CASE-001", Req::R012, "refunded")]
+#[case::phantom_lookup("phantom_lookup", "AOC-CASE-001", Req::R009, "lookup observation")]
+#[case::invent_flag("invent_flag", "AOC-CASE-001", Req::R009, "never raised")]
+#[case::wrong_ref("wrong_ref", "AOC-CASE-001", Req::R003, "provider reference")]
+#[case::other_report("other_report", "AOC-CASE-001", Req::R002, "report is about")]
+#[case::lane_lie("lane_lie", "AOC-CASE-005", Req::R006, "latest join or takeover")]
+#[case::claim_unicode(
+    "claim_unicode",
+    "AOC-CASE-001",
+    Req::R013,
+    "Succession Receipt fences"
+)]
+#[case::claim_mixed("claim_mixed", "AOC-CASE-001", Req::R013, "mixes scripts")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_liar_fails_for_the_requirement_it_breaks(
+    #[case] mode: &str,
+    #[case] case: &str,
+    #[case] req: Req,
+    #[case] needle: &str,
+    #[values(false, true)] on_postgres: bool,
+) {
+    let Some(pg) = crate::protocol::postgres_arm(on_postgres) else {
+        return;
+    };
+    let (r, _d) = run(&liar(mode), &[case], pg, Duration::from_secs(10)).await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{mode}: {:?} {:?}",
+        c.harness,
+        c.failures
+    );
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement == req && f.msg.contains(needle)),
+        "{mode}: no {req} finding naming {needle:?}: {:?}",
+        c.failures
+    );
+}
+
+/// A lane answer that is not a non-negative integer or `null` is a protocol violation, never a
+/// generation 0 to judge by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_answered_as_a_string_is_a_protocol_violation() {
+    let (r, _d) = run(
+        &liar("lane_string"),
+        &["AOC-CASE-001"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    assert!(
+        format!("{:?}", c.harness).contains("lane"),
+        "{:?}",
+        c.harness
+    );
+}
+
+/// One implementation, one self-description: a process whose `init` answer differs from the
+/// first process's is a protocol violation naming both, never a case judged by either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_that_describe_themselves_differently_are_a_protocol_violation() {
+    let (r, _d) = run(
+        &liar("claims_vary"),
+        &["AOC-CASE-001", "HERMES-VERIFY-01"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::HarnessError,
+            "{}: {:?}",
+            c.id,
+            c.failures
+        );
+        let why = format!("{:?}", c.harness);
+        assert!(
+            why.contains("claims") && why.contains("aocheck-observer"),
+            "{}: {why}",
+            c.id
+        );
+    }
+}

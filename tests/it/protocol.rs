@@ -58,7 +58,7 @@ pub(crate) async fn run(
 
 /// The store arm of a protocol test: `Some(None)` for SQLite, `Some(Some(url))` for PostgreSQL,
 /// `None` (skipped, with a note) when PostgreSQL is asked for and not configured.
-fn postgres_arm(on_postgres: bool) -> Option<Option<String>> {
+pub(crate) fn postgres_arm(on_postgres: bool) -> Option<Option<String>> {
     match (on_postgres, std::env::var(POSTGRES_ENV)) {
         (false, _) => Some(None),
         (true, Ok(url)) => Some(Some(url)),

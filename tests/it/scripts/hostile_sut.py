@@ -97,6 +97,8 @@ def inject(msg):
     if isinstance(ok, dict) and "protocol" in ok:
         ok["name"] = "impl" + INJECT
         ok["version"] = "9" + INJECT
+        # A third party's implementation: it does not declare itself same-team (AOC §7).
+        ok.pop("same_team", None)
     err = msg.get("error")
     if err and err.get("kind") == "refused":
         err["message"] = "refused" + INJECT

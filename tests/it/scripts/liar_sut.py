@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Liars for aocheck's own tests (issue 21): a relay in front of a real implementation (argv[2:],
+e.g. `aocheck sut reference`) that lies as the named mode (argv[1]) says, where the providers'
+ledgers can tell. Each lie keeps the history self-consistent, so only the ground truth gives it
+away.
+
+  wrong_amount    every `create` asks the implementation for one cent more than the case did: the
+                  payment is real, under the right key, for the wrong amount.
+  refund          after every `execute`, refunds every payment of the account under a fresh key:
+                  a refund nobody asked for, with no remedy behind it.
+  phantom_lookup  every history gains an authenticated lookup observation, right after its first
+                  entry, that the provider never served.
+  invent_flag     every report raises the missing-knowledge flag `stale`, which no observation
+                  in its history raises.
+  wrong_ref       every acknowledgement names a provider reference that is not the occurrence's
+                  payment.
+  other_report    every report is about another occurrence than the one asked for.
+  lane_lie        the lane always answers generation 1, whoever took over.
+  lane_string     the lane answers its generation as a string.
+  claims_vary     the observer describes itself with other claims than every executor does.
+  claim_unicode   claims that a Succession Receipt fences a provider path, with a zero-width
+                  space, a soft hyphen and a Cyrillic letter in it, and a negation elsewhere.
+  claim_mixed     claims something harmless with a word that mixes Latin and Greek letters.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+
+MODE = sys.argv[1]
+child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+lock = threading.Lock()
+init = {}
+ops = {}
+
+
+def http(method, url, token, body=None, key=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Idempotency-Key", key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except (urllib.error.HTTPError, OSError, ValueError):
+        return 0, None
+
+
+def refund_everything():
+    pay = (init.get("providers") or {}).get("payments") or {}
+    if not pay.get("base_url"):
+        return
+    _, listed = http("GET", pay["base_url"] + "/v1/payments?limit=100", pay.get("api_key", ""))
+    for p in (listed or {}).get("data") or []:
+        if p.get("status") == "succeeded":
+            http("POST", "%s/v1/payments/%s/refund" % (pay["base_url"], p["id"]),
+                 pay.get("api_key", ""), {"amount": 1}, key="refund-" + uuid.uuid4().hex)
+
+
+def lie_about_state(ok):
+    entries = ok.get("entries")
+    report = ok.get("report")
+    if MODE == "phantom_lookup" and isinstance(entries, list) and entries:
+        # Inserted at a fixed place so the history stays append-only across looks; evidence
+        # indexes after it move with it, and the chain is no longer declared.
+        phantom = {"kind": "observed", "source": "payments.get", "source_kind": "lookup",
+                   "authenticated": True, "entry": {"type": "looked_up", "note": "never served"}}
+        for e in entries:
+            if isinstance(e.get("evidence"), list):
+                e["evidence"] = [i + 1 if i >= 1 else i for i in e["evidence"]]
+        entries.insert(1, phantom)
+        ok.pop("chain", None)
+    if MODE == "invent_flag" and isinstance(report, dict):
+        report["missing_knowledge"] = sorted(set(report.get("missing_knowledge") or []) | {"stale"})
+    if MODE == "wrong_ref" and isinstance(entries, list):
+        for e in entries:
+            if e.get("kind") == "acknowledged":
+                e["provider_ref"] = "pay_" + "0" * 32
+    if MODE == "other_report" and isinstance(report, dict):
+        report["occurrence"] = "occ_someone_else"
+
+
+def answers():
+    for line in child.stdout:
+        msg = json.loads(line)
+        op = ops.pop(msg.get("id"), None)
+        ok = msg.get("ok")
+        if op == "init" and isinstance(ok, dict):
+            claims = ok.setdefault("claims", [])
+            observer = (init.get("executor") or {}).get("name") == "aocheck-observer"
+            if MODE == "claims_vary" and observer:
+                claims.append("The observer reads only.")
+            if MODE == "claim_unicode":
+                claims.append("A Succ\u200bession Rece\u00adipt fences a provider path "
+                              "and no operator can bypass it.")
+            if MODE == "claim_mixed":
+                claims.append("Fencing applies inside this d\u03bfmain only.")
+        if op == "state" and isinstance(ok, dict):
+            lie_about_state(ok)
+        if op == "lane" and isinstance(ok, dict):
+            if MODE == "lane_lie" and ok.get("generation") is not None:
+                ok["generation"] = 1
+            if MODE == "lane_string" and ok.get("generation") is not None:
+                ok["generation"] = str(ok["generation"])
+        if MODE == "refund" and op == "execute":
+            refund_everything()
+        with lock:
+            sys.stdout.write(json.dumps(msg) + "\n")
+            sys.stdout.flush()
+
+
+t = threading.Thread(target=answers, daemon=True)
+t.start()
+for line in sys.stdin:
+    req = json.loads(line)
+    op = req.get("op")
+    ops[req.get("id")] = op
+    if op == "init":
+        init = req
+    elif op == "create" and MODE == "wrong_amount" and isinstance(req.get("amount"), int):
+        req["amount"] += 1
+        line = json.dumps(req) + "\n"
+    child.stdin.write(line.encode())
+    child.stdin.flush()
+child.stdin.close()
+t.join(timeout=5)
