@@ -469,7 +469,20 @@ impl<S: Store> Domain<S> {
     /// The folded state of a verified history (AOC-REQ-005: what a successor reads before acting).
     pub async fn state(&self, occ: &OccurrenceId) -> Result<OccurrenceState, DomainError> {
         let entries = self.history(occ).await?;
-        let st = OccurrenceState::fold(&entries).map_err(|e| DomainError::Corrupt {
+        self.fold_verified(occ, &entries)
+    }
+
+    /// The folded state of a history already read: verified, folded and checked to be `occ`'s.
+    pub fn fold_verified(
+        &self,
+        occ: &OccurrenceId,
+        entries: &[ChainedEntry],
+    ) -> Result<OccurrenceState, DomainError> {
+        verify_chain(entries).map_err(|b| DomainError::Corrupt {
+            occurrence: occ.clone(),
+            detail: b.to_string(),
+        })?;
+        let st = OccurrenceState::fold(entries).map_err(|e| DomainError::Corrupt {
             occurrence: occ.clone(),
             detail: e.to_string(),
         })?;

@@ -216,6 +216,84 @@ pub(crate) fn judge_delegated_result(
     }
 }
 
+/// result_from_provider (AOC-REQ-011: "`success` = pinned status source reports
+/// profile-defined success for the exact binding"): an operator result that says its run
+/// completed or was cancelled names a run Hermes really started for the result's source Action,
+/// which Hermes really ended so; a completed result's provider output is the output that run
+/// produced. `ledger` is read after the result came back. One fact per result with a run.
+pub(crate) fn result_from_provider(
+    o: &OperatorResult,
+    ledger: &fake_hermes::app::Ledger,
+) -> Vec<(Req, String)> {
+    use crate::operator::connector::ResultStatus;
+    let mut out = Vec::new();
+    let want = match o.status {
+        ResultStatus::Completed => "completed",
+        ResultStatus::Cancelled => "cancelled",
+        _ => return out,
+    };
+    let source = o.output["source_action_id"].as_str().unwrap_or_default();
+    let Some(run) = o.output["run_id"].as_str() else {
+        out.push((
+            Req::R011,
+            format!("the result says {want}, and names no Hermes run"),
+        ));
+        return out;
+    };
+    if !runs_of(ledger, source).iter().any(|r| r.run_id == run) {
+        out.push((
+            Req::R011,
+            format!(
+                "the result says {want} with run {run}, which Hermes never started for Action {source} (ground truth)"
+            ),
+        ));
+        return out;
+    }
+    let ended = ledger.terminal.get(run).map_or("not ended", String::as_str);
+    if ended != want {
+        out.push((
+            Req::R011,
+            format!("the result says {want}, but Hermes's run {run} is {ended} (ground truth)"),
+        ));
+    } else if want == "completed" {
+        let produced = ledger.results.get(run).and_then(|r| r.output.as_deref());
+        let reported = o.output["provider"]["output"].as_str();
+        if reported != produced {
+            out.push((
+                Req::R011,
+                format!(
+                    "the result reports output {reported:?}, but Hermes's run {run} produced {produced:?} (ground truth)"
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// unattributed_runs (AOC-REQ-010): every run Hermes started belongs to the session of an
+/// Action the case invoked or delegated (seed 000: "the stable Hermes session ID
+/// `aip-operator-<action_id>`"); any other run is a provider start no binding accounts for.
+pub(crate) fn unattributed_runs(
+    ledger: &fake_hermes::app::Ledger,
+    actions: &[&str],
+) -> Vec<String> {
+    let sessions: Vec<String> = actions
+        .iter()
+        .map(|a| crate::operator::session_id(a))
+        .collect();
+    ledger
+        .runs
+        .iter()
+        .filter(|r| !sessions.contains(&r.session_id))
+        .map(|r| {
+            format!(
+                "Hermes started run {} in session {:?}, which is no invoked or delegated Action's (ground truth)",
+                r.run_id, r.session_id
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn check_operator_result(
     r: &Result<OperatorResult, ConnectorError>,
     result: &Option<String>,

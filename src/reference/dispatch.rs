@@ -210,8 +210,7 @@ impl Dispatch {
                 ok(&reply::Occurrence { occurrence })
             }
             Request::State { occurrence } => {
-                let history = self.sut.history(&occurrence).await.map_err(e)?;
-                let state = self.sut.state(&occurrence).await.map_err(e)?;
+                let (history, state) = self.sut.answer(&occurrence).await.map_err(e)?;
                 ok(&super::envelope::answer(&history, &state))
             }
             Request::Lane => {

@@ -641,7 +641,23 @@ impl ReferenceSut {
     /// What the implementation reports about an occurrence (the checkers judge this, beside the
     /// raw history and the provider's ledger).
     pub async fn state(&self, occ: &OccurrenceId) -> Result<OccurrenceState, SutError> {
-        let mut st = self.domain.state(occ).await?;
+        let st = self.domain.state(occ).await?;
+        Ok(self.reported(st))
+    }
+
+    /// The history and the report of one occurrence from one read of the store: the report is
+    /// the fold of the very history returned beside it, never of a later write (a background
+    /// send may record an observation between two reads).
+    pub async fn answer(
+        &self,
+        occ: &OccurrenceId,
+    ) -> Result<(Vec<ChainedEntry>, OccurrenceState), SutError> {
+        let raw = self.load(occ).await?;
+        let st = self.domain.fold_verified(occ, &raw)?;
+        Ok((self.shown(raw)?, self.reported(st)))
+    }
+
+    fn reported(&self, mut st: OccurrenceState) -> OccurrenceState {
         if self.knobs.is(Variant::RestoreAuthority) && !st.remedies.is_empty() {
             // The defect: a remedy "refunds" the consumed authority.
             st.authority.released += st.authority.consumed;
@@ -653,18 +669,26 @@ impl ReferenceSut {
             st.outcome = Some(crate::aoc::history::Outcome::Success);
             st.missing.clear();
         }
-        Ok(st)
+        st
     }
 
-    pub async fn history(&self, occ: &OccurrenceId) -> Result<Vec<ChainedEntry>, SutError> {
-        // The raw stored history, unverified: the checkers verify it themselves.
-        let h = self
-            .domain
+    /// The raw stored history, unverified: the checkers verify it themselves.
+    async fn load(&self, occ: &OccurrenceId) -> Result<Vec<ChainedEntry>, SutError> {
+        self.domain
             .store()
             .load(&self.domain.config().domain_id, occ)
             .await
             .map_err(|e| SutError::Harness(e.to_string()))?
-            .ok_or_else(|| SutError::Harness(format!("no history for {occ}")))?;
+            .ok_or_else(|| SutError::Harness(format!("no history for {occ}")))
+    }
+
+    pub async fn history(&self, occ: &OccurrenceId) -> Result<Vec<ChainedEntry>, SutError> {
+        let h = self.load(occ).await?;
+        self.shown(h)
+    }
+
+    /// The history as this variant shows it.
+    fn shown(&self, h: Vec<ChainedEntry>) -> Result<Vec<ChainedEntry>, SutError> {
         let observed =
             |e: &ChainedEntry| matches!(e.body, crate::aoc::history::EntryBody::Observed { .. });
         if self.knobs.is(Variant::DropObservation) && h.iter().filter(|e| observed(e)).count() > 1 {

@@ -738,6 +738,9 @@ impl World {
                     let r = c.invoke(&a).await?;
                     result_facts(&mut self.checker.facts, result, error);
                     check_operator_result(&r, result, error)?;
+                    if let Ok(o) = &r {
+                        self.result_from_provider(o).await?;
+                    }
                 }
             }
             Step::OperatorManifest {} => {
@@ -1057,6 +1060,38 @@ impl World {
         out
     }
 
+    /// An operator result against what Hermes's run really produced (check/hermes.rs). The
+    /// ledger records a run's end just after the event the connector answered from, so it is
+    /// read again, briefly, while the named run has not ended there.
+    async fn result_from_provider(
+        &mut self,
+        o: &crate::operator::OperatorResult,
+    ) -> Result<(), SutError> {
+        let Some((_, h, _)) = &self.operator.hermes else {
+            return Ok(());
+        };
+        let h = h.clone();
+        let run = o.output["run_id"].as_str().map(str::to_string);
+        let mut ledger = h.ledger();
+        for _ in 0..20 {
+            if run.as_ref().is_none_or(|r| ledger.terminal.contains_key(r)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            ledger = h.ledger();
+        }
+        if run.is_some() {
+            self.checker.facts.saw(Req::R011);
+        }
+        match crate::check::hermes::result_from_provider(o, &ledger)
+            .into_iter()
+            .next()
+        {
+            Some((req, what)) => Err(SutError::Mismatch(req, what)),
+            None => Ok(()),
+        }
+    }
+
     /// Checks over every operator binding against fake-hermes's ledger (ground truth).
     pub(super) async fn operator_checks(&mut self) -> Vec<Violation> {
         let mut out = Vec::new();
@@ -1093,6 +1128,26 @@ impl World {
                     });
                 }
             }
+        }
+        // Every run Hermes started belongs to an invoked or delegated Action (AOC-REQ-010).
+        let mut known: Vec<String> = self.operator.actions.values().cloned().collect();
+        known.extend(
+            self.operator
+                .delegations
+                .iter()
+                .filter_map(|(_, child)| child["id"].as_str().map(str::to_string)),
+        );
+        let known: Vec<&str> = known.iter().map(String::as_str).collect();
+        for _ in &ledger.runs {
+            self.checker.facts.saw(Req::R010);
+        }
+        for what in crate::check::hermes::unattributed_runs(&ledger, &known) {
+            out.push(Violation {
+                checker: "one_run_per_action",
+                requirement: Req::R010,
+                occurrence: None,
+                msg: what,
+            });
         }
         if self.operator.connectors.is_empty() && self.operator.reader.is_none() {
             return out;

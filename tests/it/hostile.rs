@@ -453,6 +453,13 @@ fn liar(mode: &str) -> String {
     "Succession Receipt fences"
 )]
 #[case::claim_mixed("claim_mixed", "AOC-CASE-001", Req::R013, "mixes scripts")]
+#[case::hermes_extra(
+    "hermes_extra",
+    "HERMES-VERIFY-05",
+    Req::R010,
+    "no invoked or delegated"
+)]
+#[case::hermes_output("hermes_output", "HERMES-VERIFY-05", Req::R011, "produced Some(")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_liar_fails_for_the_requirement_it_breaks(
     #[case] mode: &str,

@@ -78,7 +78,7 @@ impl fake_control::control::Plane for Handle {
     }
     fn ledger(&self) -> Value {
         let l = Handle::ledger(self);
-        json!({"runs": l.runs, "approvals": l.approvals, "stops": l.stops, "terminal": l.terminal, "per_session": l.per_session()})
+        json!({"runs": l.runs, "approvals": l.approvals, "stops": l.stops, "terminal": l.terminal, "results": l.results, "per_session": l.per_session()})
     }
     fn reset(&self) {
         Handle::reset(self)

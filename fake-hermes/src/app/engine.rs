@@ -428,10 +428,19 @@ pub(super) async fn finish_cancelled(s: &Shared, cell: &RunCell, em: &Emitter<'_
 
 pub(super) fn ended(s: &Shared, cell: &RunCell, status: &str) {
     durable::write_end(s, cell);
-    let run_id = lock(&cell.info).run_id.clone();
-    lock(&s.data)
-        .ledger
-        .terminal
-        .insert(run_id, status.to_string());
+    let (run_id, result) = {
+        let i = lock(&cell.info);
+        (
+            i.run_id.clone(),
+            super::RunResult {
+                output: i.output.clone(),
+                error: i.error.clone(),
+            },
+        )
+    };
+    let mut d = lock(&s.data);
+    d.ledger.terminal.insert(run_id.clone(), status.to_string());
+    d.ledger.results.insert(run_id, result);
+    drop(d);
     cell.close_stream();
 }

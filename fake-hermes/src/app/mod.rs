@@ -100,6 +100,13 @@ pub struct StopApplied {
     pub reply: Reply,
 }
 
+/// What one run produced when it ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunResult {
+    pub output: Option<String>,
+    pub error: Option<String>,
+}
+
 /// Per-session counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
@@ -116,6 +123,9 @@ pub struct Ledger {
     pub stops: Vec<StopApplied>,
     /// Final statuses of runs, as the engine ended them (survives `forget`).
     pub terminal: BTreeMap<String, String>,
+    /// What each ended run produced, as the engine ended it: the output of a completed run,
+    /// the error of a failed one (survives `forget`).
+    pub results: BTreeMap<String, RunResult>,
     /// Durable-record writes that failed (newer mode with a state dir), each naming its file.
     pub persist_errors: Vec<String>,
 }

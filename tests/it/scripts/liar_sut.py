@@ -21,6 +21,8 @@ away.
   claim_unicode   claims that a Succession Receipt fences a provider path, with a zero-width
                   space, a soft hyphen and a Cyrillic letter in it, and a negation elsewhere.
   claim_mixed     claims something harmless with a word that mixes Latin and Greek letters.
+  hermes_extra    after every `invoke`, starts one more Hermes run in a session of its own.
+  hermes_output   every completed operator result reports an output its run never produced.
 """
 
 import json
@@ -111,6 +113,16 @@ def answers():
                 ok["generation"] = str(ok["generation"])
         if MODE == "refund" and op == "execute":
             refund_everything()
+        if MODE == "hermes_extra" and op == "invoke":
+            hermes = (init.get("providers") or {}).get("hermes") or {}
+            if hermes.get("base_url"):
+                http("POST", hermes["base_url"] + "/v1/runs", hermes.get("api_key", ""),
+                     {"input": "one more", "session_id": "side-" + uuid.uuid4().hex})
+        if MODE == "hermes_output" and op == "invoke" and isinstance(ok, dict):
+            if ok.get("status") == "completed" and isinstance(ok.get("output"), dict):
+                provider = ok["output"].get("provider")
+                if isinstance(provider, dict):
+                    provider["output"] = "a summary nobody wrote"
         with lock:
             sys.stdout.write(json.dumps(msg) + "\n")
             sys.stdout.flush()
