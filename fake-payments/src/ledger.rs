@@ -81,6 +81,11 @@ pub struct RequestRecord {
     /// Whether this request caused an effect.
     pub effect: bool,
     pub reply: Reply,
+    /// The label of the credential the request was made with (`account` for the account's own
+    /// key; an issued credential's label otherwise).
+    pub credential: String,
+    /// Made with a revoked credential: answered 401, nothing processed.
+    pub revoked: bool,
 }
 
 /// The ledger returned by `GET /_control/ledger`.

@@ -200,6 +200,8 @@ mod tests {
             replayed,
             effect: !replayed,
             reply: fake_payments::ledger::Reply::Written,
+            credential: "account".into(),
+            revoked: false,
         }
     }
 

@@ -4,6 +4,7 @@
 //! checker here has a broken implementation in `tests/it/broken.rs` that makes it fire.
 
 pub mod accounting;
+pub mod credentials;
 pub mod evidence;
 pub(crate) mod hermes;
 pub mod ledger;

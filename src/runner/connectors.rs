@@ -13,6 +13,8 @@ use std::sync::Arc;
 /// Actions invoked.
 pub(super) struct OperatorWorld {
     pub(super) hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
+    /// Each connector process's own Hermes credential comes from here (processes only).
+    pub(super) credentials: Option<std::sync::Arc<super::credentials::CaseCredentials>>,
     pub(super) connectors: BTreeMap<String, Conn>,
     pub(super) actions: BTreeMap<String, String>,
     pub(super) background: Vec<(String, tokio::task::JoinHandle<Answer<OperatorResult>>)>,
@@ -99,6 +101,9 @@ impl OperatorWorld {
                 },
                 sim,
             });
+            if let Some(c) = &self.credentials {
+                c.set_hermes(handle.clone());
+            }
             self.hermes = Some((base, handle, task));
         }
         let (b, h, _) = self

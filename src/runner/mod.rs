@@ -16,6 +16,7 @@
 
 mod assemble;
 mod connectors;
+mod credentials;
 mod events;
 mod verdict;
 mod world;
@@ -162,6 +163,14 @@ async fn setup(
         aadp: domain.config().aadp,
         action_fence: domain.config().action_fence,
     };
+    // Through the protocol, every process has its own provider credentials (issue 21).
+    let credentials = opts.sut.as_ref().map(|_| {
+        Arc::new(credentials::CaseCredentials {
+            payments: provider.clone(),
+            account: "acct_a".into(),
+            hermes: std::sync::Mutex::new(None),
+        })
+    });
     let sut: Result<Box<dyn Sut>, SutError> = match &opts.sut {
         None => {
             let init = Init::for_case(
@@ -189,6 +198,9 @@ async fn setup(
             dinit,
             opts.seed,
             clock.clone(),
+            credentials
+                .clone()
+                .map(|c| c as Arc<dyn crate::sut::processes::Credentials>),
         )
         .await
         .map(|s| Box::new(s) as Box<dyn Sut>),
@@ -231,7 +243,9 @@ async fn setup(
         key_rule,
         limits,
         observe_error: None,
+        processes: credentials.is_some(),
         operator: OperatorWorld {
+            credentials,
             hermes: None,
             connectors: BTreeMap::new(),
             connect,

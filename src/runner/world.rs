@@ -57,6 +57,8 @@ pub(super) struct World {
     pub(super) account: String,
     /// The generation the latest `join` or `takeover` answered: what the lane must say.
     pub(super) holder: Option<u64>,
+    /// The implementation runs as processes, each with its own provider credentials.
+    pub(super) processes: bool,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -1054,6 +1056,19 @@ impl World {
             asked: self.asked.clone(),
             remedies: self.remedies.clone(),
         };
+        if self.processes
+            && let Some(why) = crate::check::credentials::crash_disproved(
+                &snap.provider,
+                self.operator
+                    .hermes
+                    .as_ref()
+                    .map(|(_, h, _)| h.ledger())
+                    .as_ref(),
+            )
+        {
+            self.observe_error = Some(why);
+            return Vec::new();
+        }
         let mut out = self.checker.check(&snap);
         out.extend(self.checker.lane(self.holder, lane));
         out.extend(self.operator_checks().await);

@@ -66,6 +66,20 @@ struct SpawnerInner {
     /// The first process's `init` answer, and which process gave it: every later process must
     /// describe the same implementation.
     first_hello: Mutex<Option<(String, Hello)>>,
+    /// Where each process's own provider credentials come from.
+    credentials: Option<Arc<dyn Credentials>>,
+}
+
+/// Provider credentials of one process each (issue 21): every process gets its own, so the
+/// providers' ledgers say which process made each request, and a request made with a killed
+/// process's credential after the kill proves that the crash did not happen.
+pub trait Credentials: Send + Sync + std::fmt::Debug {
+    /// A fresh payments credential for the process `label`, for the case's account.
+    fn payments(&self, label: &str) -> Option<String>;
+    /// A fresh Hermes credential for the process `label`, once the case has a Hermes endpoint.
+    fn hermes(&self, label: &str) -> Option<String>;
+    /// The process `label` was killed: its credentials stop working (a later use is recorded).
+    fn revoke(&self, label: &str);
 }
 
 impl Spawner {
@@ -87,9 +101,15 @@ impl Spawner {
         let p = SutProcess::spawn(&i.spec.command, &log, i.spec.timeout)
             .map_err(|e| call_error(&label, e))?;
         let mut init = i.init.clone();
-        if let Some((hermes, op)) = operator {
+        if let Some((mut hermes, op)) = operator {
+            if let Some(key) = i.credentials.as_ref().and_then(|c| c.hermes(&label)) {
+                hermes.api_key = key;
+            }
             init.providers.hermes = Some(hermes);
             init.operator = Some(op);
+        }
+        if let Some(key) = i.credentials.as_ref().and_then(|c| c.payments(&label)) {
+            init.providers.payments.api_key = key;
         }
         // A secret unique to this process: an implementation may use it to authenticate its
         // lease holder; aocheck never reuses it.
@@ -139,6 +159,9 @@ impl Spawner {
     /// Kills one process's tree; what survived the group kill is kept for the case's verdict.
     pub async fn kill(&self, p: &SutProcess, label: &str, why: &str) -> Result<(), String> {
         let r = p.kill().await;
+        if let Some(c) = &self.inner.credentials {
+            c.revoke(label);
+        }
         match &r {
             Ok(()) => self.note(label, why),
             Err(e) => {
@@ -241,6 +264,9 @@ pub fn failure_error(op: &str, f: SutFailure) -> SutError {
 
 impl ProcessSut {
     /// Starts the observer and learns what the implementation supports.
+    // The case's parts are what `init` carries, each its own type; bundling them would only
+    // rename the list.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         spec: ProcessSpec,
         case: &str,
@@ -249,6 +275,7 @@ impl ProcessSut {
         domain: DomainInit,
         seed: u64,
         clock: ManualClock,
+        credentials: Option<Arc<dyn Credentials>>,
     ) -> Result<Self, SutError> {
         let case_dir = spec.dir.join("sut").join(case);
         std::fs::create_dir_all(&case_dir)
@@ -278,6 +305,7 @@ impl ProcessSut {
                 log: Mutex::new(Vec::new()),
                 escaped: Mutex::new(Vec::new()),
                 first_hello: Mutex::new(None),
+                credentials,
             }),
         };
         let (observer, hello, _) = spawner.spawn(OBSERVER, None).await?;

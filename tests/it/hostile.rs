@@ -536,3 +536,29 @@ async fn processes_that_describe_themselves_differently_are_a_protocol_violation
         );
     }
 }
+
+/// Each process has its own provider credentials, revoked at its kill: a request made with a
+/// killed process's credential proves the crash did not happen, whatever process tree made it
+/// (here a successor borrows it), and the case is a harness error naming the credential. The
+/// honest counterpart is every protocol test of the reference and the Python example: each
+/// uses the credential it was given and passes.
+#[rstest::rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_credential_used_later_disproves_the_crash(
+    #[values(false, true)] on_postgres: bool,
+) {
+    let Some(pg) = crate::protocol::postgres_arm(on_postgres) else {
+        return;
+    };
+    let (r, _d) = run(
+        &liar("dead_key"),
+        &["AOC-CASE-003"],
+        pg,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    let why = format!("{:?}", c.harness);
+    assert!(why.contains("after aocheck killed it"), "{why}");
+}

@@ -75,6 +75,8 @@ pub struct RunStarted {
     pub fault: Option<String>,
     pub reply: Reply,
     pub script: String,
+    /// The label of the credential that started it (`api_key` for the configured key).
+    pub credential: String,
 }
 
 /// An approval decision that was really applied to a run.
@@ -126,6 +128,8 @@ pub struct Ledger {
     /// What each ended run produced, as the engine ended it: the output of a completed run,
     /// the error of a failed one (survives `forget`).
     pub results: BTreeMap<String, RunResult>,
+    /// Requests made with a revoked credential (its label each): refused, nothing done.
+    pub revoked_uses: Vec<String>,
     /// Durable-record writes that failed (newer mode with a state dir), each naming its file.
     pub persist_errors: Vec<String>,
 }
@@ -297,6 +301,8 @@ pub use fake_control::ReleaseAction;
 struct Shared {
     config: Config,
     clock: Clock,
+    /// Credentials issued at run time (one per connector process): key → (label, revoked).
+    issued: Mutex<HashMap<String, (String, bool)>>,
     data: Mutex<Data>,
     holds: fake_control::Holds,
     turns: Notify,
@@ -315,6 +321,27 @@ impl std::fmt::Debug for Handle {
 }
 
 impl Handle {
+    /// Issues a fresh API key, recorded in the ledger as `label` on every run it starts (the
+    /// label, never the key).
+    pub fn issue_key(&self, label: &str) -> String {
+        let key = format!("hermes-issued-{}", uuid::Uuid::new_v4().simple());
+        lock(&self.0.issued).insert(key.clone(), (label.to_string(), false));
+        key
+    }
+
+    /// Revokes every key issued under `label`: a later use is answered 401 and recorded in
+    /// `revoked_uses`. Returns how many.
+    pub fn revoke(&self, label: &str) -> usize {
+        let mut n = 0;
+        for (l, revoked) in lock(&self.0.issued).values_mut() {
+            if l == label {
+                *revoked = true;
+                n += 1;
+            }
+        }
+        n
+    }
+
     pub fn ledger(&self) -> Ledger {
         lock(&self.0.data).ledger.clone()
     }
@@ -472,6 +499,7 @@ pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle
     let shared = Arc::new(Shared {
         config,
         clock,
+        issued: Mutex::new(HashMap::new()),
         data: Mutex::new(Data::default()),
         holds: fake_control::Holds::default(),
         turns: Notify::new(),

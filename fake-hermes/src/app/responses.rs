@@ -83,10 +83,28 @@ pub(super) fn unauthorized(mode: Mode) -> Response {
     )
 }
 
-pub(super) fn authorized(s: &Shared, headers: &HeaderMap) -> bool {
-    headers
+/// The label of the credential a request carries (`api_key` for the configured key, an issued
+/// key's label otherwise) and whether it was revoked; `None` when it carries no valid one.
+pub(super) fn credential(s: &Shared, headers: &HeaderMap) -> Option<(String, bool)> {
+    let t = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == s.config.api_key)
+        .and_then(|v| v.strip_prefix("Bearer "))?
+        .trim();
+    if t == s.config.api_key {
+        return Some(("api_key".into(), false));
+    }
+    lock(&s.issued).get(t).cloned()
+}
+
+/// Whether a request carries a live credential; a revoked one is recorded in the ledger.
+pub(super) fn authorized(s: &Shared, headers: &HeaderMap) -> bool {
+    match credential(s, headers) {
+        Some((_, false)) => true,
+        Some((label, true)) => {
+            lock(&s.data).ledger.revoked_uses.push(label);
+            false
+        }
+        None => false,
+    }
 }

@@ -250,6 +250,7 @@ pub(super) async fn start_after_read(
             fault: fault.as_ref().map(|f| f.to_string()),
             reply,
             script: script_name,
+            credential: credential(&s, &headers).map_or_else(String::new, |(l, _)| l),
         });
     }
     let busy = s.clock.busy();

@@ -1351,3 +1351,33 @@ async fn the_run_store_is_bounded_and_a_reset_continues() {
     start_run(&s, json!({"input": "d"})).await;
     assert_eq!(s.handle.ledger().runs.len(), 1);
 }
+
+/// A key issued at run time starts runs recorded under its label; once revoked, it is refused
+/// with 401, the use is recorded, and no run starts. What a run produced is in the ledger.
+#[tokio::test]
+async fn issued_keys_are_labelled_revocation_is_recorded_and_results_kept() {
+    let s = start_with(fast()).await;
+    let key = s.handle.issue_key("p1-1");
+    let body = r#"{"input": "Say hello", "session_id": "sess-1"}"#;
+    let r = req(&s, "POST", "/v1/runs", Some(&key), Some(body), &[])
+        .await
+        .expect("start");
+    assert_eq!(r.status, 202);
+    let run = r.json()["run_id"].as_str().expect("run id").to_string();
+    assert_eq!(s.handle.revoke("p1-1"), 1);
+    let late = req(&s, "POST", "/v1/runs", Some(&key), Some(body), &[])
+        .await
+        .expect("late");
+    assert_eq!(late.status, 401);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !s.handle.ledger().terminal.contains_key(&run) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let l = s.handle.ledger();
+    assert_eq!(l.runs.len(), 1);
+    assert_eq!(l.runs[0].credential, "p1-1");
+    assert_eq!(l.revoked_uses, ["p1-1"]);
+    assert_eq!(l.terminal.get(&run).map(String::as_str), Some("completed"));
+    let produced = l.results.get(&run).and_then(|r| r.output.clone());
+    assert!(produced.is_some_and(|o| !o.is_empty()), "{:?}", l.results);
+}

@@ -148,11 +148,21 @@ use responses::*;
 struct Shared {
     config: Config,
     accounts: HashMap<String, AccountConfig>,
+    /// Credentials issued at run time (one per implementation process), by key.
+    issued: Mutex<HashMap<String, Issued>>,
     key: SigningKey,
     key_id: String,
     forge_key: SigningKey,
     data: Mutex<Data>,
     holds: fake_control::Holds,
+}
+
+/// A credential issued at run time for one account, under a label the ledger records.
+#[derive(Clone, Debug)]
+struct Issued {
+    account: String,
+    label: String,
+    revoked: bool,
 }
 
 /// A handle on a running fake: ledger, faults and holds, for in-process tests and the binary.
@@ -190,6 +200,44 @@ impl Handle {
         self.0.data.lock().unwrap_or_else(|p| p.into_inner())
     }
     /// The ground-truth ledger.
+    /// Issues a fresh Bearer credential for `account`, recorded in the ledger as `label` on
+    /// every request made with it (the label, never the key). `None` for an unknown account.
+    pub fn issue_key(&self, account: &str, label: &str) -> Option<String> {
+        self.0.config.accounts.iter().find(|a| a.id == account)?;
+        let key = format!("sk_issued_{}", uuid::Uuid::new_v4().simple());
+        self.0
+            .issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                key.clone(),
+                Issued {
+                    account: account.to_string(),
+                    label: label.to_string(),
+                    revoked: false,
+                },
+            );
+        Some(key)
+    }
+
+    /// Revokes every credential issued under `label`: a request made with one afterwards is
+    /// answered 401 and recorded with `revoked: true`, and changes nothing. Returns how many.
+    pub fn revoke(&self, label: &str) -> usize {
+        let mut n = 0;
+        for i in self
+            .0
+            .issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values_mut()
+            .filter(|i| i.label == label)
+        {
+            i.revoked = true;
+            n += 1;
+        }
+        n
+    }
+
     pub fn ledger(&self) -> Ledger {
         self.lock().ledger.clone()
     }
@@ -342,6 +390,7 @@ pub fn router_with_clock(
             .iter()
             .map(|a| (a.key.clone(), a.clone()))
             .collect(),
+        issued: Mutex::new(HashMap::new()),
         config,
         key,
         key_id,

@@ -93,8 +93,12 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         }
         d.seq += 1;
         let seq = d.seq;
-        let fault =
-            faults::select(&mut d.rules, r.op, Some(&acct), r.key.as_deref()).map(|(_, f)| f);
+        // A revoked credential's request is never a fault's target: it is refused below.
+        let fault = if r.revoked {
+            None
+        } else {
+            faults::select(&mut d.rules, r.op, Some(&acct), r.key.as_deref()).map(|(_, f)| f)
+        };
         d.ledger.requests.push(RequestRecord {
             seq,
             op: r.op.label().into(),
@@ -105,11 +109,25 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             lookup_key: r.query.get("idempotency_key").cloned(),
             fault: fault.as_ref().map(|f| f.to_string()),
             refs: Vec::new(),
+            credential: r.credential.clone(),
+            revoked: r.revoked,
             status: 0,
             replayed: false,
             effect: false,
             reply: Reply::Pending,
         });
+        // A revoked credential: recorded, refused, nothing else.
+        if r.revoked {
+            let body = error_body(
+                "credential_revoked",
+                "this credential was revoked; its holder was stopped",
+            );
+            if let Some(rec) = d.ledger.requests.last_mut() {
+                rec.status = 401;
+                rec.reply = Reply::Written;
+            }
+            return (seq, Outcome::Respond(tag_response(s, &r, 401, &body, None)));
+        }
         // 2. Faults that act on provider state before anything else.
         match &fault {
             Some(Fault::Forget) => d.idem.clear(),

@@ -17,6 +17,10 @@ pub(super) struct ApiReq {
     pub(super) create: Option<CreateFields>,
     /// Set when the client went away while the request waited.
     pub(super) client_gone: fake_control::holds::ClientFlag,
+    /// The label of the credential it was made with (`account` for the account's own key).
+    pub(super) credential: String,
+    /// Made with a credential revoked before it arrived: recorded, answered 401, no effect.
+    pub(super) revoked: bool,
 }
 
 /// A validated create body.
@@ -55,10 +59,16 @@ pub(super) async fn admit(
     let pq = path_q(&parts.uri);
     let method = parts.method.as_str().to_string();
     let unauth_digest = contract::request_digest(&method, &pq, None);
-    let Some(account) = bearer(&parts.headers)
-        .and_then(|k| s.accounts.get(k))
-        .cloned()
-    else {
+    let found = bearer(&parts.headers).and_then(|k| match s.accounts.get(k) {
+        Some(a) => Some((a.clone(), "account".to_string(), false)),
+        None => {
+            let issued = s.issued.lock().unwrap_or_else(|p| p.into_inner());
+            let i = issued.get(k)?;
+            let a = s.config.accounts.iter().find(|a| a.id == i.account)?;
+            Some((a.clone(), i.label.clone(), i.revoked))
+        }
+    });
+    let Some((account, credential, revoked)) = found else {
         return Err(signed(
             s,
             401,
@@ -145,6 +155,8 @@ pub(super) async fn admit(
         drop,
         create: None,
         client_gone: Default::default(),
+        credential,
+        revoked,
     })
 }
 

@@ -1141,6 +1141,38 @@ async fn each_request_records_what_it_was_about_and_what_its_reply_named() {
     assert!(l.requests.iter().all(|r| r.reply == Reply::Written));
 }
 
+/// A credential issued at run time acts for its account and is recorded by label; once
+/// revoked, a request made with it is recorded as such, answered 401, and changes nothing.
+#[tokio::test]
+async fn issued_credentials_are_labelled_and_revocation_is_recorded() {
+    let s = start().await;
+    let key = s.handle.issue_key("acct_a", "e1-1").expect("known account");
+    assert!(s.handle.issue_key("acct_nope", "x").is_none());
+    create_ok(&s, &key, "k1", true).await;
+    assert_eq!(s.handle.revoke("e1-1"), 1);
+    let late = call(
+        &s,
+        "POST",
+        "/v1/payments",
+        Some(&key),
+        Some("k2"),
+        Some(create_body(true)),
+    )
+    .await
+    .expect("late");
+    assert_eq!(late.status, 401);
+    let l = s.handle.ledger();
+    assert_eq!(l.effects.len(), 1, "the revoked request made nothing");
+    let seen: Vec<(&str, bool, u16)> = l
+        .requests
+        .iter()
+        .map(|r| (r.credential.as_str(), r.revoked, r.status))
+        .collect();
+    assert_eq!(seen, [("e1-1", false, 201), ("e1-1", true, 401)]);
+    create_ok(&s, "sk_test_a", "k3", true).await;
+    assert_eq!(s.handle.ledger().requests[2].credential, "account");
+}
+
 // ---------- control ----------
 
 #[tokio::test]

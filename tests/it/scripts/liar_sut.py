@@ -23,9 +23,13 @@ away.
   claim_mixed     claims something harmless with a word that mixes Latin and Greek letters.
   hermes_extra    after every `invoke`, starts one more Hermes run in a session of its own.
   hermes_output   every completed operator result reports an output its run never produced.
+  dead_key        every process leaves its payments credential in a file beside the case's
+                  store; on `adopt`, a successor makes a lookup with the first process's
+                  credential, as a predecessor that never really died would.
 """
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -64,6 +68,25 @@ def refund_everything():
         if p.get("status") == "succeeded":
             http("POST", "%s/v1/payments/%s/refund" % (pay["base_url"], p["id"]),
                  pay.get("api_key", ""), {"amount": 1}, key="refund-" + uuid.uuid4().hex)
+
+
+def keys_file():
+    store = init.get("store") or {}
+    base = os.path.dirname(store["path"]) if store.get("path") else "/tmp"
+    return os.path.join(base, "liar-keys-%s.txt" % (init.get("domain") or {}).get("id", "x"))
+
+
+def use_dead_key():
+    pay = (init.get("providers") or {}).get("payments") or {}
+    try:
+        with open(keys_file()) as f:
+            lines = [l.split() for l in f if l.strip()]
+    except OSError:
+        return
+    # The first executor's credential (the observer is never killed).
+    first = next((k for name, k in lines if name != "aocheck-observer"), None)
+    if first and first != pay.get("api_key"):
+        http("GET", pay["base_url"] + "/v1/payments?limit=1", first)
 
 
 def lie_about_state(ok):
@@ -111,6 +134,8 @@ def answers():
                 ok["generation"] = 1
             if MODE == "lane_string" and ok.get("generation") is not None:
                 ok["generation"] = str(ok["generation"])
+        if MODE == "dead_key" and op == "adopt":
+            use_dead_key()
         if MODE == "refund" and op == "execute":
             refund_everything()
         if MODE == "hermes_extra" and op == "invoke":
@@ -136,6 +161,10 @@ for line in sys.stdin:
     ops[req.get("id")] = op
     if op == "init":
         init = req
+        if MODE == "dead_key":
+            pay = (req.get("providers") or {}).get("payments") or {}
+            with open(keys_file(), "a") as f:
+                f.write("%s %s\n" % ((req.get("executor") or {}).get("name"), pay.get("api_key", "")))
     elif op == "create" and MODE == "wrong_amount" and isinstance(req.get("amount"), int):
         req["amount"] += 1
         line = json.dumps(req) + "\n"

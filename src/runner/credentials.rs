@@ -1,0 +1,44 @@
+//! Each implementation process's own provider credentials (issue 21, GUIDE §4 "nothing on trust
+//! that can be measured"): issued by the case's fakes under the process's label, revoked when
+//! the process is killed. The ledgers then say which process made each request; a request made
+//! with a killed process's credential after its kill is proof that the crash did not happen.
+
+use crate::sut::processes::Credentials;
+use std::sync::Mutex;
+
+/// The case's credential issuer: fake-payments from the start, fake-hermes once the case has
+/// started it.
+#[derive(Debug)]
+pub(crate) struct CaseCredentials {
+    pub(crate) payments: fake_payments::Handle,
+    pub(crate) account: String,
+    pub(crate) hermes: Mutex<Option<fake_hermes::Handle>>,
+}
+
+impl CaseCredentials {
+    /// The case's fake-hermes, for Hermes credentials from now on.
+    pub(crate) fn set_hermes(&self, h: fake_hermes::Handle) {
+        if let Ok(mut slot) = self.hermes.lock() {
+            *slot = Some(h);
+        }
+    }
+
+    fn hermes_handle(&self) -> Option<fake_hermes::Handle> {
+        self.hermes.lock().ok().and_then(|h| h.clone())
+    }
+}
+
+impl Credentials for CaseCredentials {
+    fn payments(&self, label: &str) -> Option<String> {
+        self.payments.issue_key(&self.account, label)
+    }
+    fn hermes(&self, label: &str) -> Option<String> {
+        self.hermes_handle().map(|h| h.issue_key(label))
+    }
+    fn revoke(&self, label: &str) {
+        self.payments.revoke(label);
+        if let Some(h) = self.hermes_handle() {
+            h.revoke(label);
+        }
+    }
+}
