@@ -11,6 +11,64 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+/// One request that reached a `/_control` route over HTTP, refused or not. The harness drives
+/// the fakes through their handles in process, so in a case every such request came from
+/// someone else: the judged party reaching for the ground truth.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ControlAttempt {
+    pub method: String,
+    /// The path as sent (printable ASCII, at most 200 characters).
+    pub path: String,
+    /// Whether it carried the control token.
+    pub authorized: bool,
+}
+
+/// Every request to a `/_control` route, in order (the fakes' handles read it).
+#[derive(Clone, Debug, Default)]
+pub struct ControlLog(std::sync::Arc<std::sync::Mutex<Vec<ControlAttempt>>>);
+
+impl ControlLog {
+    /// What reached the control routes so far.
+    pub fn attempts(&self) -> Vec<ControlAttempt> {
+        self.0.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Wraps a fake's router so that every request to a `/_control` path is recorded before it
+    /// is answered (as it would be without the log).
+    pub fn record<S: Clone + Send + Sync + 'static>(
+        &self,
+        router: Router<S>,
+        token: String,
+    ) -> Router<S> {
+        let log = self.clone();
+        router.layer(axum::middleware::from_fn(
+            move |req: Request, next: axum::middleware::Next| {
+                let (log, token) = (log.clone(), token.clone());
+                async move {
+                    if req.uri().path().starts_with("/_control") {
+                        let path: String = req
+                            .uri()
+                            .path()
+                            .chars()
+                            .filter(|c| c.is_ascii_graphic())
+                            .take(200)
+                            .collect();
+                        let attempt = ControlAttempt {
+                            method: req.method().as_str().chars().take(16).collect(),
+                            path,
+                            authorized: authorize(req.headers(), &token).is_ok(),
+                        };
+                        if let Ok(mut l) = log.0.lock() {
+                            l.push(attempt);
+                        }
+                    }
+                    next.run(req).await
+                }
+            },
+        ))
+    }
+}
+
 /// The largest control body either fake reads.
 pub const MAX_BODY: usize = 1 << 20;
 
@@ -345,6 +403,49 @@ mod tests {
             status,
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         )
+    }
+
+    /// Every request to a control path is logged, refused or not, with whether it carried the
+    /// token; the answer is what it would be without the log; other paths are not logged.
+    #[tokio::test]
+    async fn the_control_log_records_every_control_request_and_nothing_else() {
+        let toy = Toy::default();
+        let log = ControlLog::default();
+        let app: Router = log
+            .record(
+                routes::<Toy, Toy>().route("/v1/x", get(|| async { "ok" })),
+                "ctl_secret".into(),
+            )
+            .with_state(toy);
+        assert_eq!(
+            call(&app, "GET", "/_control/ledger", "sk_test_a", "")
+                .await
+                .0,
+            401
+        );
+        assert_eq!(
+            call(&app, "GET", "/_control/ledger", "ctl_secret", "")
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            call(&app, "POST", "/_control/nope%07", "x", "").await.0,
+            404
+        );
+        call(&app, "GET", "/v1/x", "sk_test_a", "").await;
+        let got: Vec<(String, String, bool)> = log
+            .attempts()
+            .into_iter()
+            .map(|a| (a.method, a.path, a.authorized))
+            .collect();
+        let want = [
+            ("GET", "/_control/ledger", false),
+            ("GET", "/_control/ledger", true),
+            ("POST", "/_control/nope%07", false),
+        ]
+        .map(|(m, p, a)| (m.to_string(), p.to_string(), a));
+        assert_eq!(got, want);
     }
 
     #[tokio::test]

@@ -21,3 +21,5 @@ pub mod profile;
 pub use app::{Handle, router, router_with_clock, serve};
 pub use config::{AccountConfig, Config, IdempotencyProfile};
 pub use fake_control::clock;
+/// What the control log records of one request to a `/_control` route.
+pub use fake_control::control::ControlAttempt;

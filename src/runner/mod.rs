@@ -479,6 +479,21 @@ pub async fn run_case(
     {
         harness = Some(e);
     }
+    // Any request to a fake's control routes came from the judged party (the harness drives
+    // the fakes in process): refused or not, the case cannot pass.
+    if harness.is_none() {
+        let hermes = world
+            .operator
+            .hermes
+            .as_ref()
+            .map(|(_, h, _)| h.control_attempts());
+        if let Some(why) =
+            crate::check::credentials::control_reached(&provider.control_attempts(), hermes)
+        {
+            harness = Some(why);
+            cause = HarnessCause::Undecided;
+        }
+    }
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the
     // harness problem is then a consequence, kept in the report); otherwise an undecided case is

@@ -253,3 +253,80 @@ fn a_run_past_its_timeout_exits_4_and_says_how_far_it_got() {
         });
     assert!(!alive, "{tag} outlived the run");
 }
+
+/// A backticked token of the README's tables, as a repository path: `None` for what is not one
+/// (a placeholder, a glob, a route, Rust or shell text). A trailing `:` or `(...)` is not part of
+/// the path.
+fn repository_path(token: &str) -> Option<&str> {
+    if token.contains(['<', '{', '*']) {
+        return None;
+    }
+    let t = token.split('(').next().unwrap_or(token);
+    let t = t.trim_end_matches(':');
+    let path_chars = t
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    let looks_like_path = t.contains('/')
+        || [".rs", ".md", ".yaml", ".json", ".py", ".toml"]
+            .iter()
+            .any(|e| t.ends_with(e));
+    // A leading `/` is a route (`/_control`), not a file of this repository.
+    (path_chars && looks_like_path && !t.is_empty() && !t.starts_with('/')).then_some(t)
+}
+
+/// README's "Adding things" table names the files to touch and the tests that check them: every
+/// path it names exists, so the table cannot rot silently when a file moves.
+#[test]
+fn the_readme_adding_things_table_names_paths_that_exist() {
+    // The reading itself: what is a path and what is not.
+    assert_eq!(
+        repository_path("tests/it/broken.rs"),
+        Some("tests/it/broken.rs")
+    );
+    assert_eq!(repository_path("src/app/"), Some("src/app/"));
+    assert_eq!(repository_path("src/vocab.rs:"), Some("src/vocab.rs"));
+    assert_eq!(
+        repository_path("src/cli.rs(write_reports)"),
+        Some("src/cli.rs")
+    );
+    for not_a_path in [
+        "self.sut.call(To::Executor(who), Request::…)",
+        "aocheck cases check",
+        "cases/<area>/<ID>.yaml",
+        "/_control",
+        "fake_control::testing",
+        "Plane",
+    ] {
+        assert_eq!(repository_path(not_a_path), None, "{not_a_path}");
+    }
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let start = readme
+        .find("\n## Adding things")
+        .expect("README.md has a section \"## Adding things\"");
+    let section = &readme[start + 1..];
+    let section = match section[3..].find("\n## ") {
+        Some(end) => &section[..end + 3],
+        None => section,
+    };
+    let mut checked = 0;
+    for row in section.lines().filter(|l| l.starts_with('|')) {
+        // Backticked tokens are the odd pieces between backticks.
+        for token in row.split('`').skip(1).step_by(2) {
+            let Some(path) = repository_path(token) else {
+                continue;
+            };
+            assert!(
+                root.join(path).exists(),
+                "README.md \"## Adding things\" names `{token}`, but {path} does not exist in \
+                 the repository (row: {row})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 10,
+        "the \"## Adding things\" table names only {checked} paths: was it found?"
+    );
+}

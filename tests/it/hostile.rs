@@ -83,6 +83,14 @@ async fn the_control_planes_refuse_the_implementation() {
             "{provider} {route} was not refused: {probes:?}"
         );
     }
+    for c in &r.cases {
+        assert!(
+            format!("{:?}", c.harness).contains("control APIs"),
+            "{}: {:?}",
+            c.id,
+            c.harness
+        );
+    }
     let open: Vec<_> = probes
         .iter()
         .filter(|p| ![0, 401].contains(&p["status"].as_u64().unwrap_or(0)))
@@ -437,7 +445,7 @@ fn liar(mode: &str) -> String {
 /// fails the case for the requirement it breaks, on SQLite and on PostgreSQL, although each
 /// liar's history is consistent with itself. The honest counterpart of every row is the
 /// reference itself, which passes these cases through the protocol
-/// (`protocol::the_reference_passes_every_case_through_the_protocol`) and in process.
+/// (`protocol::the_reference_passes_through_the_protocol_on_sqlite` and `_on_postgres`) and in process.
 #[rstest::rstest]
 #[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "effect_as_asked")]
 #[case::refund("refund", "AOC-CASE-001", Req::R012, "refunded")]
@@ -561,4 +569,22 @@ async fn a_killed_process_credential_used_later_disproves_the_crash(
     assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
     let why = format!("{:?}", c.harness);
     assert!(why.contains("after aocheck killed it"), "{why}");
+}
+
+/// A look at the ground truth is enough: an implementation that behaves, but sends one refused
+/// request to a control route, cannot pass (the harness reaches the fakes only in process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_look_at_the_ground_truth_means_the_case_cannot_pass() {
+    let (r, _d) = run(
+        &liar("peek"),
+        &["AOC-CASE-001"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    assert!(c.failures.is_empty(), "{:?}", c.failures);
+    let why = format!("{:?}", c.harness);
+    assert!(why.contains("/_control/ledger (refused)"), "{why}");
 }

@@ -306,6 +306,8 @@ struct Shared {
     data: Mutex<Data>,
     holds: fake_control::Holds,
     turns: Notify,
+    /// Every request that reached a `/_control` route over HTTP.
+    control_log: fake_control::control::ControlLog,
 }
 
 /// A handle on a running fake (ledger, faults, scripts, holds).
@@ -340,6 +342,11 @@ impl Handle {
             }
         }
         n
+    }
+
+    /// Every request that reached a `/_control` route over HTTP, refused or not.
+    pub fn control_attempts(&self) -> Vec<fake_control::control::ControlAttempt> {
+        self.0.control_log.attempts()
     }
 
     pub fn ledger(&self) -> Ledger {
@@ -503,6 +510,7 @@ pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle
         data: Mutex::new(Data::default()),
         holds: fake_control::Holds::default(),
         turns: Notify::new(),
+        control_log: Default::default(),
     });
     durable::restore(&shared)?;
     let handle = Handle(shared.clone());
@@ -540,7 +548,10 @@ pub fn router_with_clock(config: Config, clock: Clock) -> Result<(Router, Handle
     }
     let app = app
         .fallback(|| async { plain(StatusCode::NOT_FOUND, "404: Not Found") })
-        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    let app = shared
+        .control_log
+        .record(app, shared.config.control_token.clone())
         .with_state(shared);
     Ok((app, handle))
 }

@@ -155,6 +155,8 @@ struct Shared {
     forge_key: SigningKey,
     data: Mutex<Data>,
     holds: fake_control::Holds,
+    /// Every request that reached a `/_control` route over HTTP.
+    control_log: fake_control::control::ControlLog,
 }
 
 /// A credential issued at run time for one account, under a label the ledger records.
@@ -236,6 +238,11 @@ impl Handle {
             n += 1;
         }
         n
+    }
+
+    /// Every request that reached a `/_control` route over HTTP, refused or not.
+    pub fn control_attempts(&self) -> Vec<fake_control::control::ControlAttempt> {
+        self.0.control_log.attempts()
     }
 
     pub fn ledger(&self) -> Ledger {
@@ -400,6 +407,7 @@ pub fn router_with_clock(
             ..Data::default()
         }),
         holds: fake_control::Holds::default(),
+        control_log: Default::default(),
     });
     let handle = Handle(shared.clone());
     let api = Router::new()
@@ -437,7 +445,10 @@ pub fn router_with_clock(
         )
         .merge(fake_control::control::routes::<Arc<Shared>, Handle>())
         .fallback(not_found)
-        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    let api = shared
+        .control_log
+        .record(api, shared.config.control_token.clone())
         .with_state(shared);
     Ok((api, handle))
 }

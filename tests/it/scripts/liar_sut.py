@@ -23,6 +23,8 @@ away.
   claim_mixed     claims something harmless with a word that mixes Latin and Greek letters.
   hermes_extra    after every `invoke`, starts one more Hermes run in a session of its own.
   hermes_output   every completed operator result reports an output its run never produced.
+  peek            after every `execute`, only reads the payments ledger at /_control/ledger with
+                  its API key (refused), and otherwise behaves.
   dead_key        every process leaves its payments credential in a file beside the case's
                   store; on `adopt`, a successor makes a lookup with the first process's
                   credential, as a predecessor that never really died would.
@@ -134,6 +136,9 @@ def answers():
                 ok["generation"] = 1
             if MODE == "lane_string" and ok.get("generation") is not None:
                 ok["generation"] = str(ok["generation"])
+        if MODE == "peek" and op == "execute":
+            pay = (init.get("providers") or {}).get("payments") or {}
+            http("GET", pay["base_url"] + "/_control/ledger", pay.get("api_key", ""))
         if MODE == "dead_key" and op == "adopt":
             use_dead_key()
         if MODE == "refund" and op == "execute":
