@@ -354,22 +354,187 @@ async fn spin_quietly() {
     }
 }
 
+/// What the clock saw of one participant (a connector process) that reaches it with a token of
+/// its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Participant {
+    /// Whether it declared that it moves its timers by this clock.
+    pub driven: bool,
+    /// Calls the harness has in flight on it now.
+    pub in_flight: u32,
+    /// How many of its sleeps are waiting now (a wait for a frame may race a deadline, and a
+    /// sleep the client dropped lingers until its connection closes, so several may be).
+    pub sleeping: u32,
+    /// Sleeps it made that the clock accepted.
+    pub sleeps: u64,
+    /// Sleeps the clock refused, each with why.
+    pub refused: Vec<String>,
+    /// The longest any one of the harness's calls on it took, in real milliseconds.
+    pub longest_call_real_ms: u64,
+}
+
+/// Who may move the clock, and when (issue 21): each participant has a token of its own; its
+/// `sleep` is accepted only while the harness has a call in flight on it, and for at most the
+/// largest wait its policy allows. So no implementation moves the case's time
+/// for the fakes at will, and one that says it is driven can be held to having slept.
+#[derive(Clone, Debug, Default)]
+pub struct ClockGate(Arc<std::sync::Mutex<GateState>>);
+
+#[derive(Debug, Default)]
+struct GateState {
+    tokens: std::collections::HashMap<String, String>,
+    participants: std::collections::BTreeMap<String, Participant>,
+    max_ms: u64,
+}
+
+impl ClockGate {
+    /// A gate whose participants may each sleep at most `max_ms` at a time.
+    pub fn new(max_ms: u64) -> Self {
+        let g = ClockGate::default();
+        g.lock().max_ms = max_ms;
+        g
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits `token` (drawn by the caller from a good source of entropy) as the participant
+    /// `label`'s.
+    pub fn issue(&self, label: &str, token: &str) {
+        let mut st = self.lock();
+        st.tokens.insert(token.to_string(), label.to_string());
+        st.participants.entry(label.to_string()).or_default();
+    }
+
+    /// Raises the longest sleep admitted to `ms`, if it is longer than the bound so far.
+    pub fn allow_up_to(&self, ms: u64) {
+        let mut st = self.lock();
+        st.max_ms = st.max_ms.max(ms);
+    }
+
+    /// Whether `label` declared that it moves its timers by the clock.
+    pub fn declare(&self, label: &str, driven: bool) {
+        self.lock()
+            .participants
+            .entry(label.to_string())
+            .or_default()
+            .driven = driven;
+    }
+
+    /// The harness sent `label` a call (held until the guard drops).
+    pub fn call(&self, label: &str) -> InFlight {
+        let mut st = self.lock();
+        st.participants
+            .entry(label.to_string())
+            .or_default()
+            .in_flight += 1;
+        InFlight {
+            gate: self.clone(),
+            label: label.to_string(),
+            since: Instant::now(),
+        }
+    }
+
+    /// What the clock saw of every participant.
+    pub fn participants(&self) -> std::collections::BTreeMap<String, Participant> {
+        self.lock().participants.clone()
+    }
+
+    /// Admits one sleep of the token's holder, or says why not.
+    fn admit(&self, token: &str, ms: u64) -> Result<Option<String>, String> {
+        let mut st = self.lock();
+        let Some(label) = st.tokens.get(token).cloned() else {
+            return Ok(None);
+        };
+        let max = st.max_ms;
+        let p = st.participants.entry(label.clone()).or_default();
+        let why = if p.in_flight == 0 {
+            Some("no call of the harness is in flight on it".to_string())
+        } else if ms > max {
+            Some(format!(
+                "{ms} ms is longer than the largest wait its policy allows ({max} ms)"
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(w) => {
+                p.refused.push(format!("sleep {ms} ms: {w}"));
+                Err(w)
+            }
+            None => {
+                p.sleeping += 1;
+                p.sleeps += 1;
+                Ok(Some(label))
+            }
+        }
+    }
+
+    fn woke(&self, label: &str) {
+        if let Some(p) = self.lock().participants.get_mut(label) {
+            p.sleeping = p.sleeping.saturating_sub(1);
+        }
+    }
+}
+
+/// Marks a participant's sleep over when dropped.
+struct Awake {
+    gate: ClockGate,
+    label: String,
+}
+
+impl Drop for Awake {
+    fn drop(&mut self) {
+        self.gate.woke(&self.label);
+    }
+}
+
+/// A call of the harness in flight on one participant.
+#[derive(Debug)]
+pub struct InFlight {
+    gate: ClockGate,
+    label: String,
+    since: Instant,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let took = self.since.elapsed().as_millis() as u64;
+        if let Some(p) = self.gate.lock().participants.get_mut(&self.label) {
+            p.in_flight = p.in_flight.saturating_sub(1);
+            p.longest_call_real_ms = p.longest_call_real_ms.max(took);
+        }
+    }
+}
+
 /// The clock as HTTP, for an implementation in another process that moves its timers by this
 /// clock (Bearer `token`): `GET /now` answers `{"now": ms}`; `POST /sleep {"ms": n}` waits `n`
 /// ms on the clock (giving back the unit of the call that waits) and answers `{"now": ms}`.
 /// Mount it under a prefix with `Router::nest`.
 pub fn routes(clock: SimClock, token: String) -> axum::Router {
+    gated_routes(clock, token, ClockGate::default())
+}
+
+/// [`routes`], where `token` is the harness's own (ungated) and each token `gate` issued is a
+/// participant's, whose sleeps the gate admits or refuses (409).
+pub fn gated_routes(clock: SimClock, token: String, gate: ClockGate) -> axum::Router {
     use axum::Json;
     use axum::http::{HeaderMap, StatusCode};
     use axum::routing::{get, post};
     use serde_json::{Value, json};
     let token = Arc::new(token);
-    let ok = move |h: &HeaderMap, token: &str| {
+    let bearer = |h: &HeaderMap| {
         h.get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|t| t == token)
+            .map(str::to_string)
     };
+    let (g1, g2) = (gate.clone(), gate);
+    let ok = move |h: &HeaderMap, token: &str| {
+        bearer(h).is_some_and(|t| t == token || g1.lock().tokens.contains_key(&t))
+    };
+    let ok2 = ok.clone();
     let refuse = || {
         (
             StatusCode::UNAUTHORIZED,
@@ -393,7 +558,7 @@ pub fn routes(clock: SimClock, token: String) -> axum::Router {
         .route(
             "/sleep",
             post(move |h: HeaderMap, body: axum::body::Bytes| async move {
-                if !ok(&h, &t2) {
+                if !ok2(&h, &t2) {
                     return refuse();
                 }
                 let ms = serde_json::from_slice::<Value>(&body)
@@ -405,6 +570,20 @@ pub fn routes(clock: SimClock, token: String) -> axum::Router {
                         Json(json!({"error": {"code": "invalid_request", "message": "body: {\"ms\": <milliseconds>} is required"}})),
                     );
                 };
+                let who = match g2.admit(&bearer(&h).unwrap_or_default(), ms) {
+                    Ok(who) => who,
+                    Err(why) => {
+                        return (
+                            StatusCode::CONFLICT,
+                            Json(json!({"error": {"code": "sleep_refused", "message": why}})),
+                        );
+                    }
+                };
+                // Woken however the sleep ends (a client gone mid-sleep drops this future).
+                let _awake = who.map(|label| Awake {
+                    gate: g2.clone(),
+                    label,
+                });
                 c2.sleep(ms).await;
                 (StatusCode::OK, Json(json!({"now": c2.now_ms()})))
             }),
@@ -414,6 +593,27 @@ pub fn routes(clock: SimClock, token: String) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gate admits a participant's sleep only while a call is in flight on it and only up
+    /// to its bound; the harness's own token is not gated; every refusal is kept.
+    #[test]
+    fn the_gate_admits_sleeps_only_in_a_call_and_within_the_bound() {
+        let g = ClockGate::new(1_000);
+        g.issue("p1", "tok-p1");
+        g.declare("p1", true);
+        assert_eq!(g.admit("harness", 50), Ok(None), "an unknown token is not gated");
+        assert!(g.admit("tok-p1", 10).is_err(), "no call in flight");
+        let call = g.call("p1");
+        assert_eq!(g.admit("tok-p1", 10), Ok(Some("p1".into())));
+        assert!(g.admit("tok-p1", 1_001).is_err(), "over the bound");
+        g.allow_up_to(5_000);
+        assert_eq!(g.admit("tok-p1", 1_001), Ok(Some("p1".into())));
+        drop(call);
+        assert!(g.admit("tok-p1", 10).is_err(), "the call ended");
+        let p = &g.participants()["p1"];
+        assert!(p.driven);
+        assert_eq!((p.sleeps, p.in_flight, p.refused.len()), (2, 0, 3), "{p:?}");
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lone_sleep_jumps_and_a_busy_participant_holds_time() {

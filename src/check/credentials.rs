@@ -80,3 +80,41 @@ pub fn control_reached(
         )
     })
 }
+
+/// Why the case's Hermes clock was misused, if it was (issue 21, "nothing on trust that can be
+/// measured"): a participant whose sleep the clock refused (none of the harness's calls in
+/// flight on it, or longer than its policy's longest wait) moved, or tried to move, the fakes'
+/// time at will. One that declared `clock: driven`, never slept on the clock, and had a call
+/// that ran into the harness's request deadline (`deadline_ms`) waited in real time while the
+/// case's clock stood still for it: that is what its harness error is, and the message says so.
+pub fn clock_misused(
+    participants: &std::collections::BTreeMap<String, fake_hermes::clock::Participant>,
+    follows_real_time: bool,
+    deadline_ms: u64,
+) -> Option<String> {
+    let mut why = Vec::new();
+    for (label, p) in participants {
+        if let Some(r) = p.refused.first() {
+            why.push(format!(
+                "{label} asked the case's clock for {} sleep(s) it refused ({r})",
+                p.refused.len()
+            ));
+        }
+        if p.driven
+            && !follows_real_time
+            && p.sleeps == 0
+            && p.longest_call_real_ms >= deadline_ms.saturating_mul(9) / 10
+        {
+            why.push(format!(
+                "{label} declared clock: driven but never slept on the case's clock, and one of its calls waited {} ms of real time, while the clock stood still for it: it keeps its own time (answer clock: own, or do every wait as a sleep on the clock)",
+                p.longest_call_real_ms
+            ));
+        }
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "the case's clock was not used as declared: {}",
+            why.join("; ")
+        )
+    })
+}

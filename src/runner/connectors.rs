@@ -48,6 +48,8 @@ pub(super) struct OperatorWorld {
 /// implementation and everything in flight waits on the clock.
 pub(super) struct CaseClock {
     pub(super) sim: fake_hermes::SimClock,
+    /// Who may move it, when, and by how much (and what each participant did).
+    pub(super) gate: fake_hermes::clock::ClockGate,
     _harness: fake_hermes::clock::Busy,
     init: crate::sut::message::ClockInit,
 }
@@ -77,9 +79,12 @@ impl OperatorWorld {
             let (app, handle) =
                 fake_hermes::router_with_clock(config, fake_hermes::Clock::Sim(sim.clone()))
                     .map_err(|d| SutError::Harness(d.join("; ")))?;
+            // Each connector process reaches the clock with a token of its own, through the
+            // gate; the harness's token (the in-process reference's) is not gated.
+            let gate = fake_hermes::clock::ClockGate::new(0);
             let app = app.nest(
                 "/_aocheck/clock",
-                fake_hermes::clock::routes(sim.clone(), clock_token.clone()),
+                fake_hermes::clock::gated_routes(sim.clone(), clock_token.clone(), gate.clone()),
             );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
@@ -94,6 +99,7 @@ impl OperatorWorld {
                 let _ = fake_hermes::serve(listener, app).await;
             });
             self.clock = Some(CaseClock {
+                gate: gate.clone(),
                 _harness: sim.busy(),
                 init: crate::sut::message::ClockInit {
                     url: format!("{base}/_aocheck/clock"),
@@ -102,7 +108,7 @@ impl OperatorWorld {
                 sim,
             });
             if let Some(c) = &self.credentials {
-                c.set_hermes(handle.clone());
+                c.set_hermes(handle.clone(), gate);
             }
             self.hermes = Some((base, handle, task));
         }
@@ -129,6 +135,18 @@ impl OperatorWorld {
         };
         let policy = serde_json::to_value(policy)
             .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
+        // The longest single wait this policy allows is the longest sleep the clock admits.
+        if let Some(k) = &self.clock {
+            let longest = policy
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| k.ends_with("_ms"))
+                .filter_map(|(_, v)| v.as_u64())
+                .max()
+                .unwrap_or(0);
+            k.gate.allow_up_to(longest);
+        }
         Ok((
             HermesInit {
                 base_url: base,

@@ -13,14 +13,24 @@ pub(crate) struct CaseCredentials {
     pub(crate) payments: fake_payments::Handle,
     pub(crate) account: String,
     pub(crate) hermes: Mutex<Option<fake_hermes::Handle>>,
+    /// Who may move the case's Hermes clock (once it has one).
+    pub(crate) gate: Mutex<Option<fake_hermes::clock::ClockGate>>,
 }
 
 impl CaseCredentials {
-    /// The case's fake-hermes, for Hermes credentials from now on.
-    pub(crate) fn set_hermes(&self, h: fake_hermes::Handle) {
+    /// The case's fake-hermes and its clock's gate, for Hermes credentials and clock tokens
+    /// from now on.
+    pub(crate) fn set_hermes(&self, h: fake_hermes::Handle, gate: fake_hermes::clock::ClockGate) {
         if let Ok(mut slot) = self.hermes.lock() {
             *slot = Some(h);
         }
+        if let Ok(mut slot) = self.gate.lock() {
+            *slot = Some(gate);
+        }
+    }
+
+    fn gate(&self) -> Option<fake_hermes::clock::ClockGate> {
+        self.gate.lock().ok().and_then(|g| g.clone())
     }
 
     fn hermes_handle(&self) -> Option<fake_hermes::Handle> {
@@ -40,5 +50,20 @@ impl Credentials for CaseCredentials {
         if let Some(h) = self.hermes_handle() {
             h.revoke(label);
         }
+    }
+    fn clock(&self, label: &str) -> Option<String> {
+        let gate = self.gate()?;
+        let token = format!("clk_{}", uuid::Uuid::new_v4().simple());
+        gate.issue(label, &token);
+        Some(token)
+    }
+    fn declare_clock(&self, label: &str, driven: bool) {
+        if let Some(g) = self.gate() {
+            g.declare(label, driven);
+        }
+    }
+    fn call(&self, label: &str) -> Option<Box<dyn std::any::Any + Send>> {
+        self.gate()
+            .map(|g| Box::new(g.call(label)) as Box<dyn std::any::Any + Send>)
     }
 }

@@ -169,6 +169,7 @@ async fn setup(
             payments: provider.clone(),
             account: "acct_a".into(),
             hermes: std::sync::Mutex::new(None),
+            gate: std::sync::Mutex::new(None),
         })
     });
     let sut: Result<Box<dyn Sut>, SutError> = match &opts.sut {
@@ -493,6 +494,23 @@ pub async fn run_case(
             harness = Some(why);
             cause = HarnessCause::Undecided;
         }
+    }
+    // A misused clock is said even where a harness error already stands (its waits for Hermes
+    // then timed out: this is why).
+    if let Some(k) = &world.operator.clock
+        && let Some(why) = crate::check::credentials::clock_misused(
+            &k.gate.participants(),
+            !k.sim.is_driven(),
+            opts.sut
+                .as_ref()
+                .map_or(u64::MAX, |s| s.timeout.as_millis() as u64),
+        )
+    {
+        harness = Some(match harness.take() {
+            Some(h) => format!("{h}; {why}"),
+            None => why,
+        });
+        cause = HarnessCause::Undecided;
     }
     server.abort();
     // A violated requirement decides the case even if the harness could not finish it (the

@@ -80,6 +80,12 @@ pub trait Credentials: Send + Sync + std::fmt::Debug {
     fn hermes(&self, label: &str) -> Option<String>;
     /// The process `label` was killed: its credentials stop working (a later use is recorded).
     fn revoke(&self, label: &str);
+    /// A clock token of the process `label`'s own, once the case has a Hermes clock.
+    fn clock(&self, label: &str) -> Option<String>;
+    /// Whether the process `label` declared that it moves its timers by the case's clock.
+    fn declare_clock(&self, label: &str, driven: bool);
+    /// The harness has a call in flight on the process `label` while the guard lives.
+    fn call(&self, label: &str) -> Option<Box<dyn std::any::Any + Send>>;
 }
 
 impl Spawner {
@@ -104,6 +110,12 @@ impl Spawner {
         if let Some((mut hermes, op)) = operator {
             if let Some(key) = i.credentials.as_ref().and_then(|c| c.hermes(&label)) {
                 hermes.api_key = key;
+            }
+            if let (Some(clock), Some(token)) = (
+                hermes.clock.as_mut(),
+                i.credentials.as_ref().and_then(|c| c.clock(&label)),
+            ) {
+                clock.token = token;
             }
             init.providers.hermes = Some(hermes);
             init.operator = Some(op);
@@ -486,6 +498,9 @@ impl Connect for Spawner {
     ) -> BoxFuture<'a, Result<Conn, SutError>> {
         Box::pin(async move {
             let (process, hello, label) = self.spawn(instance, Some((hermes, operator))).await?;
+            if let Some(c) = &self.inner.credentials {
+                c.declare_clock(&label, hello.driven_clock());
+            }
             Ok(Conn::new(Arc::new(ProcessConn {
                 process,
                 label,
@@ -512,6 +527,12 @@ impl Connection for ProcessConn {
     fn call(&self, req: Request) -> BoxFuture<'_, Result<Result<Value, Failure>, SutError>> {
         Box::pin(async move {
             // Operator requests carry no case clock (the connector keeps its own).
+            let _in_flight = self
+                .spawner
+                .inner
+                .credentials
+                .as_ref()
+                .and_then(|c| c.call(&self.label));
             self.process
                 .call(req.op().name(), req.fields())
                 .await

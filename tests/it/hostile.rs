@@ -588,3 +588,38 @@ async fn a_refused_look_at_the_ground_truth_means_the_case_cannot_pass() {
     let why = format!("{:?}", c.harness);
     assert!(why.contains("/_control/ledger (refused)"), "{why}");
 }
+
+/// `clock: driven` is measured, not believed: a connector that says it but waits in real time
+/// never sleeps on the case's clock, so the clock stands still for it and its call runs into
+/// the request deadline; the harness error says why (it keeps its own time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driven_clock_claimed_and_never_slept_on_is_named() {
+    let (r, _d) = run(
+        &liar("fake_driven"),
+        &["HERMES-VERIFY-05"],
+        None,
+        Duration::from_secs(3),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
+    let why = format!("{:?}", c.harness);
+    assert!(why.contains("never slept on the case's clock"), "{why}");
+}
+
+/// No implementation moves the case's clock at will: a sleep asked while no call of the
+/// harness is in flight on the asker (here, an hour after each answer) is refused and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_out_of_turn_is_refused_and_named() {
+    let (r, _d) = run(
+        &liar("clock_push"),
+        &["HERMES-VERIFY-05"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_ne!(c.verdict, Verdict::Pass, "{:?}", c.failures);
+    let why = format!("{:?}", c.harness);
+    assert!(why.contains("it refused"), "{why}");
+}

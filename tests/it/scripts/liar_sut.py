@@ -25,6 +25,10 @@ away.
   hermes_output   every completed operator result reports an output its run never produced.
   peek            after every `execute`, only reads the payments ledger at /_control/ledger with
                   its API key (refused), and otherwise behaves.
+  fake_driven     says "clock": "driven" (the reference's answer) but takes the case's clock out of
+                  the `init` it passes on, so every wait runs in real time.
+  clock_push      after every `invoke` has been answered, asks the case's clock to sleep an hour,
+                  so as to move the fakes' time while no call of the harness is in flight.
   dead_key        every process leaves its payments credential in a file beside the case's
                   store; on `adopt`, a successor makes a lookup with the first process's
                   credential, as a predecessor that never really died would.
@@ -139,6 +143,12 @@ def answers():
         if MODE == "peek" and op == "execute":
             pay = (init.get("providers") or {}).get("payments") or {}
             http("GET", pay["base_url"] + "/_control/ledger", pay.get("api_key", ""))
+        if MODE == "clock_push" and op == "invoke":
+            clock = ((init.get("providers") or {}).get("hermes") or {}).get("clock") or {}
+            if clock.get("url"):
+                threading.Thread(target=http, daemon=True, args=(
+                    "POST", clock["url"] + "/sleep", clock.get("token", ""),
+                    {"ms": 3600000})).start()
         if MODE == "dead_key" and op == "adopt":
             use_dead_key()
         if MODE == "refund" and op == "execute":
@@ -166,6 +176,11 @@ for line in sys.stdin:
     ops[req.get("id")] = op
     if op == "init":
         init = req
+        if MODE == "fake_driven":
+            hermes = (req.get("providers") or {}).get("hermes")
+            if isinstance(hermes, dict):
+                hermes.pop("clock", None)
+                line = json.dumps(req) + "\n"
         if MODE == "dead_key":
             pay = (req.get("providers") or {}).get("payments") or {}
             with open(keys_file(), "a") as f:
