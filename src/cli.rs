@@ -219,6 +219,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             case,
             verdict,
             millis,
+            why,
         } = e
         {
             done += 1;
@@ -226,6 +227,15 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
                 "[{done:>2}/{total}] {case:<width$} {:<14} {millis} ms",
                 verdict.label()
             );
+            if let Some(why) = why {
+                // The implementation's words may be in it: one line of printable text.
+                let line: String = why
+                    .chars()
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .take(400)
+                    .collect();
+                println!("        why: {line}");
+            }
             let _ = std::io::stdout().flush();
         }
     };

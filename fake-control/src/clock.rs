@@ -601,7 +601,11 @@ mod tests {
         let g = ClockGate::new(1_000);
         g.issue("p1", "tok-p1");
         g.declare("p1", true);
-        assert_eq!(g.admit("harness", 50), Ok(None), "an unknown token is not gated");
+        assert_eq!(
+            g.admit("harness", 50),
+            Ok(None),
+            "an unknown token is not gated"
+        );
         assert!(g.admit("tok-p1", 10).is_err(), "no call in flight");
         let call = g.call("p1");
         assert_eq!(g.admit("tok-p1", 10), Ok(Some("p1".into())));

@@ -181,6 +181,26 @@ pub struct StateAnswer {
     /// word that leaves an expectation undecided).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub flag_map: BTreeMap<String, Option<Flag>>,
+    /// Which generation `report.executor_generation` names (AOC §7 leaves the reading open).
+    #[serde(default, skip_serializing_if = "GenerationReading::is_owner")]
+    pub report_generation: GenerationReading,
+}
+
+/// The reading of a report's `executor_generation`: the generation that owns the occurrence now
+/// (the latest `prepared` or `replaced`), or the one that captured it (the latest `prepared`;
+/// replacement recorded separately).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GenerationReading {
+    #[default]
+    Owner,
+    Capturing,
+}
+
+impl GenerationReading {
+    fn is_owner(&self) -> bool {
+        *self == GenerationReading::Owner
+    }
 }
 
 impl StateAnswer {
@@ -321,6 +341,8 @@ pub struct View {
     pub binding_digest: Option<String>,
     /// The latest generation named by a `prepared` or `replaced` entry.
     pub generation: Option<u64>,
+    /// The latest generation named by a `prepared` entry (the capturing generation).
+    pub captured_generation: Option<u64>,
     pub attempts: Vec<String>,
     pub acknowledged: bool,
     pub released: bool,
@@ -346,13 +368,20 @@ impl View {
             }
             match e.kind {
                 Kind::Created if i > 0 => illegal("the occurrence is created once"),
-                Kind::Created => v.created = true,
+                Kind::Created => {
+                    v.created = true;
+                    // AOC §4.3 allows fixing the binding when the occurrence is created.
+                    if e.binding_digest.is_some() {
+                        v.binding_digest = e.binding_digest.clone();
+                    }
+                }
                 Kind::Prepared => {
                     if v.released || !v.attempts.is_empty() {
                         illegal("prepared after entry or release");
                     }
                     v.binding_digest = e.binding_digest.clone();
                     v.generation = e.generation;
+                    v.captured_generation = e.generation;
                 }
                 Kind::Entered => {
                     if v.binding_digest.is_none() {
@@ -533,6 +562,23 @@ mod tests {
         assert_eq!(v.outcome, Some(Outcome::Success));
     }
 
+    /// AOC §4.3 allows fixing the binding at creation: a binding digest on `created` is the
+    /// history's binding from then on (a report that names it before reservation is true).
+    #[test]
+    fn a_binding_fixed_at_creation_is_the_history_s_binding() {
+        let mut created = entry(Kind::Created);
+        created.binding_digest = Some("b".into());
+        let v = View::of(std::slice::from_ref(&created), &BTreeMap::new());
+        assert_eq!(v.binding_digest.as_deref(), Some("b"));
+        assert!(v.illegal.is_empty(), "{:?}", v.illegal);
+        let mut whole = path();
+        whole[0] = created;
+        assert_eq!(
+            View::of(&whole, &BTreeMap::new()).binding_digest.as_deref(),
+            Some("b")
+        );
+    }
+
     #[test]
     fn order_the_distinctions_forbid_is_found() {
         let mut p = path();
@@ -564,6 +610,7 @@ mod tests {
             .expect("report"),
             chain: Some("md5".into()),
             flag_map: BTreeMap::new(),
+            report_generation: Default::default(),
         };
         let d = a.defects().join("\n");
         for needle in [

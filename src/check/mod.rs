@@ -125,6 +125,8 @@ pub struct Checker {
     /// Occurrences whose authority was seen consumed.
     consumed: std::collections::BTreeSet<String>,
     domains: BTreeMap<String, String>,
+    /// The generation reading each occurrence's answers declared (it may not change).
+    readings: BTreeMap<String, evidence::GenerationReading>,
     /// Facts examined so far in the case, by every check (checkers, steps, final expectations).
     pub facts: Facts,
 }
@@ -500,6 +502,21 @@ impl Checker {
                 );
             }
             self.domains.insert(label.to_string(), st.domain.clone());
+            // The report's generation reading is declared once: an answer may not pick the
+            // reading that suits it at each look (AOC-REQ-005).
+            if let Some(prev) = self.readings.insert(label.to_string(), a.report_generation)
+                && prev != a.report_generation
+            {
+                v(
+                    "state_matches_history",
+                    Req::R005,
+                    at,
+                    format!(
+                        "the report's generation reading changed from {prev:?} to {:?}",
+                        a.report_generation
+                    ),
+                );
+            }
             // state_matches_history: the report is checked, never trusted (GUIDE §4).
             for r in STATE_FIELDS {
                 facts.saw(r);
@@ -706,10 +723,16 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             format!("{:?}", history.binding_digest),
         ),
     ];
-    if let Some(g) = history.generation {
+    let (what, generation) = match a.report_generation {
+        evidence::GenerationReading::Owner => ("the owner generation", history.generation),
+        evidence::GenerationReading::Capturing => {
+            ("the capturing generation", history.captured_generation)
+        }
+    };
+    if let Some(g) = generation {
         compared.push((
             Req::R005,
-            "the owner generation",
+            what,
             r.executor_generation.to_string(),
             g.to_string(),
         ));
@@ -840,6 +863,44 @@ mod tests {
         assert_eq!(found[0].requirement, Req::R013);
         assert!(c.claims(&[]).is_empty());
         assert_eq!(c.facts.count(Req::R013), 2, "no claim, no fact");
+    }
+
+    /// The report's generation is judged by the reading declared: after a replacement, the
+    /// owner reading names the successor and the capturing reading the generation that
+    /// prepared it; either reading, honestly kept, passes, and a report that keeps neither fails.
+    #[rstest::rstest]
+    #[case::owner_names_the_successor(None, 2, false)]
+    #[case::owner_naming_the_predecessor(None, 1, true)]
+    #[case::capturing_names_the_preparer(Some("capturing"), 1, false)]
+    #[case::capturing_naming_the_successor(Some("capturing"), 2, true)]
+    fn the_report_generation_is_judged_by_the_declared_reading(
+        #[case] reading: Option<&str>,
+        #[case] reported: u64,
+        #[case] contradicts: bool,
+    ) {
+        let mut v = serde_json::json!({
+            "entries": [
+                {"kind": "created", "entry": {}},
+                {"kind": "prepared", "generation": 1, "binding_digest": "b", "entry": {}},
+                {"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}},
+                {"kind": "replaced", "generation": 2, "entry": {}}],
+            "report": {"occurrence": "o", "domain": "d", "executor_generation": reported,
+                       "binding_digest": "b", "state": "unresolved", "provider_entry": "entered",
+                       "authority": "consumed", "entry_attempts": 1, "evidence_sources": [],
+                       "missing_knowledge": [], "remedies": []}});
+        if let Some(r) = reading {
+            v["report_generation"] = r.into();
+        }
+        let a: StateAnswer = serde_json::from_value(v).expect("answer");
+        let found = contradictions(&a, &View::of(&a.entries, &a.flag_map));
+        assert_eq!(
+            found
+                .iter()
+                .any(|(r, m)| *r == Req::R005 && m.contains("generation")),
+            contradicts,
+            "{found:?}"
+        );
+        assert_eq!(found.len(), usize::from(contradicts), "{found:?}");
     }
 
     /// A look at nothing establishes nothing: facts count what was examined, never the looks.

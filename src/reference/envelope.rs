@@ -237,5 +237,6 @@ pub fn answer(history: &[ChainedEntry], st: &OccurrenceState) -> StateAnswer {
         report: report(st),
         chain: Some(CHAIN_JCS_SHA256.into()),
         flag_map: Default::default(),
+        report_generation: Default::default(),
     }
 }

@@ -299,6 +299,16 @@ pub fn markdown(r: &Report) -> String {
             if let Some(h) = &c.harness {
                 let _ = writeln!(s, "  - harness: {}", md(h));
             }
+            if !c.not_established.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  - not established: {}",
+                    md(&c.not_established.join(", "))
+                );
+            }
+            for u in &c.undecided {
+                let _ = writeln!(s, "  - undecided: {}", md(u));
+            }
             if let Some(u) = &c.unsupported {
                 let _ = writeln!(s, "  - unsupported: {}", md(u));
             }

@@ -24,6 +24,9 @@ pub enum RunEvent {
         case: String,
         verdict: Verdict,
         millis: u64,
+        /// Why a case neither passed nor failed (a harness error's cause, what was not
+        /// established and why, what is unsupported); `None` for pass and fail.
+        why: Option<String>,
     },
     RunFinished {
         passed: usize,

@@ -304,6 +304,9 @@ pub async fn run_case(
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
+    // Set when the steps stopped on a harness problem after a requirement already failed: what
+    // happened up to there is still judged (invariants, final expectations).
+    let mut judge_after_stop = false;
     let mut cause = HarnessCause::Unreachable;
     // A case that needs an operation the implementation does not list is never run partly.
     {
@@ -396,6 +399,12 @@ pub async fn run_case(
                 if matches!(result, Err(SutError::Version(_))) {
                     cause = HarnessCause::Undecided;
                 }
+                // A step the case cannot perform after an earlier step already failed (a
+                // refused creation leaves later steps nothing to act on): the steps stop, and
+                // what happened is still judged below.
+                judge_after_stop = !failures.is_empty()
+                    && matches!(result, Err(SutError::Harness(_)))
+                    && world.sut.escaped().is_empty();
                 harness = Some(m);
                 break;
             }
@@ -416,12 +425,15 @@ pub async fn run_case(
     // The end of the case waits for background work. It has no expectation: a refusal there (a
     // late reply the implementation declined) is its choice and is reported; what it left
     // behind is judged by the checkers and the final expectations below.
-    if harness.is_none()
+    if (harness.is_none() || judge_after_stop)
         && !skip
         && let Err(e) = world.sut.settle().await
     {
         match e {
-            SutError::Harness(m) | SutError::Version(m) => harness = Some(m),
+            SutError::Harness(m) | SutError::Version(m) => {
+                judge_after_stop = false;
+                harness = Some(harness.map_or(m.clone(), |h| format!("{h}; settle: {m}")));
+            }
             SutError::Refused(r) => report
                 .steps
                 .push(format!("settle (end of case): refused {}", r.requirement)),
@@ -440,16 +452,16 @@ pub async fn run_case(
             }),
         }
     }
-    if harness.is_none() && !skip {
+    if (harness.is_none() || judge_after_stop) && !skip {
         for v in world.check().await {
             push_violation(&mut failures, v, case.steps.len());
         }
         if let Some(h) = world.observe_error.take() {
-            harness = Some(h);
+            harness = Some(harness.map_or(h.clone(), |x| format!("{x}; {h}")));
         }
         failures.extend(world.final_expectations(case, checked).await);
         if let Some(h) = world.observe_error.take() {
-            harness = Some(h);
+            harness = Some(harness.map_or(h.clone(), |x| format!("{x}; {h}")));
         }
     }
     // Declared faults must have fired: a case that ran no fault is not a pass.
@@ -537,6 +549,7 @@ pub async fn run_case(
         case: case.id.clone(),
         verdict: report.verdict,
         millis: report.millis,
+        why: verdict::why_not_decided(&report),
     });
     report
 }

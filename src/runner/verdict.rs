@@ -313,6 +313,27 @@ impl World {
     }
 }
 
+/// Why a case is neither pass nor fail, in one line: what a person reading the console or the
+/// summary needs before opening `report.json`. `None` for pass and fail.
+pub fn why_not_decided(c: &crate::report::model::CaseReport) -> Option<String> {
+    let mut parts = Vec::new();
+    match c.verdict {
+        Verdict::Pass | Verdict::Fail => return None,
+        Verdict::HarnessError => parts.extend(c.harness.clone()),
+        Verdict::Unsupported => parts.extend(c.unsupported.clone()),
+        Verdict::MissingKnowledge | Verdict::NotRun => {
+            if !c.not_established.is_empty() {
+                parts.push(format!("not established: {}", c.not_established.join(", ")));
+            }
+            parts.extend(c.undecided.iter().cloned());
+            if c.verdict == Verdict::NotRun && parts.is_empty() {
+                parts.push("no check examined any fact".into());
+            }
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// How one step met its expectation.
 #[derive(Debug)]
 pub(super) enum StepVerdict {

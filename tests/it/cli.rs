@@ -189,6 +189,11 @@ fn undecided_cases_exit_2_and_unreachable_implementations_exit_4() {
     assert_eq!(code, 2, "{text}");
     assert_eq!(report["cases"][0]["verdict"], "harness_error", "{text}");
     assert_eq!(report["cases"][0]["harness_cause"], "undecided");
+    // The reason is on the console and in the summary, not only in report.json.
+    assert!(text.contains("        why: declared fault"), "{text}");
+    let summary =
+        std::fs::read_to_string(dir.path().join("unfired").join("summary.md")).expect("summary");
+    assert!(summary.contains("  - harness: declared fault"), "{summary}");
 
     let script = |name: &str, body: &str| {
         let p = dir.path().join(name);
