@@ -28,6 +28,156 @@ pub(crate) fn judge_durability<T: PartialEq>(
     Ok(())
 }
 
+/// What the World read for one look at the Hermes side: fake-hermes's ledger, the Actions the
+/// case invoked, the delegated children, and each Action's binding as the reader returned it.
+#[derive(Debug)]
+pub(crate) struct OperatorLook<'a> {
+    pub(crate) ledger: &'a fake_hermes::app::Ledger,
+    pub(crate) actions: Vec<&'a str>,
+    pub(crate) delegations: &'a [(String, serde_json::Value)],
+    /// (case label, Action id, binding)
+    pub(crate) bindings: &'a [(String, String, crate::operator::Binding)],
+}
+
+/// Every operator checker over one look (ground truth): delegation payloads are the exact
+/// `aip_call` arguments (AOC-REQ-003); every run belongs to an invoked or delegated Action and
+/// one run per source Action (AOC-REQ-010); no failure without evidence (AOC-REQ-009); one
+/// applied decision per resume command (AOC-REQ-010); terminal only from the provider
+/// (AOC-REQ-011); and each binding's transitions since the last look (`seen`, AOC-REQ-003,
+/// -004, -005). Facts are counted per thing examined.
+pub(crate) fn judge_operator(
+    look: &OperatorLook<'_>,
+    seen: &mut std::collections::BTreeMap<String, crate::operator::Binding>,
+    facts: &mut crate::check::Facts,
+) -> Vec<Violation> {
+    use crate::operator::BindingStatus;
+    let ledger = look.ledger;
+    let mut out = Vec::new();
+    let mut v = |checker: &'static str, requirement: Req, label: Option<&str>, msg: String| {
+        out.push(Violation {
+            checker,
+            requirement,
+            occurrence: label.map(str::to_string),
+            msg,
+        })
+    };
+    for (label, child) in look.delegations {
+        let id = child["id"].as_str().unwrap_or_default();
+        let Ok(want) = crate::operator::delegation::aip_call_arguments(child) else {
+            continue;
+        };
+        for run in runs_of(ledger, id) {
+            facts.saw(Req::R003);
+            let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
+            let exact = sent.as_ref().is_some_and(|p| {
+                p["aip_call_arguments"] == want
+                    && p["execution_contract"]["arguments"] == want
+                    && p["execution_contract"]["tool"] == "aip_call"
+                    && p["execution_contract"]["invocations"] == 1
+            });
+            if !exact {
+                v(
+                    "delegation_payload_exact",
+                    Req::R003,
+                    Some(label),
+                    format!(
+                        "run {} did not carry the exact aip_call arguments (child id as action_id, identity removed, one invocation)",
+                        run.run_id
+                    ),
+                );
+            }
+        }
+    }
+    let mut known = look.actions.clone();
+    known.extend(
+        look.delegations
+            .iter()
+            .filter_map(|(_, child)| child["id"].as_str()),
+    );
+    for _ in &ledger.runs {
+        facts.saw(Req::R010);
+    }
+    for what in unattributed_runs(ledger, &known) {
+        v("one_run_per_action", Req::R010, None, what);
+    }
+    for (label, id, b) in look.bindings {
+        let at = Some(label.as_str());
+        if let Some(prev) = seen.get(label) {
+            for r in [Req::R003, Req::R004, Req::R005] {
+                facts.saw(r);
+            }
+            out.extend(binding_monotonic(label, prev, b));
+        }
+        seen.insert(label.clone(), b.clone());
+        let mut v = |checker: &'static str, requirement: Req, msg: String| {
+            out.push(Violation {
+                checker,
+                requirement,
+                occurrence: at.map(str::to_string),
+                msg,
+            })
+        };
+        let runs = runs_of(ledger, id).len();
+        facts.saw(Req::R010);
+        if runs > 1 {
+            v(
+                "one_run_per_action",
+                Req::R010,
+                format!("{runs} Hermes runs started for one source Action (ground truth)"),
+            );
+        }
+        if b.run_id.is_none() && b.status == BindingStatus::Failed {
+            facts.saw(Req::R009);
+            if runs > 0 {
+                v(
+                    "no_failure_without_evidence",
+                    Req::R009,
+                    format!(
+                        "binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)"
+                    ),
+                );
+            }
+        }
+        let Some(run) = &b.run_id else {
+            continue;
+        };
+        let applied = ledger.approvals.iter().filter(|a| &a.run_id == run).count();
+        if !b.approval_commands.is_empty() || applied > 0 {
+            facts.saw(Req::R010);
+        }
+        if applied > b.approval_commands.len() {
+            v(
+                "one_command_per_resume",
+                Req::R010,
+                format!(
+                    "{applied} approval decisions applied for {} resume command(s)",
+                    b.approval_commands.len()
+                ),
+            );
+        }
+        let want = match b.status {
+            BindingStatus::Cancelled => Some("cancelled"),
+            BindingStatus::Completed => Some("completed"),
+            _ => None,
+        };
+        if let Some(want) = want {
+            facts.saw(Req::R011);
+            let got = ledger
+                .terminal
+                .get(run)
+                .map_or("not terminal", String::as_str);
+            if got != want {
+                v(
+                    "terminal_only_from_provider",
+                    Req::R011,
+                    format!("binding says {want}, but Hermes's run is {got}"),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// The Hermes runs fake-hermes really started for a source Action (ground truth).
 pub(crate) fn runs_of<'a>(
     ledger: &'a fake_hermes::app::Ledger,

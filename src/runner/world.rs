@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::check::hermes::{
-    binding_monotonic, check_operator_result, judge_delegated_result, judge_durability,
-    pinned_manifest, runs_of,
+    check_operator_result, judge_delegated_result, judge_durability, pinned_manifest,
 };
 
 pub(super) struct World {
@@ -1107,159 +1106,70 @@ impl World {
         }
     }
 
-    /// Checks over every operator binding against fake-hermes's ledger (ground truth).
+    /// Checks over every operator binding against fake-hermes's ledger (ground truth). The
+    /// World only reads here (the ledger, each Action's binding through the reader); every
+    /// judgement is `check::hermes::judge_operator`'s.
     pub(super) async fn operator_checks(&mut self) -> Vec<Violation> {
-        let mut out = Vec::new();
         let Some((_, h, _)) = &self.operator.hermes else {
-            return out;
+            return Vec::new();
         };
         let h = h.clone();
-        // What Hermes really received for each delegation is the exact `aip_call` arguments.
-        // One copy of the ledger per look; refreshed only while waiting for a terminal status.
-        let mut ledger = h.ledger();
-        for (label, child) in &self.operator.delegations {
-            let id = child["id"].as_str().unwrap_or_default();
-            let Ok(want) = crate::operator::delegation::aip_call_arguments(child) else {
-                continue;
+        let mut bindings = Vec::new();
+        if !self.operator.connectors.is_empty() || self.operator.reader.is_some() {
+            let Some(c) = self.bindings_reader().await else {
+                return Vec::new();
             };
-            for run in runs_of(&ledger, id) {
-                self.checker.facts.saw(Req::R003);
-                let sent: Option<serde_json::Value> = serde_json::from_str(&run.prompt).ok();
-                let exact = sent.as_ref().is_some_and(|p| {
-                    p["aip_call_arguments"] == want
-                        && p["execution_contract"]["arguments"] == want
-                        && p["execution_contract"]["tool"] == "aip_call"
-                        && p["execution_contract"]["invocations"] == 1
-                });
-                if !exact {
-                    out.push(Violation {
-                        checker: "delegation_payload_exact",
-                        requirement: Req::R003,
-                        occurrence: Some(label.clone()),
-                        msg: format!(
-                            "run {} did not carry the exact aip_call arguments (child id as action_id, identity removed, one invocation)",
-                            run.run_id
-                        ),
-                    });
-                }
-            }
-        }
-        // Every run Hermes started belongs to an invoked or delegated Action (AOC-REQ-010).
-        let mut known: Vec<String> = self.operator.actions.values().cloned().collect();
-        known.extend(
-            self.operator
-                .delegations
+            let actions: Vec<(String, String)> = self
+                .operator
+                .actions
                 .iter()
-                .filter_map(|(_, child)| child["id"].as_str().map(str::to_string)),
-        );
-        let known: Vec<&str> = known.iter().map(String::as_str).collect();
-        for _ in &ledger.runs {
-            self.checker.facts.saw(Req::R010);
-        }
-        for what in crate::check::hermes::unattributed_runs(&ledger, &known) {
-            out.push(Violation {
-                checker: "one_run_per_action",
-                requirement: Req::R010,
-                occurrence: None,
-                msg: what,
-            });
-        }
-        if self.operator.connectors.is_empty() && self.operator.reader.is_none() {
-            return out;
-        }
-        let Some(c) = self.bindings_reader().await else {
-            return out;
-        };
-        let actions: Vec<(String, String)> = self
-            .operator
-            .actions
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for (label, id) in actions {
-            // No binding yet is normal; a binding that cannot be read would leave every check
-            // below vacuous, so it is a harness error.
-            let read = match c.binding(&id).await {
-                Ok(Ok(b)) => Ok(b),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            let b = match read {
-                Ok(Some((_, b))) => b,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.observe_error = Some(format!("cannot read the binding of {label}: {e}"));
-                    return out;
-                }
-            };
-            if let Some(prev) = self.operator.seen.get(&label) {
-                for r in [Req::R003, Req::R004, Req::R005] {
-                    self.checker.facts.saw(r);
-                }
-                out.extend(binding_monotonic(&label, prev, &b));
-            }
-            self.operator.seen.insert(label.clone(), b.clone());
-            let runs = runs_of(&ledger, &id).len();
-            self.checker.facts.saw(Req::R010);
-            if runs > 1 {
-                out.push(Violation {
-                    checker: "one_run_per_action",
-                    requirement: Req::R010,
-                    occurrence: Some(label.clone()),
-                    msg: format!("{runs} Hermes runs started for one source Action (ground truth)"),
-                });
-            }
-            if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed {
-                self.checker.facts.saw(Req::R009);
-            }
-            if b.run_id.is_none() && b.status == crate::operator::BindingStatus::Failed && runs > 0
-            {
-                out.push(Violation { checker: "no_failure_without_evidence", requirement: Req::R009, occurrence: Some(label.clone()), msg: format!("binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)") });
-            }
-            if let Some(run) = &b.run_id {
-                let applied = ledger.approvals.iter().filter(|a| &a.run_id == run).count();
-                if !b.approval_commands.is_empty() || applied > 0 {
-                    self.checker.facts.saw(Req::R010);
-                }
-                if applied > b.approval_commands.len() {
-                    out.push(Violation {
-                        checker: "one_command_per_resume",
-                        requirement: Req::R010,
-                        occurrence: Some(label.clone()),
-                        msg: format!(
-                            "{applied} approval decisions applied for {} resume command(s)",
-                            b.approval_commands.len()
-                        ),
-                    });
-                }
-                let want = match b.status {
-                    crate::operator::BindingStatus::Cancelled => Some("cancelled"),
-                    crate::operator::BindingStatus::Completed => Some("completed"),
-                    _ => None,
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for (label, id) in actions {
+                // No binding yet is normal; a binding that cannot be read would leave every
+                // check of it vacuous, so it is a harness error.
+                let read = match c.binding(&id).await {
+                    Ok(Ok(b)) => Ok(b),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(e.to_string()),
                 };
-                if let Some(want) = want {
-                    self.checker.facts.saw(Req::R011);
-                    if !ledger.terminal.contains_key(run) {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        ledger = h.ledger();
-                    }
-                    let got = ledger
-                        .terminal
-                        .get(run)
-                        .cloned()
-                        .unwrap_or_else(|| "not terminal".into());
-                    if got != want {
-                        out.push(Violation {
-                            checker: "terminal_only_from_provider",
-                            requirement: Req::R011,
-                            occurrence: Some(label.clone()),
-                            msg: format!("binding says {want}, but Hermes's run is {got}"),
-                        });
+                match read {
+                    Ok(Some((_, b))) => bindings.push((label, id, b)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.observe_error =
+                            Some(format!("cannot read the binding of {label}: {e}"));
+                        return Vec::new();
                     }
                 }
             }
         }
-        out
+        // The ledger records a run's end just after the event a connector answered from: while
+        // a binding says its run ended and the ledger does not yet, read it again, briefly.
+        let mut ledger = h.ledger();
+        let ended = |l: &fake_hermes::app::Ledger| {
+            bindings.iter().all(|(_, _, b)| {
+                !matches!(
+                    b.status,
+                    crate::operator::BindingStatus::Cancelled
+                        | crate::operator::BindingStatus::Completed
+                ) || b.run_id.as_ref().is_none_or(|r| l.terminal.contains_key(r))
+            })
+        };
+        if !ended(&ledger) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ledger = h.ledger();
+        }
+        crate::check::hermes::judge_operator(
+            &crate::check::hermes::OperatorLook {
+                ledger: &ledger,
+                actions: self.operator.actions.values().map(String::as_str).collect(),
+                delegations: &self.operator.delegations,
+                bindings: &bindings,
+            },
+            &mut self.operator.seen,
+            &mut self.checker.facts,
+        )
     }
 }
 
