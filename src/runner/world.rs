@@ -1085,7 +1085,14 @@ impl World {
             return Ok(());
         };
         let h = h.clone();
-        let run = o.output["run_id"].as_str().map(str::to_string);
+        use crate::operator::connector::ResultStatus;
+        // Only a result that says its run ended is judged against the run's end.
+        let run = match o.status {
+            ResultStatus::Completed | ResultStatus::Cancelled => {
+                o.output["run_id"].as_str().map(str::to_string)
+            }
+            _ => None,
+        };
         let mut ledger = h.ledger();
         for _ in 0..20 {
             if run.as_ref().is_none_or(|r| ledger.terminal.contains_key(r)) {
