@@ -297,3 +297,75 @@ pub fn evidence_served(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::accounting::KeyRule;
+    use fake_payments::ledger::{Effect, Ledger};
+
+    fn effect(seq: u64, kind: EffectKind, key: &str, payment: &str) -> Effect {
+        Effect {
+            seq,
+            kind,
+            account: "acct_a".into(),
+            payment_id: payment.into(),
+            refund_id: None,
+            amount: 1250,
+            currency: "eur".into(),
+            status: "succeeded".into(),
+            request_digest: "d".into(),
+            idempotency_key: Some(key.into()),
+            fault: None,
+            request_seq: seq,
+            reply: Reply::Written,
+        }
+    }
+
+    /// Both directions of mutation_accounted: a capture of its own payment and a refund by a
+    /// money-returning remedy linked to the original are accounted for; a refund by a remedy of
+    /// another kind, by a remedy linked to another original, or under a key that is no remedy
+    /// is a finding.
+    #[rstest::rstest]
+    #[case::own_capture(EffectKind::PaymentCaptured, "o1", None, true)]
+    #[case::refund_by_a_linked_refund(EffectKind::PaymentRefunded, "r1", Some(("o1", RemedyKind::Refund)), true)]
+    #[case::refund_by_a_linked_reversal(EffectKind::PaymentRefunded, "r1", Some(("o1", RemedyKind::Reversal)), true)]
+    #[case::refund_by_a_replacement(EffectKind::PaymentRefunded, "r1", Some(("o1", RemedyKind::ReplacementAttempt)), false)]
+    #[case::refund_by_a_remedy_of_another(EffectKind::PaymentRefunded, "r1", Some(("o2", RemedyKind::Refund)), false)]
+    #[case::refund_under_its_own_key(EffectKind::PaymentRefunded, "o1", None, false)]
+    #[case::capture_under_another_occurrence(EffectKind::PaymentCaptured, "o2", None, false)]
+    fn a_capture_or_refund_is_accounted_only_to_its_payment_s_remedy(
+        #[case] kind: EffectKind,
+        #[case] under: &str,
+        #[case] remedy: Option<(&str, RemedyKind)>,
+        #[case] accounted: bool,
+    ) {
+        let ledger = Ledger {
+            effects: vec![
+                effect(1, EffectKind::PaymentCreated, "o1", "pay_1"),
+                effect(2, EffectKind::PaymentCreated, "o2", "pay_2"),
+                effect(3, kind, under, "pay_1"),
+            ],
+            requests: Vec::new(),
+        };
+        let rule = KeyRule::parse("{occurrence}").expect("rule");
+        let acct = Accounting::of(&ledger, Some(&rule), &["o1", "o2", "r1"]);
+        let remedies: BTreeMap<String, Remedy> = remedy
+            .map(|(original, kind)| {
+                (
+                    "r1".to_string(),
+                    Remedy {
+                        original: original.into(),
+                        kind,
+                    },
+                )
+            })
+            .into_iter()
+            .collect();
+        let mut facts = crate::check::Facts::default();
+        let found = mutations_accounted(&acct, under, &remedies, &mut facts);
+        assert_eq!(found.is_empty(), accounted, "{found:?}");
+        assert!(found.iter().all(|(r, _)| *r == Req::R012), "{found:?}");
+        assert_eq!(facts.count(Req::R012), 1);
+    }
+}

@@ -524,8 +524,9 @@ impl World {
                     authorization: authorization.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
-                self.remedies.insert(
-                    r.occurrence.to_string(),
+                // The first creation of a remedy says what it is: one authorization presented
+                // again for another kind returns the same remedy, which stays what it was.
+                self.remedies.entry(r.occurrence.to_string()).or_insert(
                     crate::check::ledger::Remedy {
                         original,
                         kind: *kind,

@@ -461,6 +461,13 @@ fn liar(mode: &str) -> String {
     "Succession Receipt fences"
 )]
 #[case::claim_mixed("claim_mixed", "AOC-CASE-001", Req::R013, "mixes scripts")]
+#[case::remedy_wrong("remedy_wrong", "AOC-CASE-011", Req::R012, "moves no money back")]
+#[case::refund_own_key(
+    "refund_own_key",
+    "AOC-CASE-001",
+    Req::R012,
+    "which is no remedy linked"
+)]
 #[case::hermes_extra(
     "hermes_extra",
     "HERMES-VERIFY-05",
@@ -622,4 +629,25 @@ async fn a_sleep_out_of_turn_is_refused_and_named() {
     assert_ne!(c.verdict, Verdict::Pass, "{:?}", c.failures);
     let why = format!("{:?}", c.harness);
     assert!(why.contains("it refused"), "{why}");
+}
+
+/// The honest side of mutation_accounted: a refund made under the key of a refund remedy
+/// linked to the original is accounted for, and the case passes (on both stores).
+#[rstest::rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_under_its_remedy_s_key_is_accounted_for(
+    #[values(false, true)] on_postgres: bool,
+) {
+    let Some(pg) = crate::protocol::postgres_arm(on_postgres) else {
+        return;
+    };
+    let (r, _d) = run(
+        &liar("remedy_refund"),
+        &["AOC-CASE-011"],
+        pg,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
 }

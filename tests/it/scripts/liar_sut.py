@@ -29,6 +29,12 @@ away.
                   the `init` it passes on, so every wait runs in real time.
   clock_push      after every `invoke` has been answered, asks the case's clock to sleep an hour,
                   so as to move the fakes' time while no call of the harness is in flight.
+  remedy_refund   not a lie: after each new refund remedy, refunds one cent of the original's
+                  payment under the remedy's own key (the key rule applied to the remedy).
+  remedy_wrong    after a replacement_attempt remedy, refunds one cent of the original's payment
+                  under that remedy's key: a remedy of a kind that moves no money back.
+  refund_own_key  after every `execute`, refunds one cent of the occurrence's payment under the
+                  occurrence's own key: no remedy behind it.
   dead_key        every process leaves its payments credential in a file beside the case's
                   store; on `adopt`, a successor makes a lookup with the first process's
                   credential, as a predecessor that never really died would.
@@ -48,6 +54,7 @@ child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.
 lock = threading.Lock()
 init = {}
 ops = {}
+reqs = {}
 
 
 def http(method, url, token, body=None, key=None):
@@ -95,6 +102,35 @@ def use_dead_key():
         http("GET", pay["base_url"] + "/v1/payments?limit=1", first)
 
 
+def payment_of(key):
+    pay = (init.get("providers") or {}).get("payments") or {}
+    _, listed = http("GET", pay["base_url"] + "/v1/payments?idempotency_key=" + key,
+                     pay.get("api_key", ""))
+    data = (listed or {}).get("data") or []
+    return data[0]["id"] if data else None
+
+
+def refund(payment, key):
+    pay = (init.get("providers") or {}).get("payments") or {}
+    if payment:
+        http("POST", "%s/v1/payments/%s/refund" % (pay["base_url"], payment),
+             pay.get("api_key", ""), {"amount": 1}, key=key)
+
+
+remedies_seen = set()
+
+
+def on_remedy(req, ok):
+    remedy = (ok or {}).get("occurrence")
+    if not remedy or remedy in remedies_seen:
+        return
+    remedies_seen.add(remedy)
+    kind = req.get("kind", "refund")
+    if (MODE == "remedy_refund" and kind == "refund") or \
+            (MODE == "remedy_wrong" and kind == "replacement_attempt"):
+        refund(payment_of(req["occurrence"]), remedy)
+
+
 def lie_about_state(ok):
     entries = ok.get("entries")
     report = ok.get("report")
@@ -122,6 +158,7 @@ def answers():
     for line in child.stdout:
         msg = json.loads(line)
         op = ops.pop(msg.get("id"), None)
+        sent = reqs.pop(msg.get("id"), {})
         ok = msg.get("ok")
         if op == "init" and isinstance(ok, dict):
             claims = ok.setdefault("claims", [])
@@ -151,6 +188,12 @@ def answers():
                     {"ms": 3600000})).start()
         if MODE == "dead_key" and op == "adopt":
             use_dead_key()
+        if op == "remedy" and isinstance(ok, dict):
+            on_remedy(sent, ok)
+        if MODE == "refund_own_key" and op == "execute":
+            occ = sent.get("occurrence")
+            if occ:
+                refund(payment_of(occ), occ)
         if MODE == "refund" and op == "execute":
             refund_everything()
         if MODE == "hermes_extra" and op == "invoke":
@@ -174,6 +217,7 @@ for line in sys.stdin:
     req = json.loads(line)
     op = req.get("op")
     ops[req.get("id")] = op
+    reqs[req.get("id")] = req
     if op == "init":
         init = req
         if MODE == "fake_driven":
