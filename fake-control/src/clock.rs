@@ -362,9 +362,6 @@ pub struct Participant {
     pub driven: bool,
     /// Calls the harness has in flight on it now.
     pub in_flight: u32,
-    /// How many of its sleeps are waiting now (a wait for a frame may race a deadline, and a
-    /// sleep the client dropped lingers until its connection closes, so several may be).
-    pub sleeping: u32,
     /// Sleeps it made that the clock accepted.
     pub sleeps: u64,
     /// Sleeps the clock refused, each with why.
@@ -441,7 +438,8 @@ impl ClockGate {
         self.lock().participants.clone()
     }
 
-    /// Admits one sleep of the token's holder, or says why not.
+    /// Admits one sleep of the token's holder (`Some(label)` for a participant's token, `None`
+    /// for a token the gate does not hold), or says why not.
     fn admit(&self, token: &str, ms: u64) -> Result<Option<String>, String> {
         let mut st = self.lock();
         let Some(label) = st.tokens.get(token).cloned() else {
@@ -464,29 +462,10 @@ impl ClockGate {
                 Err(w)
             }
             None => {
-                p.sleeping += 1;
                 p.sleeps += 1;
                 Ok(Some(label))
             }
         }
-    }
-
-    fn woke(&self, label: &str) {
-        if let Some(p) = self.lock().participants.get_mut(label) {
-            p.sleeping = p.sleeping.saturating_sub(1);
-        }
-    }
-}
-
-/// Marks a participant's sleep over when dropped.
-struct Awake {
-    gate: ClockGate,
-    label: String,
-}
-
-impl Drop for Awake {
-    fn drop(&mut self) {
-        self.gate.woke(&self.label);
     }
 }
 
@@ -570,20 +549,12 @@ pub fn gated_routes(clock: SimClock, token: String, gate: ClockGate) -> axum::Ro
                         Json(json!({"error": {"code": "invalid_request", "message": "body: {\"ms\": <milliseconds>} is required"}})),
                     );
                 };
-                let who = match g2.admit(&bearer(&h).unwrap_or_default(), ms) {
-                    Ok(who) => who,
-                    Err(why) => {
-                        return (
-                            StatusCode::CONFLICT,
-                            Json(json!({"error": {"code": "sleep_refused", "message": why}})),
-                        );
-                    }
-                };
-                // Woken however the sleep ends (a client gone mid-sleep drops this future).
-                let _awake = who.map(|label| Awake {
-                    gate: g2.clone(),
-                    label,
-                });
+                if let Err(why) = g2.admit(&bearer(&h).unwrap_or_default(), ms) {
+                    return (
+                        StatusCode::CONFLICT,
+                        Json(json!({"error": {"code": "sleep_refused", "message": why}})),
+                    );
+                }
                 c2.sleep(ms).await;
                 (StatusCode::OK, Json(json!({"now": c2.now_ms()})))
             }),

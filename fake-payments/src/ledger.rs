@@ -61,7 +61,7 @@ pub struct Effect {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RequestRecord {
     pub seq: u64,
-    pub op: String,
+    pub op: crate::faults::Op,
     pub account: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_digest: String,

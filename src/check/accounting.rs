@@ -9,6 +9,7 @@
 //! (the request log says `replayed`), and an effect no occurrence accounts for is a finding too:
 //! it is a provider entry the coordination domain did not serialise (AOC-REQ-001, -010).
 
+use fake_payments::faults::Op;
 use fake_payments::ledger::{Effect, EffectKind, Ledger, RequestRecord};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -75,11 +76,6 @@ pub struct Accounting<'a> {
     pub lookups: BTreeMap<String, Vec<&'a RequestRecord>>,
 }
 
-/// Whether a request's op is one that can change provider state.
-pub fn effectful(op: &str) -> bool {
-    matches!(op, "create" | "capture" | "refund")
-}
-
 impl<'a> Accounting<'a> {
     /// Attributes every effect and every request of `ledger` to one of `occurrences` (ids) by
     /// `rule`. Without a rule nothing can be attributed, so everything is unattributed.
@@ -105,9 +101,9 @@ impl<'a> Accounting<'a> {
             }
         }
         for r in &ledger.requests {
-            if effectful(&r.op) {
-                match (r.op.as_str(), owner(&r.idempotency_key)) {
-                    ("create", Some(o)) => out.creates.entry(o).or_default().push(r),
+            if r.op.is_effectful() {
+                match (r.op, owner(&r.idempotency_key)) {
+                    (Op::Create, Some(o)) => out.creates.entry(o).or_default().push(r),
                     (_, Some(o)) => out.mutation_requests.entry(o).or_default().push(r),
                     (_, None) => out.unattributed_creates.push(r),
                 }
@@ -117,7 +113,7 @@ impl<'a> Accounting<'a> {
             let about: Vec<String> = match (&r.payment_id, &r.lookup_key) {
                 (Some(id), _) => out.payment_owner.get(id).cloned().into_iter().collect(),
                 (None, Some(k)) => keys.get(k).cloned().into_iter().collect(),
-                (None, None) if r.op == "list" => {
+                (None, None) if r.op == Op::List => {
                     // An unfiltered listing covers every payment of its account.
                     occurrences.iter().map(|o| o.to_string()).collect()
                 }
@@ -188,7 +184,7 @@ mod tests {
     fn request(seq: u64, key: Option<&str>, replayed: bool) -> RequestRecord {
         RequestRecord {
             seq,
-            op: "create".into(),
+            op: Op::Create,
             account: Some("acct".into()),
             idempotency_key: key.map(str::to_string),
             request_digest: "d".into(),

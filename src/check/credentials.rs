@@ -14,13 +14,16 @@ pub fn crash_disproved(
     for r in payments.requests.iter().filter(|r| r.revoked) {
         why.push(format!(
             "fake-payments received a {} request (#{}) made with the credential of {}, after aocheck killed it",
-            r.op, r.seq, r.credential
+            r.op.label(),
+            r.seq,
+            r.credential
         ));
     }
     if let Some(r) = payments.requests.iter().find(|r| r.credential == "account") {
         why.push(format!(
             "fake-payments received a {} request (#{}) made with the account's own key, which aocheck gave no process",
-            r.op, r.seq
+            r.op.label(),
+            r.seq
         ));
     }
     if let Some(h) = hermes {

@@ -12,12 +12,9 @@ use super::accounting::Accounting;
 use super::evidence::{Kind, SourceKind, StateAnswer};
 use crate::aoc::requirement::Req;
 use crate::sut::message::RemedyKind;
+use fake_payments::faults::Op;
 use fake_payments::ledger::{EffectKind, Reply};
 use std::collections::BTreeMap;
-
-/// The currency every case's payment is for (the protocol's `create` amounts are minor units of
-/// it; docs/sut-protocol.md).
-pub const CASE_CURRENCY: &str = "eur";
 
 /// What the case asked of one occurrence: its payment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,16 +119,16 @@ pub fn mutations_accounted(
 ) -> Vec<(Req, String)> {
     let mut out = Vec::new();
     let remedy = remedies.get(occurrence);
-    let allowed = |kind: &str, payment: Option<&String>| -> Result<(), String> {
+    let allowed = |kind: Op, payment: Option<&String>| -> Result<(), String> {
         let owner = payment.and_then(|p| acct.payment_owner.get(p));
         match (kind, owner) {
             (_, None) => Err(format!(
                 "on payment {}, which no occurrence of the case created",
                 payment.map_or("(none named)", String::as_str)
             )),
-            ("capture", Some(o)) if o == occurrence => Ok(()),
+            (Op::Capture, Some(o)) if o == occurrence => Ok(()),
             (_, Some(o)) => match remedy {
-                Some(r) if r.original == *o && (kind == "capture" || r.may_refund()) => Ok(()),
+                Some(r) if r.original == *o && (kind == Op::Capture || r.may_refund()) => Ok(()),
                 Some(r) if r.original == *o => Err(format!(
                     "by a {} remedy, which moves no money back on the original's payment",
                     r.kind.name()
@@ -149,15 +146,16 @@ pub fn mutations_accounted(
     for e in acct.mutations_of(occurrence) {
         facts.saw(Req::R012);
         let kind = match e.kind {
-            EffectKind::PaymentCaptured => "capture",
-            EffectKind::PaymentRefunded => "refund",
+            EffectKind::PaymentCaptured => Op::Capture,
+            EffectKind::PaymentRefunded => Op::Refund,
             EffectKind::PaymentCreated => continue,
         };
         if let Err(why) = allowed(kind, Some(&e.payment_id)) {
             out.push((
                 Req::R012,
                 format!(
-                    "the provider recorded a {kind} of {} {why} (ground truth)",
+                    "the provider recorded a {} of {} {why} (ground truth)",
+                    kind.label(),
                     e.amount
                 ),
             ));
@@ -169,12 +167,13 @@ pub fn mutations_accounted(
             continue;
         }
         facts.saw(Req::R012);
-        if let Err(why) = allowed(&r.op, r.payment_id.as_ref()) {
+        if let Err(why) = allowed(r.op, r.payment_id.as_ref()) {
             out.push((
                 Req::R012,
                 format!(
                     "a {} request reached the provider {why}, answered {} (ground truth)",
-                    r.op, r.status
+                    r.op.label(),
+                    r.status
                 ),
             ));
         }
@@ -217,8 +216,8 @@ pub fn evidence_served(
     let mut out = Vec::new();
     let lookups = acct.lookups_of(occurrence);
     for (kind, op, word) in [
-        (SourceKind::Lookup, "get", "lookup"),
-        (SourceKind::Listing, "list", "listing"),
+        (SourceKind::Lookup, Op::Get, "lookup"),
+        (SourceKind::Listing, Op::List, "listing"),
     ] {
         let claimed: Vec<bool> = a
             .entries

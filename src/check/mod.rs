@@ -239,14 +239,14 @@ impl Checker {
             })
             .map(|r| {
                 (
-                    if r.op == "create" {
+                    if r.op == fake_payments::faults::Op::Create {
                         Req::R010
                     } else {
                         Req::R012
                     },
                     format!(
                         "a {} request reached the provider {}, answered {}{}",
-                        r.op,
+                        r.op.label(),
                         key_words(&r.idempotency_key),
                         r.status,
                         if r.replayed { " (replayed)" } else { "" }

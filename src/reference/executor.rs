@@ -282,7 +282,9 @@ impl ReferenceSut {
         };
         // The native key is the occurrence id, known only after creation; the request body does
         // not contain it, so the request digest is fixed first.
-        let (body, probe) = self.client.create_request(amount, "eur", "", &metadata);
+        let (body, probe) =
+            self.client
+                .create_request(amount, crate::sut::message::CURRENCY, "", &metadata);
         let occ = self
             .domain
             .create(
@@ -308,9 +310,12 @@ impl ReferenceSut {
                 },
             )
             .await?;
-        let (_, binding) = self
-            .client
-            .create_request(amount, "eur", occ.as_str(), &metadata);
+        let (_, binding) = self.client.create_request(
+            amount,
+            crate::sut::message::CURRENCY,
+            occ.as_str(),
+            &metadata,
+        );
         let intent = Intent { body, binding };
         let doc = serde_json::to_value(&intent)
             .map_err(|e| SutError::Harness(format!("intent of {occ}: {e}")))?;

@@ -119,6 +119,14 @@ impl OperatorWorld {
         Ok((b.clone(), h.clone()))
     }
 
+    /// The case's Actions as (label, Action id), for a look that awaits each in turn.
+    pub(super) fn action_ids(&self) -> Vec<(String, String)> {
+        self.actions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// What a connector instance is told at `init` beyond the case's common fields.
     /// The reader gets the harness's defaults, not the case's policy: it only reads, and a case
     /// may configure a policy it expects to be refused.

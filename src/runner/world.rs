@@ -457,7 +457,7 @@ impl World {
                     .entry(r.occurrence.to_string())
                     .or_insert_with(|| crate::check::ledger::Asked {
                         amount: amount.unwrap_or(1250),
-                        currency: crate::check::ledger::CASE_CURRENCY.into(),
+                        currency: crate::sut::message::CURRENCY.into(),
                         account: self.account.clone(),
                     });
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
@@ -978,12 +978,7 @@ impl World {
         for (_, t) in self.operator.background.drain(..) {
             t.abort();
         }
-        let ids: Vec<(String, String)> = self
-            .operator
-            .actions
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let ids = self.operator.action_ids();
         let mut before = Vec::new();
         for (label, id) in &ids {
             before.push((
@@ -1056,22 +1051,19 @@ impl World {
             asked: self.asked.clone(),
             remedies: self.remedies.clone(),
         };
+        let mut out = self.checker.check(&snap);
+        out.extend(self.checker.lane(self.holder, lane));
+        let (operator, hermes) = self.operator_checks().await;
+        out.extend(operator);
+        // Both ledgers as just read: a killed process's credential in use (or a key nobody was
+        // given) disproves the case, and no finding of it stands.
         if self.processes
-            && let Some(why) = crate::check::credentials::crash_disproved(
-                &snap.provider,
-                self.operator
-                    .hermes
-                    .as_ref()
-                    .map(|(_, h, _)| h.ledger())
-                    .as_ref(),
-            )
+            && let Some(why) =
+                crate::check::credentials::crash_disproved(&snap.provider, hermes.as_ref())
         {
             self.observe_error = Some(why);
             return Vec::new();
         }
-        let mut out = self.checker.check(&snap);
-        out.extend(self.checker.lane(self.holder, lane));
-        out.extend(self.operator_checks().await);
         out
     }
 
@@ -1094,14 +1086,7 @@ impl World {
             }
             _ => None,
         };
-        let mut ledger = h.ledger();
-        for _ in 0..20 {
-            if run.as_ref().is_none_or(|r| ledger.terminal.contains_key(r)) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            ledger = h.ledger();
-        }
+        let ledger = ledger_with_ended(&h, run.iter().map(String::as_str)).await;
         if run.is_some() {
             self.checker.facts.saw(Req::R011);
         }
@@ -1117,28 +1102,24 @@ impl World {
     /// Checks over every operator binding against fake-hermes's ledger (ground truth). The
     /// World only reads here (the ledger, each Action's binding through the reader); every
     /// judgement is `check::hermes::judge_operator`'s.
-    pub(super) async fn operator_checks(&mut self) -> Vec<Violation> {
+    /// Also returns the ledger it judged by, for the other judgements of the same look.
+    pub(super) async fn operator_checks(
+        &mut self,
+    ) -> (Vec<Violation>, Option<fake_hermes::app::Ledger>) {
         let Some((_, h, _)) = &self.operator.hermes else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
         let h = h.clone();
         let mut bindings = Vec::new();
         if !self.operator.connectors.is_empty() || self.operator.reader.is_some() {
             let Some(c) = self.bindings_reader().await else {
-                return Vec::new();
+                return (Vec::new(), None);
             };
-            let actions: Vec<(String, String)> = self
-                .operator
-                .actions
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            for (label, id) in actions {
+            for (label, id) in self.operator.action_ids() {
                 // No binding yet is normal; a binding that cannot be read would leave every
                 // check of it vacuous, so it is a harness error.
                 let read = match c.binding(&id).await {
-                    Ok(Ok(b)) => Ok(b),
-                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(answer) => answer.map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 };
                 match read {
@@ -1147,28 +1128,23 @@ impl World {
                     Err(e) => {
                         self.observe_error =
                             Some(format!("cannot read the binding of {label}: {e}"));
-                        return Vec::new();
+                        return (Vec::new(), None);
                     }
                 }
             }
         }
-        // The ledger records a run's end just after the event a connector answered from: while
-        // a binding says its run ended and the ledger does not yet, read it again, briefly.
-        let mut ledger = h.ledger();
-        let ended = |l: &fake_hermes::app::Ledger| {
-            bindings.iter().all(|(_, _, b)| {
-                !matches!(
-                    b.status,
-                    crate::operator::BindingStatus::Cancelled
-                        | crate::operator::BindingStatus::Completed
-                ) || b.run_id.as_ref().is_none_or(|r| l.terminal.contains_key(r))
-            })
-        };
-        if !ended(&ledger) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            ledger = h.ledger();
-        }
-        crate::check::hermes::judge_operator(
+        // Runs the bindings say ended must have ended in the ledger read.
+        let ended = bindings.iter().filter_map(|(_, _, b)| {
+            matches!(
+                b.status,
+                crate::operator::BindingStatus::Cancelled
+                    | crate::operator::BindingStatus::Completed
+            )
+            .then_some(b.run_id.as_deref())
+            .flatten()
+        });
+        let ledger = ledger_with_ended(&h, ended).await;
+        let found = crate::check::hermes::judge_operator(
             &crate::check::hermes::OperatorLook {
                 ledger: &ledger,
                 actions: self.operator.actions.values().map(String::as_str).collect(),
@@ -1177,8 +1153,27 @@ impl World {
             },
             &mut self.operator.seen,
             &mut self.checker.facts,
-        )
+        );
+        (found, Some(ledger))
     }
+}
+
+/// fake-hermes's ledger, read until it records the end of every run in `runs` (or about half a
+/// second has passed): the engine records a run's end just after the event a connector answers
+/// from, so a ledger read at once may not show it yet.
+async fn ledger_with_ended<'a>(
+    h: &fake_hermes::Handle,
+    runs: impl Iterator<Item = &'a str> + Clone,
+) -> fake_hermes::app::Ledger {
+    let mut ledger = h.ledger();
+    for _ in 0..20 {
+        if runs.clone().all(|r| ledger.terminal.contains_key(r)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        ledger = h.ledger();
+    }
+    ledger
 }
 
 /// The facts an operator step's expected result or failure examines (what

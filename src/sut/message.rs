@@ -616,6 +616,10 @@ impl CreateLabels {
     }
 }
 
+/// The currency of every `create`'s amount (minor units): the protocol's, not the
+/// implementation's choice (docs/sut-protocol.md).
+pub const CURRENCY: &str = "eur";
+
 /// What the implementation says about itself in answer to `init`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hello {

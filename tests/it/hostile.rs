@@ -504,135 +504,74 @@ async fn each_liar_fails_for_the_requirement_it_breaks(
     );
 }
 
-/// A lane answer that is not a non-negative integer or `null` is a protocol violation, never a
-/// generation 0 to judge by.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lane_answered_as_a_string_is_a_protocol_violation() {
-    let (r, _d) = run(
-        &liar("lane_string"),
-        &["AOC-CASE-001"],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
-    assert!(
-        format!("{:?}", c.harness).contains("lane"),
-        "{:?}",
-        c.harness
-    );
-}
-
-/// One implementation, one self-description: a process whose `init` answer differs from the
-/// first process's is a protocol violation naming both, never a case judged by either.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn processes_that_describe_themselves_differently_are_a_protocol_violation() {
-    let (r, _d) = run(
-        &liar("claims_vary"),
-        &["AOC-CASE-001", "HERMES-VERIFY-01"],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    for c in &r.cases {
-        assert_eq!(
-            c.verdict,
-            Verdict::HarnessError,
-            "{}: {:?}",
-            c.id,
-            c.failures
-        );
-        let why = format!("{:?}", c.harness);
-        assert!(
-            why.contains("claims") && why.contains("aocheck-observer"),
-            "{}: {why}",
-            c.id
-        );
-    }
-}
-
-/// Each process has its own provider credentials, revoked at its kill: a request made with a
-/// killed process's credential proves the crash did not happen, whatever process tree made it
-/// (here a successor borrows it), and the case is a harness error naming the credential. The
-/// honest counterpart is every protocol test of the reference and the Python example: each
-/// uses the credential it was given and passes.
+/// The liars a harness error must stop, never judge: each case is `harness_error`, the message
+/// names what the liar did, and no finding is credited to a liar that only looked. On SQLite
+/// and PostgreSQL.
+/// - `lane_string`: a lane answer that is not a non-negative integer or `null` is a protocol
+///   violation, never a generation 0 to judge by.
+/// - `claims_vary`: one implementation, one self-description; a process whose `init` answer
+///   differs from the first process's is a protocol violation naming both.
+/// - `dead_key`: each process has its own provider credentials, revoked at its kill; a request
+///   made with a killed process's credential proves the crash did not happen, whatever process
+///   tree made it (here a successor borrows it). The honest counterpart is every protocol test
+///   of the reference and the Python example: each uses the credential it was given and passes.
+/// - `peek`: a look at the ground truth is enough; one refused request to a control route means
+///   the case cannot pass (the harness reaches the fakes only in process).
+/// - `fake_driven`: `clock: driven` is measured, not believed; a connector that says it but
+///   waits in real time never sleeps on the case's clock, so its call runs into the request
+///   deadline, and the harness error says why.
+/// - `clock_push`: no implementation moves the case's clock at will; a sleep asked while no call
+///   of the harness is in flight on the asker (an hour, after each answer) is refused and named.
 #[rstest::rstest]
+#[case::lane_string("lane_string", &["AOC-CASE-001"], 10, &["lane"], false)]
+#[case::claims_vary("claims_vary", &["AOC-CASE-001", "HERMES-VERIFY-01"], 10, &["claims", "aocheck-observer"], false)]
+#[case::dead_key("dead_key", &["AOC-CASE-003"], 10, &["after aocheck killed it"], false)]
+#[case::peek("peek", &["AOC-CASE-001"], 10, &["/_control/ledger (refused)"], true)]
+#[case::fake_driven("fake_driven", &["HERMES-VERIFY-05"], 3, &["never slept on the case's clock"], false)]
+#[case::clock_push("clock_push", &["HERMES-VERIFY-05"], 10, &["it refused"], false)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_process_credential_used_later_disproves_the_crash(
+async fn each_liar_a_harness_error_stops_is_named(
+    #[case] mode: &str,
+    #[case] cases: &[&str],
+    #[case] timeout_secs: u64,
+    #[case] needles: &[&str],
+    #[case] no_findings: bool,
     #[values(false, true)] on_postgres: bool,
 ) {
     let Some(pg) = crate::protocol::postgres_arm(on_postgres) else {
         return;
     };
-    let (r, _d) = run(
-        &liar("dead_key"),
-        &["AOC-CASE-003"],
-        pg,
-        Duration::from_secs(10),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
-    let why = format!("{:?}", c.harness);
-    assert!(why.contains("after aocheck killed it"), "{why}");
-}
-
-/// A look at the ground truth is enough: an implementation that behaves, but sends one refused
-/// request to a control route, cannot pass (the harness reaches the fakes only in process).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_look_at_the_ground_truth_means_the_case_cannot_pass() {
-    let (r, _d) = run(
-        &liar("peek"),
-        &["AOC-CASE-001"],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
-    assert!(c.failures.is_empty(), "{:?}", c.failures);
-    let why = format!("{:?}", c.harness);
-    assert!(why.contains("/_control/ledger (refused)"), "{why}");
-}
-
-/// `clock: driven` is measured, not believed: a connector that says it but waits in real time
-/// never sleeps on the case's clock, so the clock stands still for it and its call runs into
-/// the request deadline; the harness error says why (it keeps its own time).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_driven_clock_claimed_and_never_slept_on_is_named() {
-    let (r, _d) = run(
-        &liar("fake_driven"),
-        &["HERMES-VERIFY-05"],
-        None,
-        Duration::from_secs(3),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::HarnessError, "{:?}", c.failures);
-    let why = format!("{:?}", c.harness);
-    assert!(why.contains("never slept on the case's clock"), "{why}");
-}
-
-/// No implementation moves the case's clock at will: a sleep asked while no call of the
-/// harness is in flight on the asker (here, an hour after each answer) is refused and named.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sleep_out_of_turn_is_refused_and_named() {
-    let (r, _d) = run(
-        &liar("clock_push"),
-        &["HERMES-VERIFY-05"],
-        None,
-        Duration::from_secs(10),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_ne!(c.verdict, Verdict::Pass, "{:?}", c.failures);
-    let why = format!("{:?}", c.harness);
-    assert!(why.contains("it refused"), "{why}");
+    let (r, _d) = run(&liar(mode), cases, pg, Duration::from_secs(timeout_secs)).await;
+    assert_eq!(r.cases.len(), cases.len(), "{mode}");
+    for c in &r.cases {
+        assert_ne!(
+            c.verdict,
+            Verdict::Pass,
+            "{mode} {}: {:?}",
+            c.id,
+            c.failures
+        );
+        assert_eq!(
+            c.verdict,
+            Verdict::HarnessError,
+            "{mode} {}: {:?}",
+            c.id,
+            c.failures
+        );
+        if no_findings {
+            assert!(c.failures.is_empty(), "{mode} {}: {:?}", c.id, c.failures);
+        }
+        let why = format!("{:?}", c.harness);
+        for n in needles {
+            assert!(why.contains(n), "{mode} {}: no {n:?} in {why}", c.id);
+        }
+    }
 }
 
 /// The honest side of mutation_accounted: a refund made under the key of a refund remedy
-/// linked to the original is accounted for, and the case passes (on both stores).
+/// linked to the original is accounted for, and the case passes (on both stores). The relay
+/// logs what the provider answered its refund, so the pass is earned only if the refund was
+/// really made.
 #[rstest::rstest]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_under_its_remedy_s_key_is_accounted_for(
@@ -641,13 +580,23 @@ async fn a_refund_under_its_remedy_s_key_is_accounted_for(
     let Some(pg) = crate::protocol::postgres_arm(on_postgres) else {
         return;
     };
-    let (r, _d) = run(
-        &liar("remedy_refund"),
-        &["AOC-CASE-011"],
-        pg,
-        Duration::from_secs(10),
-    )
-    .await;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("refunds.jsonl");
+    let command = format!(
+        "env AOCHECK_LIAR_LOG='{}' {}",
+        log.display(),
+        liar("remedy_refund")
+    );
+    let (r, _d) = run(&command, &["AOC-CASE-011"], pg, Duration::from_secs(10)).await;
     let c = &r.cases[0];
     assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
+    let made: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .expect("the relay logged its refund")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("log line"))
+        .collect();
+    assert!(
+        made.iter().any(|m| m["status"] == 201),
+        "no refund was made: {made:?}"
+    );
 }

@@ -101,7 +101,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         };
         d.ledger.requests.push(RequestRecord {
             seq,
-            op: r.op.label().into(),
+            op: r.op,
             account: Some(acct.clone()),
             idempotency_key: r.key.clone(),
             request_digest: r.request_digest.clone(),

@@ -1125,7 +1125,7 @@ async fn each_request_records_what_it_was_about_and_what_its_reply_named() {
     let row = |i: usize| {
         let r = &l.requests[i];
         (
-            r.op.as_str(),
+            r.op.label(),
             r.payment_id.clone(),
             r.lookup_key.clone(),
             r.refs.clone(),

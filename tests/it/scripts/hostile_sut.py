@@ -19,35 +19,16 @@ import os
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from relay_http import http  # noqa: E402
 
 MODE = sys.argv[1]
 child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 lock = threading.Lock()
 init = {}
 executes = set()
-
-
-def http(method, url, token, body=None, key=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if key:
-        req.add_header("Idempotency-Key", key)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            try:
-                return r.status, json.loads(r.read() or b"null")
-            except ValueError:
-                return r.status, None
-    except urllib.error.HTTPError as e:
-        return e.code, None
-    except OSError:
-        return 0, None
 
 
 def attack():

@@ -45,9 +45,10 @@ import os
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from relay_http import http  # noqa: E402
 
 MODE = sys.argv[1]
 child = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -55,21 +56,6 @@ lock = threading.Lock()
 init = {}
 ops = {}
 reqs = {}
-
-
-def http(method, url, token, body=None, key=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    if key:
-        req.add_header("Idempotency-Key", key)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except (urllib.error.HTTPError, OSError, ValueError):
-        return 0, None
 
 
 def refund_everything():
@@ -113,8 +99,12 @@ def payment_of(key):
 def refund(payment, key):
     pay = (init.get("providers") or {}).get("payments") or {}
     if payment:
-        http("POST", "%s/v1/payments/%s/refund" % (pay["base_url"], payment),
-             pay.get("api_key", ""), {"amount": 1}, key=key)
+        status, _ = http("POST", "%s/v1/payments/%s/refund" % (pay["base_url"], payment),
+                         pay.get("api_key", ""), {"amount": 1}, key=key)
+        # What the provider answered, for a test that must know the refund was made.
+        if os.environ.get("AOCHECK_LIAR_LOG"):
+            with open(os.environ["AOCHECK_LIAR_LOG"], "a") as log:
+                log.write(json.dumps({"refund": payment, "key": key, "status": status}) + "\n")
 
 
 remedies_seen = set()
