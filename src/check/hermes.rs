@@ -2,30 +2,33 @@
 //! manifest, the delegated-result resolver, operator answers, and durability across instances.
 
 use crate::aoc::requirement::Req;
-use crate::check::Violation;
+use crate::check::Finding;
 use crate::operator::{ConnectorError, OperatorResult};
-use crate::sut::SutError;
 
-/// Seed 000 item 10: each binding read again through a fresh handle (`fresh`) must be the one
-/// read before. With no binding written nothing is proven: never a vacuous pass.
+/// durable_binding (seed 000 item 10): each binding read again through a fresh handle (`fresh`)
+/// must be the one read before. With no binding written nothing is proven: never a vacuous pass
+/// (`Err`, a harness error naming what the case must do first).
 pub(crate) fn judge_durability<T: PartialEq>(
     seen: Vec<(String, Option<T>, Option<T>)>,
     fresh: &str,
-) -> Result<(), SutError> {
-    for (label, before, after) in &seen {
-        if before != after {
-            return Err(SutError::Mismatch(
-                Req::R005,
-                format!("{label}: the binding {fresh} reads differs from the one written before"),
-            ));
-        }
-    }
+) -> Result<Vec<Finding>, String> {
     if seen.iter().all(|(_, before, _)| before.is_none()) {
-        return Err(SutError::Harness(
+        return Err(
             "operator_durability found no binding to compare; invoke an Action first".into(),
-        ));
+        );
     }
-    Ok(())
+    Ok(seen
+        .iter()
+        .filter(|(_, before, after)| before != after)
+        .map(|(label, _, _)| {
+            Finding::new(
+                "durable_binding",
+                Req::R005,
+                format!("the binding {fresh} reads differs from the one written before"),
+            )
+            .about(Some(label))
+        })
+        .collect())
 }
 
 /// What the World read for one look at the Hermes side: fake-hermes's ledger, the Actions the
@@ -49,17 +52,12 @@ pub(crate) fn judge_operator(
     look: &OperatorLook<'_>,
     seen: &mut std::collections::BTreeMap<String, crate::operator::Binding>,
     facts: &mut crate::check::Facts,
-) -> Vec<Violation> {
+) -> Vec<Finding> {
     use crate::operator::BindingStatus;
     let ledger = look.ledger;
     let mut out = Vec::new();
     let mut v = |checker: &'static str, requirement: Req, label: Option<&str>, msg: String| {
-        out.push(Violation {
-            checker,
-            requirement,
-            occurrence: label.map(str::to_string),
-            msg,
-        })
+        out.push(Finding::new(checker, requirement, msg).about(label))
     };
     for (label, child) in look.delegations {
         let id = child["id"].as_str().unwrap_or_default();
@@ -110,12 +108,7 @@ pub(crate) fn judge_operator(
         }
         seen.insert(label.clone(), b.clone());
         let mut v = |checker: &'static str, requirement: Req, msg: String| {
-            out.push(Violation {
-                checker,
-                requirement,
-                occurrence: at.map(str::to_string),
-                msg,
-            })
+            out.push(Finding::new(checker, requirement, msg).about(at))
         };
         let runs = runs_of(ledger, id).len();
         facts.saw(Req::R010);
@@ -198,15 +191,10 @@ pub(crate) fn binding_monotonic(
     label: &str,
     prev: &crate::operator::Binding,
     now: &crate::operator::Binding,
-) -> Vec<Violation> {
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut v = |checker: &'static str, requirement: Req, msg: String| {
-        out.push(Violation {
-            checker,
-            requirement,
-            occurrence: Some(label.to_string()),
-            msg,
-        })
+        out.push(Finding::new(checker, requirement, msg).about(Some(label)))
     };
     if prev.request_fingerprint != now.request_fingerprint
         || prev.endpoint_id != now.endpoint_id
@@ -281,7 +269,7 @@ pub(crate) fn binding_monotonic(
 
 /// Seed 000's contract for `cap:hermes_agent:<endpoint>:operator`, as JSON pointers into the
 /// manifest: the harness's oracle for item 1 (the connector's manifest is judged against it).
-pub(crate) fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::Value)> {
+fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::Value)> {
     use serde_json::json;
     vec![
         (
@@ -324,45 +312,46 @@ pub(crate) fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::
     ]
 }
 
-/// The harness's own truth about a delegated child against what the connector returned: a
-/// result is accepted only from a consistent queue and lifecycle, and only as the lifecycle says.
+/// delegated_result_from_lifecycle (AOC-REQ-011, -007): the harness's own truth about a
+/// delegated child against what the connector returned: a result is accepted only from a
+/// consistent queue and lifecycle, and only as the lifecycle says.
 pub(crate) fn judge_delegated_result(
     r: &Result<OperatorResult, ConnectorError>,
     child: &str,
     label: &str,
-) -> Result<(), SutError> {
-    let Ok(o) = r else { return Ok(()) };
+) -> Option<Finding> {
+    let o = r.as_ref().ok()?;
     let d = &o.output["provider"]["delegated"];
+    // No delegated result claimed (e.g. waiting for approval, unknown start).
     if d.is_null() {
-        // No delegated result claimed (e.g. waiting for approval, unknown start).
-        return Ok(());
+        return None;
     }
+    let found = |req: Req, what: String| {
+        Some(Finding::new("delegated_result_from_lifecycle", req, what).about(Some(label)))
+    };
     if d["authority"] != "aip_native_lifecycle" {
-        return Err(SutError::Mismatch(
+        return found(
             Req::R011,
             format!(
-                "{label}: the delegated result came from {} instead of the AIP lifecycle",
+                "the delegated result came from {} instead of the AIP lifecycle",
                 d["authority"]
             ),
-        ));
+        );
     }
     match child {
-        "ran" if d["result"] == serde_json::json!({"updated": label}) => Ok(()),
-        "ran" => Err(SutError::Mismatch(
+        "ran" if d["result"] == serde_json::json!({"updated": label}) => None,
+        "ran" => found(
             Req::R011,
-            format!(
-                "{label}: delegated result {} is not the lifecycle's",
-                d["result"]
-            ),
-        )),
-        "never" => Err(SutError::Mismatch(
+            format!("delegated result {} is not the lifecycle's", d["result"]),
+        ),
+        "never" => found(
             Req::R011,
-            format!("{label}: a result was reported for a child that never ran"),
-        )),
-        other => Err(SutError::Mismatch(
+            "a result was reported for a child that never ran".into(),
+        ),
+        other => found(
             Req::R007,
-            format!("{label}: a result was accepted from a child with {other}"),
-        )),
+            format!("a result was accepted from a child with {other}"),
+        ),
     }
 }
 
@@ -372,6 +361,16 @@ pub(crate) fn judge_delegated_result(
 /// which Hermes really ended so; a completed result's provider output is the output that run
 /// produced. `ledger` is read after the result came back. One fact per result with a run.
 pub(crate) fn result_from_provider(
+    o: &OperatorResult,
+    ledger: &fake_hermes::app::Ledger,
+) -> Vec<Finding> {
+    result_from_provider_facts(o, ledger)
+        .into_iter()
+        .map(|(req, what)| Finding::new("result_from_provider", req, what))
+        .collect()
+}
+
+fn result_from_provider_facts(
     o: &OperatorResult,
     ledger: &fake_hermes::app::Ledger,
 ) -> Vec<(Req, String)> {
@@ -448,7 +447,8 @@ pub(crate) fn check_operator_result(
     r: &Result<OperatorResult, ConnectorError>,
     result: &Option<String>,
     error: &Option<String>,
-) -> Result<(), SutError> {
+) -> Option<Finding> {
+    let found = |req: Req, what: String| Some(Finding::new("operator_result_expected", req, what));
     let got_status = match r {
         Ok(o) => serde_json::to_value(o.status)
             .ok()
@@ -475,32 +475,99 @@ pub(crate) fn check_operator_result(
         } else {
             Req::R010
         };
-        return Err(SutError::Mismatch(
+        return found(
             req,
             format!(
                 "expected failure {want}, got {} ({got_status}){detail}",
                 got_error.unwrap_or_else(|| "none".into())
             ),
-        ));
+        );
     }
     if let Some(want) = result
         && &got_status != want
     {
-        return Err(SutError::Mismatch(
+        return found(
             Req::R011,
             format!(
                 "expected result {want}, got {got_status} {}{detail}",
                 got_error.unwrap_or_default()
             ),
-        ));
+        );
     }
     if error.is_none() && result.is_none() && r.is_err() {
-        return Err(SutError::Mismatch(
+        return found(
             Req::R010,
             format!("invocation failed: {}", got_error.unwrap_or_default()),
-        ));
+        );
     }
-    Ok(())
+    None
+}
+
+/// manifest_pinned (AOC-REQ-009): the connector's manifest carries seed 000's contract, field
+/// by field.
+pub(crate) fn manifest_departures(m: &serde_json::Value) -> Option<Finding> {
+    let wrong: Vec<String> = pinned_manifest("primary")
+        .into_iter()
+        .filter_map(|(ptr, want)| {
+            let got = m.pointer(ptr).cloned().unwrap_or(serde_json::Value::Null);
+            (got != want).then(|| format!("{ptr} is {got}, the contract pins {want}"))
+        })
+        .collect();
+    (!wrong.is_empty()).then(|| {
+        Finding::new(
+            "manifest_pinned",
+            Req::R009,
+            format!(
+                "the manifest departs from seed 000's contract: {}",
+                wrong.join("; ")
+            ),
+        )
+    })
+}
+
+/// policy_validated (AOC-REQ-001): the connector accepts the policy the case says is valid and
+/// refuses the one it says is not, with the error code the case names (`want`: the code's end).
+pub(crate) fn policy_validation(
+    want: Option<&str>,
+    got: Option<&ConnectorError>,
+) -> Option<Finding> {
+    match (want, got) {
+        (None, None) => None,
+        (Some(w), Some(e)) if e.code.as_str().ends_with(w) => None,
+        (want, got) => Some(Finding::new(
+            "policy_validated",
+            Req::R001,
+            format!(
+                "policy validation: expected {}, got {}",
+                want.unwrap_or("acceptance"),
+                got.map_or("acceptance".into(), |e| e.to_string())
+            ),
+        )),
+    }
+}
+
+/// cancel_binding (AOC-REQ-011): a cancel the connector answers leaves the binding in the status
+/// the case expects (`want`); a cancel it fails is a finding, not a refusal.
+pub(crate) fn cancel_binding(
+    label: &str,
+    answer: &Result<crate::operator::Binding, ConnectorError>,
+    want: Option<&str>,
+) -> Option<Finding> {
+    let found =
+        |what: String| Some(Finding::new("cancel_binding", Req::R011, what).about(Some(label)));
+    match answer {
+        Err(e) => found(format!("cancel failed: {e}")),
+        Ok(b) => {
+            let want = want?;
+            let got = serde_json::to_value(b.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            (got != want)
+                .then(|| format!("binding is {got} after the cancel, expected {want}"))
+                .and_then(found)
+        }
+    }
 }
 
 #[cfg(test)]

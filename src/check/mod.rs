@@ -6,8 +6,11 @@
 pub mod accounting;
 pub mod credentials;
 pub mod evidence;
+pub mod expect;
+mod finding;
 pub(crate) mod hermes;
 pub mod ledger;
+pub mod steps;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;
@@ -16,20 +19,12 @@ use crate::vocab::{Authority, Outcome, State};
 use accounting::{Accounting, KeyRule, key_words};
 use evidence::{Kind, SourceKind, StateAnswer, View};
 use fake_payments::ledger::Ledger;
-use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One broken invariant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    pub checker: &'static str,
-    pub requirement: Req,
-    pub occurrence: Option<String>,
-    pub msg: String,
-}
+pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 24] = [
+pub const CHECKERS: [(&str, &[Req]); 41] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -39,7 +34,7 @@ pub const CHECKERS: [(&str, &[Req]); 24] = [
     ("authentic_as_claimed", &[Req::R009, Req::R007]),
     (
         "state_matches_history",
-        &[Req::R004, Req::R005, Req::R009, Req::R012],
+        &[Req::R002, Req::R004, Req::R005, Req::R009, Req::R012],
     ),
     ("no_retired_entry", &[Req::R006]),
     ("authority_never_restored", &[Req::R012]),
@@ -53,13 +48,41 @@ pub const CHECKERS: [(&str, &[Req]); 24] = [
     ("evidence_served", &[Req::R009, Req::R007, Req::R003]),
     // What the implementation says about itself (its `init` answer's claims), in every case.
     ("no_prohibited_claim", &[Req::R013]),
-    // Hermes operator checkers (src/runner: against fake-hermes's ledger).
+    // Hermes operator checkers (check/hermes.rs: against fake-hermes's ledger).
     ("one_run_per_action", &[Req::R010]),
     ("one_command_per_resume", &[Req::R010]),
     ("terminal_only_from_provider", &[Req::R011]),
     ("no_failure_without_evidence", &[Req::R009]),
     ("delegation_payload_exact", &[Req::R003]),
     ("unresolved_kept", &[Req::R005]),
+    // The oracles of one step's answer (check/steps.rs, check/hermes.rs).
+    ("creation_returns_original", &[Req::R002]),
+    ("action_fence", &[Req::R002]),
+    ("race_serialised", &[Req::R001]),
+    ("claim_in_order", &[Req::R005]),
+    (
+        "aadp_expiry_inert",
+        &[Req::R008, Req::R009, Req::R010, Req::R012],
+    ),
+    ("durable_binding", &[Req::R005]),
+    ("delegated_result_from_lifecycle", &[Req::R011, Req::R007]),
+    ("result_from_provider", &[Req::R011]),
+    (
+        "operator_result_expected",
+        &[Req::R009, Req::R010, Req::R011],
+    ),
+    ("manifest_pinned", &[Req::R009]),
+    ("policy_validated", &[Req::R001]),
+    ("cancel_binding", &[Req::R011]),
+    // The case's final expectations (check/expect.rs), under the requirement the case picks.
+    (
+        "occurrence_expected",
+        &[Req::R004, Req::R009, Req::R010, Req::R011, Req::R012],
+    ),
+    ("operator_expected", &[Req::R010, Req::R011]),
+    ("admission_expected", &[Req::R005]),
+    ("composition_expected", &[Req::R013]),
+    ("bypass_disclosed", &[Req::R001]),
 ];
 
 /// What the runner observed about one occurrence after a step.
@@ -134,16 +157,16 @@ pub struct Checker {
 impl Checker {
     /// no_prohibited_claim (AOC-REQ-013): what the implementation states about itself, one fact
     /// per claim; a claim that makes one of the four prohibited claims is a violation.
-    pub fn claims(&mut self, claims: &[String]) -> Vec<Violation> {
+    pub fn claims(&mut self, claims: &[String]) -> Vec<Finding> {
         claims
             .iter()
             .filter_map(|claim| {
                 self.facts.saw(Req::R013);
-                crate::aoc::composition::prohibited_in(claim).map(|p| Violation {
-                    checker: "no_prohibited_claim",
-                    requirement: Req::R013,
-                    occurrence: None,
-                    msg: match crate::aoc::composition::unreadable_word(claim) {
+                crate::aoc::composition::prohibited_in(claim).map(|p| {
+                    Finding::new(
+                        "no_prohibited_claim",
+                        Req::R013,
+                        match crate::aoc::composition::unreadable_word(claim) {
                         Some(w) => format!(
                             "the implementation claims {claim:?}, whose word {w:?} mixes scripts: a claim that can be read as several texts cannot be shown free of AOC-REQ-013's prohibited claims (write each word in one script)"
                         ),
@@ -151,6 +174,7 @@ impl Checker {
                             "the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
                         ),
                     },
+                    )
                 })
             })
             .collect()
@@ -161,7 +185,7 @@ impl Checker {
     /// predecessor before admitting successor work"). A lane that names an older holder would
     /// let a retired generation's entry pass for the current one's; one that names none while a
     /// holder was admitted and never let go hides the fence. One fact per look with a holder.
-    pub fn lane(&mut self, holder: Option<u64>, lane: Option<u64>) -> Vec<Violation> {
+    pub fn lane(&mut self, holder: Option<u64>, lane: Option<u64>) -> Vec<Finding> {
         let Some(h) = holder else {
             return Vec::new();
         };
@@ -169,28 +193,22 @@ impl Checker {
         if lane == Some(h) {
             return Vec::new();
         }
-        vec![Violation {
-            checker: "lane_matches_fence",
-            requirement: Req::R006,
-            occurrence: None,
-            msg: format!(
+        vec![Finding::new(
+            "lane_matches_fence",
+            Req::R006,
+            format!(
                 "the lane reports holder generation {}, but the latest join or takeover answered {h}",
                 lane.map_or("null".to_string(), |g| g.to_string())
             ),
-        }]
+        )]
     }
 
     /// Runs every checker over one snapshot, counting the facts each examined.
-    pub fn check(&mut self, snap: &Snapshot) -> Vec<Violation> {
+    pub fn check(&mut self, snap: &Snapshot) -> Vec<Finding> {
         let mut out = Vec::new();
         let facts = &mut self.facts;
         let mut v = |checker: &'static str, requirement: Req, occ: Option<&str>, msg: String| {
-            out.push(Violation {
-                checker,
-                requirement,
-                occurrence: occ.map(str::to_string),
-                msg,
-            })
+            out.push(Finding::new(checker, requirement, msg).about(occ))
         };
         let ids: Vec<&str> = snap.occurrences.iter().map(|o| o.id.as_str()).collect();
         let acct = Accounting::of(&snap.provider, snap.key_rule.as_ref(), &ids);

@@ -98,7 +98,6 @@ fn sut_failure(e: &SutError, labels: bool) -> Failure {
             true,
         ),
         SutError::Corrupt(m) => failure("corrupt", Some(Req::R004), m.clone(), false),
-        SutError::Mismatch(r, m) => failure("internal", Some(*r), m.clone(), false),
         SutError::Harness(m) => failure("internal", None, m.clone(), false),
         SutError::RefusedUnnamed(m) => failure("refused", None, m.clone(), true),
         SutError::Version(m) => failure("internal", None, m.clone(), false),

@@ -18,13 +18,14 @@ mod assemble;
 mod connectors;
 mod credentials;
 mod events;
+mod operator_steps;
 mod verdict;
 mod world;
 
 use connectors::OperatorWorld;
 pub use events::RunEvent;
 pub use verdict::aggregate;
-use verdict::{StepVerdict, primary, push_violation};
+use verdict::{StepVerdict, primary, push_finding};
 use world::World;
 pub use world::required_ops;
 
@@ -245,6 +246,7 @@ async fn setup(
         limits,
         observe_error: None,
         processes: credentials.is_some(),
+        findings: Vec::new(),
         operator: OperatorWorld {
             credentials,
             hermes: None,
@@ -335,12 +337,8 @@ pub async fn run_case(
     }
     // AOC-REQ-013 in every case: no claim the implementation makes about itself is prohibited.
     let claims = world.sut.hello().claims.clone();
-    for v in world.checker.claims(&claims) {
-        failures.push(Failure {
-            requirement: v.requirement,
-            step: None,
-            msg: format!("[{}] {}", v.checker, v.msg),
-        });
+    for f in world.checker.claims(&claims) {
+        push_finding(&mut failures, f, None);
     }
     let skip = world.operator.unsupported.is_some() || harness.is_some();
     let step_deadline = opts.sut.as_ref().map_or(IN_PROCESS_STEP_DEADLINE, |s| {
@@ -410,8 +408,11 @@ pub async fn run_case(
             }
         }
         // Every checker after every step.
+        for f in std::mem::take(&mut world.findings) {
+            push_finding(&mut failures, f, Some(i));
+        }
         for v in world.check().await {
-            push_violation(&mut failures, v, i);
+            push_finding(&mut failures, v, Some(i));
         }
         if let Some(h) = world.observe_error.take() {
             harness = Some(format!("steps[{i}] ({}): {h}", step.verb()));
@@ -445,21 +446,18 @@ pub async fn run_case(
                 step: None,
                 msg: format!("settle: {m}"),
             }),
-            SutError::Mismatch(req, m) => failures.push(Failure {
-                requirement: req,
-                step: None,
-                msg: format!("settle: {m}"),
-            }),
         }
     }
     if (harness.is_none() || judge_after_stop) && !skip {
         for v in world.check().await {
-            push_violation(&mut failures, v, case.steps.len());
+            push_finding(&mut failures, v, Some(case.steps.len()));
         }
         if let Some(h) = world.observe_error.take() {
             harness = Some(harness.map_or(h.clone(), |x| format!("{x}; {h}")));
         }
-        failures.extend(world.final_expectations(case, checked).await);
+        for f in world.final_expectations(case, checked).await {
+            push_finding(&mut failures, f, None);
+        }
         if let Some(h) = world.observe_error.take() {
             harness = Some(harness.map_or(h.clone(), |x| format!("{x}; {h}")));
         }

@@ -14,11 +14,9 @@
 
 use super::assemble::admission_label;
 use super::world::World;
-use crate::aoc::composition::CompositionStatus;
 use crate::aoc::requirement::Req;
 use crate::case::{Case, Expected, Step};
-use crate::check::Violation;
-use crate::check::hermes::runs_of;
+use crate::check::Finding;
 use crate::report::model::FaultReport;
 use crate::report::model::RequirementReport;
 use crate::report::model::{CaseReport, Failure, Verdict};
@@ -84,79 +82,66 @@ fn verdict_for(c: &CaseReport, r: Req) -> Verdict {
     }
 }
 
-pub(super) fn primary(reqs: &[String]) -> Req {
-    reqs.first()
-        .and_then(|r| Req::parse(r))
-        .unwrap_or(Req::R001)
-}
+pub(super) use crate::check::expect::primary;
 
-pub(super) fn push_violation(failures: &mut Vec<Failure>, v: Violation, step: usize) {
-    let msg = format!(
-        "[{}] {}{}",
-        v.checker,
-        v.occurrence.map(|o| format!("{o}: ")).unwrap_or_default(),
-        v.msg
+/// A finding, placed at its step (`None`: the end of the case) in the report: one line per
+/// distinct finding. Every checker that finds is named in `CHECKERS` (asserted while testing).
+pub(super) fn push_finding(failures: &mut Vec<Failure>, f: Finding, step: Option<usize>) {
+    debug_assert!(
+        crate::check::CHECKERS
+            .iter()
+            .any(
+                |(name, reqs)| *name == f.checker() && reqs.contains(&f.requirement())
+                    || *name == f.checker() && is_expectation(name)
+            ),
+        "the finding's checker {} ({}) is not in CHECKERS under its requirement",
+        f.checker(),
+        f.requirement()
     );
-    if !failures.iter().any(|f| f.msg == msg) {
+    let msg = f.line();
+    if !failures.iter().any(|x| x.msg == msg) {
         failures.push(Failure {
-            requirement: v.requirement,
-            step: Some(step),
+            requirement: f.requirement(),
+            step,
             msg,
         });
     }
 }
 
+/// The final expectations' checkers report under the requirement the case picks (any).
+fn is_expectation(name: &str) -> bool {
+    name.ends_with("_expected") || name == "bypass_disclosed"
+}
+
 impl World {
+    /// The case's final expectations: the World reads (each occurrence's `state`, the ledgers,
+    /// the bindings, the admissions, the description) and `check::expect` judges.
     pub(super) async fn final_expectations(
         &mut self,
         case: &crate::case::Case,
         checked: &crate::case::Checked,
-    ) -> Vec<Failure> {
+    ) -> Vec<Finding> {
+        use crate::check::expect;
         let mut out = Vec::new();
-        let has = |r: Req| case.requirements.iter().any(|x| Req::parse(x) == Some(r));
-        let pick = |r: Req| {
-            if has(r) {
-                r
-            } else {
-                primary(&case.requirements)
-            }
-        };
+        let pick = expect::Pick(&case.requirements);
         let ledger = self.provider.ledger();
         for (label, e) in &checked.occurrences {
             let Some(id) = self.occurrences.get(label).cloned() else {
-                out.push(Failure {
-                    requirement: primary(&case.requirements),
-                    step: None,
-                    msg: format!("{label}: never created"),
-                });
+                out.push(expect::never_created(label, pick));
                 continue;
             };
             let st = match self.sut.observe(&id).await {
                 Ok(s) => s,
                 Err(err) => {
-                    out.push(Failure {
-                        requirement: Req::R004,
-                        step: None,
-                        msg: format!("{label}: state unreadable: {err}"),
-                    });
+                    out.push(expect::unreadable(label, &err.to_string()));
                     continue;
                 }
             };
             let effects = self.effects_of(&ledger, &id).len() as u32;
-            let facts = &mut self.checker.facts;
-            count_occurrence_facts(e, &mut |r| facts.saw(pick(r)));
-            if let Some(why) = undecided_flags(e, &st) {
-                self.undecided
-                    .push((pick(Req::R009), format!("{label}: {why}")));
-            }
-            let judge = |x: &crate::case::CheckedOccurrence| judge_occurrence(x, &st, effects);
-            for (req, msg) in judge_with_alternatives(e, &judge) {
-                out.push(Failure {
-                    requirement: pick(req),
-                    step: None,
-                    msg: format!("{label}: {msg}"),
-                });
-            }
+            let (found, undecided) =
+                expect::occurrence(label, e, &st, effects, pick, &mut self.checker.facts);
+            out.extend(found);
+            self.undecided.extend(undecided);
         }
         if !case.expect.operators.is_empty() {
             // Without Hermes's ledger or the connector's bindings these expectations cannot be
@@ -173,77 +158,20 @@ impl World {
             };
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);
-                let facts = &mut self.checker.facts;
-                if e.status.is_some() || e.stops.is_some() {
-                    facts.saw(pick(Req::R011));
-                }
-                if e.runs.is_some() || e.approvals.is_some() {
-                    facts.saw(pick(Req::R010));
-                }
                 let ledger = h.ledger();
                 let b = c.binding_of(&id).await;
-                let mut fail = |req: Req, msg: String| {
-                    out.push(Failure {
-                        requirement: req,
-                        step: None,
-                        msg: format!("{label}: {msg}"),
-                    })
-                };
-                if let Some(want) = &e.status {
-                    let got = b
-                        .as_ref()
-                        .and_then(|b| serde_json::to_value(b.status).ok())
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_else(|| "no binding".into());
-                    if &got != want {
-                        fail(
-                            pick(Req::R011),
-                            format!("binding is {got}, expected {want}"),
-                        );
-                    }
-                }
-                let run = b.as_ref().and_then(|b| b.run_id.clone());
-                if let Some(want) = e.runs {
-                    let got = runs_of(&ledger, &id).len() as u32;
-                    if got != want {
-                        fail(
-                            pick(Req::R010),
-                            format!("{got} Hermes runs started (ground truth), expected {want}"),
-                        );
-                    }
-                }
-                if let Some(want) = e.approvals {
-                    let got = ledger
-                        .approvals
-                        .iter()
-                        .filter(|a| Some(&a.run_id) == run.as_ref())
-                        .count() as u32;
-                    if got != want {
-                        fail(
-                            pick(Req::R010),
-                            format!(
-                                "{got} approval decisions applied (ground truth), expected {want}"
-                            ),
-                        );
-                    }
-                }
-                if let Some(want) = e.stops {
-                    let got = ledger
-                        .stops
-                        .iter()
-                        .filter(|a| Some(&a.run_id) == run.as_ref() && a.effective)
-                        .count() as u32;
-                    if got != want {
-                        fail(
-                            pick(Req::R011),
-                            format!("{got} stops applied (ground truth), expected {want}"),
-                        );
-                    }
-                }
+                out.extend(expect::operator(
+                    label,
+                    e,
+                    &id,
+                    b.as_ref(),
+                    &ledger,
+                    pick,
+                    &mut self.checker.facts,
+                ));
             }
         }
         for (sub, want) in &case.expect.admissions {
-            self.checker.facts.saw(pick(Req::R005));
             let got = match self.submissions.get(sub) {
                 Some(id) => match self.sut.admission(&id.clone()).await {
                     Ok(a) => admission_label(&a.state),
@@ -251,24 +179,20 @@ impl World {
                 },
                 None => "never admitted".into(),
             };
-            if &got != want {
-                out.push(Failure {
-                    requirement: pick(Req::R005),
-                    step: None,
-                    msg: format!("admission {sub} is {got}, expected {want}"),
-                });
-            }
+            out.extend(expect::admission(
+                sub,
+                &got,
+                want,
+                pick,
+                &mut self.checker.facts,
+            ));
         }
         let described =
             if case.expect.composition.is_some() || !case.expect.bypass_disclosed.is_empty() {
                 match self.sut.describe().await {
                     Ok(d) => Some(d),
                     Err(e) => {
-                        out.push(Failure {
-                            requirement: pick(Req::R013),
-                            step: None,
-                            msg: format!("the implementation did not describe itself: {e}"),
-                        });
+                        out.push(expect::undescribed(&e.to_string(), pick));
                         None
                     }
                 }
@@ -278,36 +202,16 @@ impl World {
         if let Some(want) = &case.expect.composition
             && let Some((composition, _)) = &described
         {
-            self.checker.facts.saw(pick(Req::R013));
-            let got = match composition {
-                CompositionStatus::Supported => "supported",
-                CompositionStatus::Unsupported { .. } => "unsupported",
-            };
-            if got != want {
-                out.push(Failure {
-                    requirement: pick(Req::R013),
-                    step: None,
-                    msg: format!("composition reported {got}, expected {want}"),
-                });
-            }
+            out.extend(expect::composition(
+                composition,
+                want,
+                pick,
+                &mut self.checker.facts,
+            ));
         }
         for kind in &case.expect.bypass_disclosed {
-            self.checker.facts.saw(pick(Req::R001));
             let paths = described.as_ref().map(|d| d.1.as_slice()).unwrap_or(&[]);
-            let disclosed = paths.iter().any(|b| {
-                serde_json::to_value(b.kind)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .as_deref()
-                    == Some(kind.as_str())
-            });
-            if !disclosed {
-                out.push(Failure {
-                    requirement: pick(Req::R001),
-                    step: None,
-                    msg: format!("bypass path {kind} is not disclosed"),
-                });
-            }
+            out.extend(expect::bypass(kind, paths, pick, &mut self.checker.facts));
         }
         out
     }
@@ -345,8 +249,9 @@ pub(super) enum StepVerdict {
 }
 
 /// Judges one step's result against its expectation (`ok`, `refused`, `refused REQ`, `any`).
-/// A mismatch the World found or a corrupt history is a failure whatever was expected; a harness
-/// error is never judged. The draft requires refusals, not their labels (AOC §4: "MUST NOT create
+/// The result is only what the implementation answered: the step's oracles' findings are values
+/// the runner reports beside it, so a refusal is always the implementation's own. A corrupt
+/// history is a failure whatever was expected; a harness error is never judged. The draft requires refusals, not their labels (AOC §4: "MUST NOT create
 /// a new reservation, enter the provider…", "MUST be rejected as a conflicting operation"): a step
 /// expected to be `refused REQ` is met by any refusal, labelled or not; `REQ` names the
 /// requirement a step that was *accepted* violates (D22).
@@ -366,7 +271,6 @@ pub(super) fn judge_step(
         })
     };
     match (result, expected) {
-        (Err(SutError::Mismatch(req, m)), _) => failed(*req, format!("{verb}: {m}")),
         (Err(SutError::Harness(m) | SutError::Version(m)), _) => {
             StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
         }
@@ -557,180 +461,6 @@ pub(super) fn case_verdict(
     }
 }
 
-/// An occurrence's final state and outcome against the case: the state must be one the case
-/// accepts (AOC-REQ-009); the outcome is what a resolved occurrence must have (AOC-REQ-011). Where
-/// the case accepts another state too (the draft lets a generic failure stay unresolved, say), an
-/// occurrence in that state has no outcome to check.
-/// Which requirements an occurrence expectation examines (its alternatives' too), one fact each.
-fn count_occurrence_facts(e: &crate::case::CheckedOccurrence, saw: &mut dyn FnMut(Req)) {
-    if !e.state.is_empty() || !e.missing_knowledge.is_empty() {
-        saw(Req::R009);
-    }
-    if e.outcome.is_some() {
-        saw(Req::R011);
-    }
-    if e.entry_attempts.is_some() || e.provider_effects.is_some() {
-        saw(Req::R010);
-    }
-    if e.authority.is_some() || e.remedies.is_some() {
-        saw(Req::R012);
-    }
-    for alt in &e.any_of {
-        count_occurrence_facts(alt, saw);
-    }
-}
-
-/// How the occurrence departs from an expectation: its own fields, and, when it lists
-/// alternatives, every alternative's departures when none holds entirely.
-/// `judge` judges one expectation's own fields ([`judge_occurrence`] over the observed state).
-pub(super) fn judge_with_alternatives(
-    e: &crate::case::CheckedOccurrence,
-    judge: &dyn Fn(&crate::case::CheckedOccurrence) -> Vec<(Req, String)>,
-) -> Vec<(Req, String)> {
-    let mut found = judge(e);
-    let paths: Vec<_> = e.any_of.iter().map(judge).collect();
-    if !paths.is_empty() && !paths.iter().any(Vec::is_empty) {
-        // No conforming path holds: say how each one failed.
-        for (i, fs) in paths.into_iter().enumerate() {
-            found.extend(
-                fs.into_iter()
-                    .map(|(r, m)| (r, format!("no alternative holds: any_of[{i}]: {m}"))),
-            );
-        }
-    }
-    found
-}
-
-/// How the occurrence departs from one expectation's own fields (its `any_of` is judged by the
-/// caller): `(requirement, message)` per departure, empty when it holds. `effects` is the
-/// ground-truth count from the provider's ledger.
-pub(super) fn judge_occurrence(
-    e: &crate::case::CheckedOccurrence,
-    answer: &crate::check::evidence::StateAnswer,
-    effects: u32,
-) -> Vec<(Req, String)> {
-    let st = &answer.report;
-    let mut out = judge_state(e, st.state, st.outcome);
-    if let Some(want) = e.entry_attempts
-        && st.entry_attempts != want
-    {
-        out.push((
-            Req::R010,
-            format!(
-                "{} provider entry attempts, expected {want}",
-                st.entry_attempts
-            ),
-        ));
-    }
-    if let Some(want) = e.provider_effects
-        && effects != want
-    {
-        out.push((
-            Req::R010,
-            format!("{effects} provider effects (ground truth), expected {want}"),
-        ));
-    }
-    // Flags in the implementation's words count through its mapping; an expected flag not
-    // raised while some words have no mapping cannot be decided: not failed here, but
-    // `undecided_flags` makes it missing knowledge (D34).
-    // An expected flag is met by the history, not by the report alone (GUIDE §4, "verify,
-    // don't trust").
-    let (raised, unmapped) = answer.report_flags();
-    let history = crate::check::evidence::View::of(&answer.entries, &answer.flag_map);
-    for flag in &e.missing_knowledge {
-        if !raised.contains(flag) && unmapped.is_empty() {
-            out.push((
-                Req::R009,
-                format!("missing-knowledge flag {flag} not raised"),
-            ));
-        } else if raised.contains(flag)
-            && !history.flags.contains(flag)
-            && history.unmapped.is_empty()
-        {
-            out.push((
-                Req::R009,
-                format!(
-                    "missing-knowledge flag {flag} is raised by the report alone: no observation in its history raises it"
-                ),
-            ));
-        }
-    }
-    if let Some(want) = e.authority
-        && st.authority != want
-    {
-        out.push((
-            Req::R012,
-            format!("authority is {}, expected {want}", st.authority),
-        ));
-    }
-    if let Some(want) = e.remedies
-        && st.remedies.len() as u32 != want
-    {
-        out.push((
-            Req::R012,
-            format!("{} remedies linked, expected {want}", st.remedies.len()),
-        ));
-    }
-    out
-}
-
-/// Why an occurrence's expected missing-knowledge flags cannot be decided, if they cannot: some
-/// expected flag (on any path) is not raised in aocheck's words while the report carries words
-/// the implementation did not map. The requirement is then not established, never passed.
-pub(super) fn undecided_flags(
-    e: &crate::case::CheckedOccurrence,
-    answer: &crate::check::evidence::StateAnswer,
-) -> Option<String> {
-    let (raised, unmapped) = answer.report_flags();
-    if unmapped.is_empty() {
-        return None;
-    }
-    let missing: Vec<String> = std::iter::once(e)
-        .chain(&e.any_of)
-        .flat_map(|x| &x.missing_knowledge)
-        .filter(|f| !raised.contains(f))
-        .map(|f| f.to_string())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "expected missing knowledge {} cannot be judged: the report's words {} have no flag_map entry",
-            missing.join(", "),
-            unmapped.join(", ")
-        )
-    })
-}
-
-pub(super) fn judge_state(
-    e: &crate::case::CheckedOccurrence,
-    state: crate::vocab::State,
-    outcome: Option<crate::vocab::Outcome>,
-) -> Vec<(Req, String)> {
-    use crate::vocab::State;
-    let mut out = Vec::new();
-    if !e.state.is_empty() && !e.state.contains(&state) {
-        let want: Vec<&str> = e.state.iter().map(|s| s.name()).collect();
-        out.push((
-            Req::R009,
-            format!("state is {state}, expected {}", want.join(" or ")),
-        ));
-    }
-    let outcome_applies =
-        e.state.is_empty() || state == State::Resolved || !e.state.contains(&state);
-    if let Some(want) = e.outcome
-        && outcome_applies
-        && outcome != Some(want)
-    {
-        out.push((
-            Req::R011,
-            format!(
-                "outcome is {}, expected {want}",
-                outcome.map_or("none", |o| o.name())
-            ),
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -763,7 +493,6 @@ mod tests {
     #[case::unlabelled_refusal_of_an_allowed_step(Err(SutError::RefusedUnnamed("no".into())), Expected::Ok, "failed AOC-REQ-001")]
     #[case::accepted_but_must_be_refused(Ok(()), Expected::Refused(Some(Req::R006)), "failed AOC-REQ-006")]
     #[case::refused_but_must_pass(refused(Req::R005), Expected::Ok, "failed AOC-REQ-005")]
-    #[case::mismatch_fails_even_under_any(Err(SutError::Mismatch(Req::R009, "x".into())), Expected::Any, "failed AOC-REQ-009")]
     #[case::corrupt_is_req_004(Err(SutError::Corrupt("x".into())), Expected::Any, "failed AOC-REQ-004")]
     #[case::harness_is_never_judged(Err(SutError::Harness("hung".into())), Expected::Ok, "undecided")]
     fn a_step_is_judged_by_its_expectation(
@@ -783,133 +512,6 @@ mod tests {
             }
         };
         assert_eq!(got, want);
-    }
-
-    #[rstest]
-    #[case::resolved_as_the_reference_does(&["resolved", "unresolved"], "resolved", Some("final_failure"), 0)]
-    #[case::unresolved_as_the_draft_allows(&["resolved", "unresolved"], "unresolved", None, 0)]
-    #[case::resolved_with_another_outcome(&["resolved", "unresolved"], "resolved", Some("success"), 1)]
-    #[case::unresolved_where_only_resolved_is_accepted(&["resolved"], "unresolved", None, 2)]
-    #[case::released_is_neither(&["resolved", "unresolved"], "released", None, 2)]
-    #[case::no_state_expectation_still_checks_the_outcome(&[], "unresolved", None, 1)]
-    fn final_state_and_outcome(
-        #[case] accepted: &[&str],
-        #[case] state: &str,
-        #[case] outcome: Option<&str>,
-        #[case] findings: usize,
-    ) {
-        use crate::vocab::{Outcome, State};
-        let e = crate::case::CheckedOccurrence {
-            state: accepted.iter().filter_map(|s| State::parse(s)).collect(),
-            outcome: Some(Outcome::FinalFailure),
-            ..Default::default()
-        };
-        let got = judge_state(
-            &e,
-            State::parse(state).expect("state"),
-            outcome.and_then(Outcome::parse),
-        );
-        assert_eq!(got.len(), findings, "{got:?}");
-    }
-
-    /// An expected flag the report does not raise in aocheck's words is undecided (missing
-    /// knowledge) only while some of its words have no mapping; otherwise it is judged.
-    #[rstest]
-    #[case::raised(&["transport"], &[], false, None)]
-    #[case::own_word_unmapped(&["wire-gone"], &[], false, Some("wire-gone"))]
-    #[case::own_word_mapped(&["wire-gone"], &[("wire-gone", "transport")], false, None)]
-    #[case::raised_beside_an_unmapped_word(&["transport", "hmm"], &[], false, None)]
-    #[case::nothing_expected(&["hmm"], &[], true, None)]
-    fn unmapped_flag_words_leave_an_expectation_undecided(
-        #[case] words: &[&str],
-        #[case] map: &[(&str, &str)],
-        #[case] expect_nothing: bool,
-        #[case] undecided: Option<&str>,
-    ) {
-        use crate::vocab::Flag;
-        let answer: crate::check::evidence::StateAnswer =
-            serde_json::from_value(serde_json::json!({
-                "entries": [],
-                "report": {"occurrence": "o", "domain": "d", "executor_generation": 1,
-                           "state": "unresolved", "provider_entry": "entered",
-                           "authority": "consumed", "entry_attempts": 1,
-                           "missing_knowledge": words},
-                "flag_map": map.iter().map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<std::collections::BTreeMap<_, _>>(),
-            }))
-            .expect("answer");
-        let flags = if expect_nothing {
-            Vec::new()
-        } else {
-            vec![Flag::Transport]
-        };
-        let e = crate::case::CheckedOccurrence {
-            missing_knowledge: flags.clone(),
-            ..Default::default()
-        };
-        let got = undecided_flags(&e, &answer);
-        assert_eq!(got.is_some(), undecided.is_some(), "{got:?}");
-        if let (Some(msg), Some(word)) = (&got, undecided) {
-            assert!(msg.contains(word) && msg.contains("transport"), "{msg}");
-        }
-        // The same expectation on an alternative path counts the same.
-        let alt = crate::case::CheckedOccurrence {
-            any_of: vec![
-                crate::case::CheckedOccurrence {
-                    missing_knowledge: flags,
-                    ..Default::default()
-                },
-                crate::case::CheckedOccurrence::default(),
-            ],
-            ..Default::default()
-        };
-        assert_eq!(
-            undecided_flags(&alt, &answer).is_some(),
-            undecided.is_some()
-        );
-    }
-
-    /// Alternatives: the common fields always hold; one alternative must hold entirely; when none
-    /// does, each one's departures are reported. (Judged here over entry attempts alone.)
-    #[rstest]
-    #[case::first_path(Some(1), 1, 0)]
-    #[case::second_path(Some(1), 0, 0)]
-    #[case::neither_path(Some(1), 2, 2)]
-    #[case::common_field_broken_on_a_held_path(Some(5), 1, 1)]
-    #[case::no_common_field(None, 0, 0)]
-    fn one_alternative_must_hold_entirely(
-        #[case] common_remedies: Option<u32>,
-        #[case] observed_entries: u32,
-        #[case] findings: usize,
-    ) {
-        use crate::case::CheckedOccurrence;
-        let path = |n: u32| CheckedOccurrence {
-            entry_attempts: Some(n),
-            ..Default::default()
-        };
-        let e = CheckedOccurrence {
-            remedies: common_remedies,
-            any_of: vec![path(1), path(0)],
-            ..Default::default()
-        };
-        let judge = |x: &CheckedOccurrence| {
-            let mut out = Vec::new();
-            if x.entry_attempts.is_some_and(|w| w != observed_entries) {
-                out.push((Req::R010, "entries".to_string()));
-            }
-            if x.remedies.is_some_and(|w| w != 1) {
-                out.push((Req::R012, "remedies".to_string()));
-            }
-            out
-        };
-        let got = judge_with_alternatives(&e, &judge);
-        assert_eq!(got.len(), findings, "{got:?}");
-        if observed_entries == 2 {
-            assert!(
-                got.iter()
-                    .all(|(_, m)| m.starts_with("no alternative holds: any_of["))
-            );
-        }
     }
 
     #[test]

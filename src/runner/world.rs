@@ -8,7 +8,7 @@ use crate::aoc::ids::{AdmissionId, OccurrenceId};
 use crate::aoc::requirement::Req;
 use crate::case::Step;
 use crate::check::accounting::{Accounting, KeyRule};
-use crate::check::{Checker, Observed, Snapshot, Violation};
+use crate::check::{Checker, Finding, Observed, Snapshot};
 use crate::clock::ManualClock;
 use crate::sut::Sut;
 use crate::sut::SutError;
@@ -18,9 +18,7 @@ use crate::sut::{To, decode};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::check::hermes::{
-    check_operator_result, judge_delegated_result, judge_durability, pinned_manifest,
-};
+use crate::check::hermes::judge_durability;
 
 pub(super) struct World {
     pub(super) sut: Box<dyn Sut>,
@@ -58,6 +56,9 @@ pub(super) struct World {
     pub(super) holder: Option<u64>,
     /// The implementation runs as processes, each with its own provider credentials.
     pub(super) processes: bool,
+    /// What the oracles of the step being performed found (check/steps.rs, check/hermes.rs):
+    /// the runner takes them after the step and reports them at it.
+    pub(super) findings: Vec<Finding>,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -334,14 +335,9 @@ impl World {
                 .creates_of(id.as_str())
                 .len();
             self.checker.facts.saw(Req::R001);
-            if entered > 1 || requests > 1 {
-                return Err(SutError::Mismatch(
-                    Req::R001,
-                    format!(
-                        "{n} racing admissions of {label}: its history records {entered} provider entries and the provider received {requests} requests for it; one coordination domain serialises admission to at most one (AOC §4.1)"
-                    ),
-                ));
-            }
+            self.findings.extend(crate::check::steps::race_serialised(
+                &label, n, entered, requests,
+            ));
         }
         Ok(())
     }
@@ -415,39 +411,31 @@ impl World {
                     .get(occurrence)
                     .or_else(|| self.created_by_key.get(&key))
                     .cloned();
-                if let Some(first) = first {
+                if first.is_some() {
                     self.checker.facts.saw(Req::R002);
-                    if first != r.occurrence {
-                        return Err(SutError::Mismatch(
-                            Req::R002,
-                            format!(
-                                "a creation under the creation key {key:?} of {first} minted {} (caller labels alone never create an occurrence)",
-                                r.occurrence
-                            ),
-                        ));
-                    }
+                }
+                // A creation that minted anew is reported, and the case goes on with the
+                // occurrence it knew (its steps act on the original).
+                if let Some(f) =
+                    crate::check::steps::creation_identity(&key, first.as_ref(), &r.occurrence)
+                {
+                    self.findings.push(f);
+                    return Ok(());
                 }
                 // "At-most-one policies need a durable action fence": under the fence, one
-                // occurrence per action (refusing the second creation is as good).
+                // occurrence per action (refusing the second creation is as good). A second
+                // occurrence is reported and judged like any other from here on.
                 if self.action_fence
                     && let Some(action) = &labels.action
                 {
                     self.checker.facts.saw(Req::R002);
-                    match self.created_by_action.get(action) {
-                        Some(first) if *first != r.occurrence => {
-                            return Err(SutError::Mismatch(
-                                Req::R002,
-                                format!(
-                                    "the action fence let a second occurrence {} be created for action {action:?} (the first is {first})",
-                                    r.occurrence
-                                ),
-                            ));
-                        }
-                        _ => {
-                            self.created_by_action
-                                .insert(action.clone(), r.occurrence.clone());
-                        }
+                    let first = self.created_by_action.get(action);
+                    let fenced = crate::check::steps::action_fence(action, first, &r.occurrence);
+                    if first.is_none() {
+                        self.created_by_action
+                            .insert(action.clone(), r.occurrence.clone());
                     }
+                    self.findings.extend(fenced);
                 }
                 self.created_by_key
                     .entry(key)
@@ -484,14 +472,9 @@ impl World {
                     })
                     .await;
                 let after = self.sut.state(&id).await?;
-                if let Some((req, what)) =
-                    crate::check::evidence::aadp_expiry_change(&before, &after)
-                {
-                    return Err(SutError::Mismatch(
-                        req,
-                        format!("AADP expiry changed the AOC occurrence: {what} (AOC §5)"),
-                    ));
-                }
+                self.findings.extend(crate::check::steps::aadp_expiry(
+                    occurrence, &before, &after,
+                ));
                 answer?
             }
             Step::Rebind {
@@ -629,10 +612,8 @@ impl World {
                             .find(|(_, id)| **id == a)
                             .map(|(l, _)| l.clone())
                             .unwrap_or_else(|| a.to_string());
-                        return Err(SutError::Mismatch(
-                            Req::R005,
-                            format!("claimed {label:?} instead of {submission:?}"),
-                        ));
+                        self.findings
+                            .extend(crate::check::steps::claim_in_order(submission, &label));
                     }
                     // The implementation's own answer that there is nothing to claim: its
                     // refusal to hand out work (what a step expecting `refused` asks for).
@@ -707,263 +688,20 @@ impl World {
             Step::Import { .. } => {
                 self.sut.call(To::Observer, Request::Import).await?;
             }
-            Step::OperatorInvoke {
-                action,
-                objective,
-                resume,
-                choice,
-                instance,
-                background,
-                result,
-                error,
-            } => {
-                let instance = instance.clone().unwrap_or_else(|| "p1".into());
-                let input = match (objective, resume) {
-                    (Some(o), _) => {
-                        serde_json::json!({"objective": o, "context": {"case": action}})
-                    }
-                    (None, Some(src)) => {
-                        self.operator.resumes.insert(action.clone());
-                        let sid = self.operator.action_id(src);
-                        serde_json::json!({"resume": {"source_action_id": sid, "choice": choice.clone().unwrap_or_default()}})
-                    }
-                    _ => return Err(SutError::Harness("objective or resume".into())),
-                };
-                let a = self.operator.action(action, input);
-                let c = self.operator.connector(&instance).await?;
-                if *background {
-                    self.operator.background.push((instance, {
-                        let c = c.detached();
-                        tokio::spawn(async move { c.invoke(&a).await })
-                    }));
-                } else {
-                    let r = c.invoke(&a).await?;
-                    result_facts(&mut self.checker.facts, result, error);
-                    check_operator_result(&r, result, error)?;
-                    if let Ok(o) = &r {
-                        self.result_from_provider(o).await?;
-                    }
-                }
-            }
-            Step::OperatorManifest {} => {
-                let c = self.operator.connector("p1").await?;
-                let m = c.manifest().await?;
-                self.checker.facts.saw(Req::R009);
-                let wrong: Vec<String> = pinned_manifest("primary")
-                    .into_iter()
-                    .filter_map(|(ptr, want)| {
-                        let got = m.pointer(ptr).cloned().unwrap_or(serde_json::Value::Null);
-                        (got != want).then(|| format!("{ptr} is {got}, the contract pins {want}"))
-                    })
-                    .collect();
-                if !wrong.is_empty() {
-                    return Err(SutError::Mismatch(
-                        Req::R009,
-                        format!(
-                            "the manifest departs from seed 000's contract: {}",
-                            wrong.join("; ")
-                        ),
-                    ));
-                }
-            }
-            Step::OperatorDurability {} => self.durability().await?,
-            Step::OperatorConfigure {
-                policy,
-                tenant,
-                resolver,
-                error,
-            } => {
-                self.operator.policy_overlay = policy.clone();
-                self.operator.resolver = *resolver;
-                if let Some(t) = tenant {
-                    self.operator.tenant = t.clone();
-                }
-                // New policy, new connector processes.
-                let mut stopped: Vec<Conn> = std::mem::take(&mut self.operator.connectors)
-                    .into_values()
-                    .collect();
-                stopped.extend(self.operator.reader.take());
-                for c in stopped {
-                    c.stop("stopped: the case changed the connector's policy")
-                        .await;
-                }
-                let policy = self
-                    .operator
-                    .policy()
-                    .map_err(|e| SutError::Harness(format!("operator policy: {e}")))?;
-                // The implementation decides whether it accepts the policy.
-                let got = self
-                    .operator
-                    .reader()
-                    .await?
-                    .validate_policy(&policy)
-                    .await?;
-                self.checker.facts.saw(Req::R001);
-                match (error, got) {
-                    (None, None) => {}
-                    (Some(want), Some(e)) if e.code.as_str().ends_with(want.as_str()) => {}
-                    (want, got) => {
-                        return Err(SutError::Mismatch(
-                            Req::R001,
-                            format!(
-                                "policy validation: expected {}, got {}",
-                                want.as_deref().unwrap_or("acceptance"),
-                                got.map_or("acceptance".into(), |e| e.to_string())
-                            ),
-                        ));
-                    }
-                }
-            }
-            Step::OperatorDelegate {
-                action,
-                capability,
-                scope,
-                chain,
-                approval,
-                child,
-                instance,
-                result,
-                error,
-            } => {
-                let child = child.as_deref().unwrap_or("ran");
-                let (req, records) = self
-                    .operator
-                    .stage_delegation(
-                        action,
-                        capability.as_deref().unwrap_or("cap:crm:update"),
-                        scope.clone().unwrap_or_else(|| vec!["crm:write".into()]),
-                        chain.unwrap_or(1),
-                        approval.as_deref().unwrap_or("approved"),
-                        child,
-                    )
-                    .await?;
-                let c = self
-                    .operator
-                    .connector(instance.as_deref().unwrap_or("p1"))
-                    .await?;
-                let r = c.delegate(&req, &records).await?;
-                match &r {
-                    Err(e) => {
-                        self.operator
-                            .delegation_errors
-                            .insert(action.clone(), e.code.as_str().to_string());
-                    }
-                    Ok(_) => {
-                        self.operator.delegation_errors.remove(action);
-                    }
-                }
-                if r.as_ref()
-                    .is_ok_and(|o| !o.output["provider"]["delegated"].is_null())
-                {
-                    self.checker.facts.saw(Req::R011);
-                }
-                result_facts(&mut self.checker.facts, result, error);
-                judge_delegated_result(&r, child, action)?;
-                check_operator_result(&r, result, error)?;
-            }
-            Step::OperatorCancel {
-                action,
-                instance,
-                status,
-            } => {
-                let id = self.operator.action_id(action);
-                let c = self
-                    .operator
-                    .connector(instance.as_deref().unwrap_or("p1"))
-                    .await?;
-                let b = c
-                    .cancel(&id)
-                    .await?
-                    .map_err(|e| SutError::Mismatch(Req::R011, format!("cancel failed: {e}")))?;
-                if let Some(want) = status {
-                    self.checker.facts.saw(Req::R011);
-                    let got = serde_json::to_value(b.status)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    if &got != want {
-                        return Err(SutError::Mismatch(
-                            Req::R011,
-                            format!("binding is {got} after the cancel, expected {want}"),
-                        ));
-                    }
-                }
-            }
-            Step::OperatorWaitBound { action } => {
-                let id = self.operator.action_id(action);
-                let c = self.operator.reader().await?;
-                let mut bound = false;
-                for _ in 0..500 {
-                    if let Some(b) = c.binding_of(&id).await
-                        && (b.run_id.is_some() || b.status.is_terminal())
-                    {
-                        bound = true;
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                if !bound {
-                    return Err(SutError::Harness(format!(
-                        "{action}: no run was bound within 5 s"
-                    )));
-                }
-            }
-            Step::OperatorSettle {} => {
-                for (_, t) in std::mem::take(&mut self.operator.background) {
-                    let _ = self.operator.idle(t).await;
-                }
-            }
-            Step::OperatorKill { instance } => {
-                let (kill, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.operator.background)
-                    .into_iter()
-                    .partition(|(i, _)| i == instance);
-                if let Some(c) = self.operator.connectors.remove(instance) {
-                    // A process dies by SIGKILL; its requests in flight fail with it.
-                    c.stop("killed with SIGKILL").await;
-                }
-                for (_, t) in kill {
-                    t.abort();
-                    let _ = t.await;
-                }
-                self.operator.background = keep;
-            }
-            Step::HermesFault { .. } => {
-                let (_, h) = self.operator.hermes().await?;
-                let rule = step
-                    .hermes_rule()
-                    .ok_or_else(|| SutError::Harness("not a Hermes fault".into()))?;
-                h.add_rule(rule)
-                    .map_err(|d| SutError::Harness(d.join("; ")))?;
-            }
-            Step::HermesScript { script } => {
-                let (_, h) = self.operator.hermes().await?;
-                h.set_scripts(Vec::new(), Some(script.clone()))
-                    .map_err(|d| SutError::Harness(d.join("; ")))?;
-            }
-            Step::HermesWaitParked { hold } => {
-                let (_, h) = self.operator.hermes().await?;
-                if !h.wait_parked(hold, 1, Duration::from_secs(10)).await {
-                    return Err(SutError::Harness(format!(
-                        "nothing parked at hold {hold:?}"
-                    )));
-                }
-            }
-            Step::HermesRelease { hold, reject } => {
-                let (_, h) = self.operator.hermes().await?;
-                let action = match reject {
-                    Some(status) => fake_hermes::app::ReleaseAction::Reject { status: *status },
-                    None => fake_hermes::app::ReleaseAction::Proceed,
-                };
-                if h.release(hold, action) == 0 {
-                    return Err(SutError::Harness(format!(
-                        "nothing parked at hold {hold:?}"
-                    )));
-                }
-            }
-            Step::HermesForget {} => {
-                let (_, h) = self.operator.hermes().await?;
-                h.forget();
-            }
+            Step::OperatorInvoke { .. }
+            | Step::OperatorManifest {}
+            | Step::OperatorDurability {}
+            | Step::OperatorConfigure { .. }
+            | Step::OperatorDelegate { .. }
+            | Step::OperatorCancel { .. }
+            | Step::OperatorWaitBound { .. }
+            | Step::OperatorSettle {}
+            | Step::OperatorKill { .. }
+            | Step::HermesFault { .. }
+            | Step::HermesScript { .. }
+            | Step::HermesWaitParked { .. }
+            | Step::HermesRelease { .. }
+            | Step::HermesForget {} => self.perform_operator(step).await?,
         }
         Ok(())
     }
@@ -1001,7 +739,9 @@ impl World {
             seen.push((label.clone(), b, after));
         }
         self.checker.facts.saw(Req::R005);
-        judge_durability(seen, "a fresh instance")
+        self.findings
+            .extend(judge_durability(seen, "a fresh instance").map_err(SutError::Harness)?);
+        Ok(())
     }
 
     /// The connector's binding reader, or `None` with the reason noted as a harness error: a
@@ -1016,7 +756,7 @@ impl World {
         }
     }
 
-    pub(super) async fn check(&mut self) -> Vec<Violation> {
+    pub(super) async fn check(&mut self) -> Vec<Finding> {
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
             let answer = match self.sut.observe(id).await {
@@ -1070,12 +810,9 @@ impl World {
     /// An operator result against what Hermes's run really produced (check/hermes.rs). The
     /// ledger records a run's end just after the event the connector answered from, so it is
     /// read again, briefly, while the named run has not ended there.
-    async fn result_from_provider(
-        &mut self,
-        o: &crate::operator::OperatorResult,
-    ) -> Result<(), SutError> {
+    pub(super) async fn result_from_provider(&mut self, o: &crate::operator::OperatorResult) {
         let Some((_, h, _)) = &self.operator.hermes else {
-            return Ok(());
+            return;
         };
         let h = h.clone();
         use crate::operator::connector::ResultStatus;
@@ -1090,13 +827,12 @@ impl World {
         if run.is_some() {
             self.checker.facts.saw(Req::R011);
         }
-        match crate::check::hermes::result_from_provider(o, &ledger)
-            .into_iter()
-            .next()
-        {
-            Some((req, what)) => Err(SutError::Mismatch(req, what)),
-            None => Ok(()),
-        }
+        // The first departure says it; the others follow from it.
+        self.findings.extend(
+            crate::check::hermes::result_from_provider(o, &ledger)
+                .into_iter()
+                .next(),
+        );
     }
 
     /// Checks over every operator binding against fake-hermes's ledger (ground truth). The
@@ -1105,7 +841,7 @@ impl World {
     /// Also returns the ledger it judged by, for the other judgements of the same look.
     pub(super) async fn operator_checks(
         &mut self,
-    ) -> (Vec<Violation>, Option<fake_hermes::app::Ledger>) {
+    ) -> (Vec<Finding>, Option<fake_hermes::app::Ledger>) {
         let Some((_, h, _)) = &self.operator.hermes else {
             return (Vec::new(), None);
         };
@@ -1178,7 +914,11 @@ async fn ledger_with_ended<'a>(
 
 /// The facts an operator step's expected result or failure examines (what
 /// `check_operator_result` judges them under).
-fn result_facts(facts: &mut crate::check::Facts, result: &Option<String>, error: &Option<String>) {
+pub(super) fn result_facts(
+    facts: &mut crate::check::Facts,
+    result: &Option<String>,
+    error: &Option<String>,
+) {
     if let Some(want) = error {
         facts.saw(if want.contains("outcome_unknown") {
             Req::R009

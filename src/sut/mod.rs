@@ -38,9 +38,6 @@ pub enum SutError {
     /// The harness could not decide (an unknown executor, a store that failed …).
     #[error("{0}")]
     Harness(String),
-    /// The implementation answered, but not as the step requires.
-    #[error("{1}")]
-    Mismatch(crate::aoc::Req, String),
     /// An implementation refused (through the protocol) without naming the requirement.
     #[error("{0}")]
     RefusedUnnamed(String),

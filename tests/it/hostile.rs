@@ -475,6 +475,7 @@ fn liar(mode: &str) -> String {
     "no invoked or delegated"
 )]
 #[case::hermes_output("hermes_output", "HERMES-VERIFY-05", Req::R011, "produced Some(")]
+#[case::claim_other("claim_other", "SEED003-B", Req::R005, "[claim_in_order] claimed")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_liar_fails_for_the_requirement_it_breaks(
     #[case] mode: &str,

@@ -594,3 +594,49 @@ async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
     assert_eq!(run_status(&s, &stuck).await["status"], "stopping");
     assert_eq!(sim.busy_units(), 0, "no unit is left held");
 }
+
+/// The same repeated stop, with nothing holding time: the clock races through the stuck run's
+/// hour-long tool while the two stops arrive, in a loop (each stop may land before the run
+/// ends, or after: a 404 then). Whatever the interleaving, time must stay free for the next
+/// run, and no unit may be left held (issue 14's open point, issue 21 item 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_racing_a_run_the_clock_races_through_never_freezes_it() {
+    use fake_hermes::faults::{Fault, Route, Rule};
+    let rounds: u32 = std::env::var("AOCHECK_STRESS_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    for round in 0..rounds {
+        let (s, sim) = on_sim(Config::default()).await;
+        with_script(&s, crate::api::sleepy_script(3_600_000)).await;
+        s.handle
+            .add_rule(Rule {
+                route: Route::Stop,
+                nth: 1,
+                times: 2,
+                session_id: None,
+                fault: Fault::StopStuck,
+            })
+            .expect("rule");
+        let stuck = start_run(&s, json!({"input": "x", "session_id": "s-stuck"})).await;
+        for _ in 0..2 {
+            let r = post(&s, &format!("/v1/runs/{stuck}/stop"), "").await;
+            assert!(
+                r.status == 200 || r.status == 404,
+                "round {round}: {} {}",
+                r.status,
+                r.text
+            );
+        }
+        with_script(&s, approval_script()).await;
+        let t0 = sim.now_ms();
+        let other = start_run(&s, json!({"input": "y", "session_id": "s-other"})).await;
+        wait_status(&s, &other, "completed").await;
+        assert!(sim.now_ms() - t0 >= 60_000, "round {round}: time stood still");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while sim.busy_units() != 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(sim.busy_units(), 0, "round {round}: a unit is left held");
+    }
+}

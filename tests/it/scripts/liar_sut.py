@@ -35,6 +35,9 @@ away.
                   under that remedy's key: a remedy of a kind that moves no money back.
   refund_own_key  after every `execute`, refunds one cent of the occurrence's payment under the
                   occurrence's own key: no remedy behind it.
+  claim_other     where the lane hands out nothing (a claim refused, or answered `admission:
+                  null`), answers the first admission any of its processes claimed before: work
+                  handed out again, out of order, where the implementation itself refused.
   dead_key        every process leaves its payments credential in a file beside the case's
                   store; on `adopt`, a successor makes a lookup with the first process's
                   credential, as a predecessor that never really died would.
@@ -73,6 +76,26 @@ def keys_file():
     store = init.get("store") or {}
     base = os.path.dirname(store["path"]) if store.get("path") else "/tmp"
     return os.path.join(base, "liar-keys-%s.txt" % (init.get("domain") or {}).get("id", "x"))
+
+
+def claimed_file():
+    return keys_file() + ".claims"
+
+
+def claim_other(msg):
+    ok = msg.get("ok")
+    if isinstance(ok, dict) and ok.get("admission") is not None:
+        with open(claimed_file(), "a") as f:
+            f.write(ok["admission"] + "\n")
+        return
+    try:
+        with open(claimed_file()) as f:
+            first = f.readline().strip()
+    except OSError:
+        return
+    if first:
+        msg.pop("error", None)
+        msg["ok"] = {"admission": first}
 
 
 def use_dead_key():
@@ -176,6 +199,8 @@ def answers():
                 threading.Thread(target=http, daemon=True, args=(
                     "POST", clock["url"] + "/sleep", clock.get("token", ""),
                     {"ms": 3600000})).start()
+        if MODE == "claim_other" and op == "claim":
+            claim_other(msg)
         if MODE == "dead_key" and op == "adopt":
             use_dead_key()
         if op == "remedy" and isinstance(ok, dict):

@@ -1,0 +1,141 @@
+//! The oracles a step's answer is read by, beside the checkers that run after every step: what
+//! one creation, race, claim or AADP expiry answered, against what the case already knows. Each
+//! returns a [`Finding`] or nothing; the World records what it returns and never judges itself.
+
+use super::Finding;
+use crate::aoc::ids::OccurrenceId;
+use crate::aoc::requirement::Req;
+use crate::check::evidence::Report;
+
+/// creation_returns_original (AOC-REQ-002): "creation retries … MUST return the original
+/// occurrence", and caller labels alone (retry, task, grant, AADP, BCR ids) never create one.
+/// `first` is the occurrence the same case label or creation key returned before.
+pub fn creation_identity(
+    key: &str,
+    first: Option<&OccurrenceId>,
+    got: &OccurrenceId,
+) -> Option<Finding> {
+    let first = first?;
+    (first != got).then(|| {
+        Finding::new(
+            "creation_returns_original",
+            Req::R002,
+            format!(
+                "a creation under the creation key {key:?} of {first} minted {got} (caller labels alone never create an occurrence)"
+            ),
+        )
+    })
+}
+
+/// action_fence (AOC-REQ-002): "at-most-one policies need a durable action fence": under the
+/// case's fence, one occurrence per action (refusing the second creation is as good, and is the
+/// implementation's answer, not judged here). `first` is the occurrence the action was created as.
+pub fn action_fence(
+    action: &str,
+    first: Option<&OccurrenceId>,
+    got: &OccurrenceId,
+) -> Option<Finding> {
+    let first = first?;
+    (first != got).then(|| {
+        Finding::new(
+            "action_fence",
+            Req::R002,
+            format!(
+                "the action fence let a second occurrence {got} be created for action {action:?} (the first is {first})"
+            ),
+        )
+    })
+}
+
+/// race_serialised (AOC-REQ-001): "exactly one authoritative coordination domain … serializes …
+/// provider-entry admission" (AOC §4.1): after `n` racing admissions of one occurrence, whatever
+/// the order, its history records at most one provider entry (`entered`) and the provider
+/// received at most one request for it (`requests`, from the ledger; a replayed one counts).
+pub fn race_serialised(label: &str, n: u32, entered: usize, requests: usize) -> Option<Finding> {
+    (entered > 1 || requests > 1).then(|| {
+        Finding::new(
+            "race_serialised",
+            Req::R001,
+            format!(
+                "{n} racing admissions: its history records {entered} provider entries and the provider received {requests} requests for it; one coordination domain serialises admission to at most one (AOC §4.1)"
+            ),
+        )
+        .about(Some(label))
+    })
+}
+
+/// claim_in_order (AOC-REQ-005): the lane hands out the admission the case submitted next
+/// (`want`); claiming another (`got`, by its label) is a finding whatever the step expected.
+/// Claiming nothing is the implementation's refusal to hand out work, not judged here.
+pub fn claim_in_order(want: &str, got: &str) -> Option<Finding> {
+    (want != got).then(|| {
+        Finding::new(
+            "claim_in_order",
+            Req::R005,
+            format!("claimed {got:?} instead of {want:?}"),
+        )
+    })
+}
+
+/// aadp_expiry_inert (AOC §5, AOC-REQ-008/-010): AADP expiry changes nothing of an entered or
+/// released occurrence's report (see [`super::evidence::aadp_expiry_change`]).
+pub fn aadp_expiry(label: &str, before: &Report, after: &Report) -> Option<Finding> {
+    super::evidence::aadp_expiry_change(before, after).map(|(req, what)| {
+        Finding::new(
+            "aadp_expiry_inert",
+            req,
+            format!("AADP expiry changed the AOC occurrence: {what} (AOC §5)"),
+        )
+        .about(Some(label))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn id(s: &str) -> OccurrenceId {
+        OccurrenceId::from_stored(s)
+    }
+
+    #[rstest]
+    #[case::first_creation(None, "o1", false)]
+    #[case::same_again(Some("o1"), "o1", false)]
+    #[case::minted_anew(Some("o1"), "o2", true)]
+    fn a_creation_returns_the_original(
+        #[case] first: Option<&str>,
+        #[case] got: &str,
+        #[case] found: bool,
+    ) {
+        let first = first.map(id);
+        let f = creation_identity("k", first.as_ref(), &id(got));
+        assert_eq!(f.is_some(), found);
+        let f = action_fence("a", first.as_ref(), &id(got));
+        assert_eq!(f.map(|f| f.requirement()), found.then_some(Req::R002));
+    }
+
+    #[rstest]
+    #[case::one_each(1, 1, false)]
+    #[case::none(0, 0, false)]
+    #[case::two_entries(2, 1, true)]
+    #[case::two_requests(1, 2, true)]
+    fn a_race_admits_at_most_one(
+        #[case] entered: usize,
+        #[case] requests: usize,
+        #[case] found: bool,
+    ) {
+        let f = race_serialised("o1", 2, entered, requests);
+        assert_eq!(f.map(|f| f.requirement()), found.then_some(Req::R001));
+    }
+
+    #[test]
+    fn a_claim_of_another_admission_is_a_finding() {
+        assert!(claim_in_order("s1", "s1").is_none());
+        let f = claim_in_order("s1", "s2").expect("out of order");
+        assert_eq!(
+            (f.requirement(), f.checker()),
+            (Req::R005, "claim_in_order")
+        );
+    }
+}
