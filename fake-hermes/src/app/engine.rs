@@ -63,7 +63,7 @@ pub(super) async fn sleep_or_stop(cell: &RunCell, ms: u64) -> Wake {
         return Wake::Stopped;
     }
     tokio::select! {
-        _ = cell.sleep(ms) => {
+        _ = cell.sleep_until_stopped(ms) => {
             if lock(&cell.info).stop_requested { Wake::Stopped } else { Wake::Done }
         }
         _ = stop => Wake::Stopped,
@@ -269,14 +269,19 @@ pub(super) async fn run_engine(
                 st.pending =
                     Some(json!({"step": step.id, "kind": "approval", "request_id": request_id}));
                 let timeout = timeout_ms.unwrap_or(s.config.approval_timeout_ms);
+                // Registered before the intent is read (see `sleep_or_stop`): a stop between the
+                // two would otherwise wait out the approval timeout holding the unit it handed.
+                let stop = cell.stop.notified();
+                tokio::pin!(stop);
+                stop.as_mut().enable();
                 let outcome = if lock(&cell.info).stop_requested {
                     None
                 } else {
                     tokio::select! {
                         // The decision's unit is given back here: the engine is awake.
                         d = rx => d.ok().map(|d| Ok((d.choice, d.resolved))),
-                        _ = cell.sleep(timeout) => Some(Err("timeout")),
-                        _ = cell.stop.notified() => None,
+                        _ = cell.sleep_until_stopped(timeout) => Some(Err("timeout")),
+                        _ = stop => None,
                     }
                 };
                 lock(&cell.approval).take();

@@ -255,8 +255,30 @@ impl RunCell {
     fn awake(&self) {
         lock(&self.wake).take();
     }
-    /// A wait of the engine on the clock (it needs no handed unit while it waits).
+    /// A wait of the engine on the clock that a stop does not cut short (an event gap, the stop
+    /// grace): the engine reacts to a stop only once the wait is over, so a unit a stop hands it
+    /// meanwhile is given back at once. Kept, that unit would hold the clock still, and with it
+    /// the very wait the engine must finish before it can react: a freeze.
     async fn sleep(&self, ms: u64) {
+        let sleep = self.clock.sleep(ms);
+        tokio::pin!(sleep);
+        loop {
+            // Registered before the handed unit is looked for: a stop that hands one after the
+            // look also notifies after it, and is seen.
+            let stop = self.stop.notified();
+            tokio::pin!(stop);
+            stop.as_mut().enable();
+            self.awake();
+            tokio::select! {
+                _ = &mut sleep => return,
+                _ = stop => {}
+            }
+        }
+    }
+    /// A wait of the engine on the clock that the caller races against the stop itself
+    /// (`engine::sleep_or_stop`, the approval wait): the unit a stop hands is kept until the
+    /// engine, woken by the stop, takes its next wait.
+    async fn sleep_until_stopped(&self, ms: u64) {
         self.awake();
         self.clock.sleep(ms).await
     }
