@@ -116,29 +116,37 @@ pub fn operator(
             );
         }
     }
-    if let Some(want) = e.approvals {
-        let got = ledger
-            .approvals
-            .iter()
-            .filter(|a| Some(&a.run_id) == run.as_ref())
-            .count() as u32;
-        if got != want {
+    // What Hermes really applied to the bound run (a stop only where it was effective).
+    let on_run = |run_id: &str| Some(run_id) == run.as_deref();
+    let applied = [
+        (
+            e.approvals,
+            ledger
+                .approvals
+                .iter()
+                .filter(|a| on_run(&a.run_id))
+                .count(),
+            Req::R010,
+            "approval decisions",
+        ),
+        (
+            e.stops,
+            ledger
+                .stops
+                .iter()
+                .filter(|a| on_run(&a.run_id) && a.effective)
+                .count(),
+            Req::R011,
+            "stops",
+        ),
+    ];
+    for (want, got, req, what) in applied {
+        if let Some(want) = want
+            && got as u32 != want
+        {
             fail(
-                Req::R010,
-                format!("{got} approval decisions applied (ground truth), expected {want}"),
-            );
-        }
-    }
-    if let Some(want) = e.stops {
-        let got = ledger
-            .stops
-            .iter()
-            .filter(|a| Some(&a.run_id) == run.as_ref() && a.effective)
-            .count() as u32;
-        if got != want {
-            fail(
-                Req::R011,
-                format!("{got} stops applied (ground truth), expected {want}"),
+                req,
+                format!("{got} {what} applied (ground truth), expected {want}"),
             );
         }
     }

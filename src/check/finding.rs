@@ -17,11 +17,19 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// Every checker that finds is named in [`super::CHECKERS`] under the requirement it
+    /// reports (asserted in debug builds, so every test that finds checks it); the final
+    /// expectations' checkers report under the requirement the case picks.
     pub(in crate::check) fn new(
         checker: &'static str,
         requirement: Req,
         facts: impl Into<String>,
     ) -> Self {
+        debug_assert!(
+            super::CHECKERS.iter().any(|(name, reqs)| *name == checker
+                && (reqs.contains(&requirement) || is_expectation(name))),
+            "the finding's checker {checker} ({requirement}) is not in CHECKERS under its requirement"
+        );
         Finding {
             checker,
             requirement,
@@ -62,4 +70,10 @@ impl Finding {
             self.facts
         )
     }
+}
+
+/// The final expectations' checkers (`check/expect.rs`) report under the requirement the case
+/// picks, whichever it is.
+fn is_expectation(name: &str) -> bool {
+    name.ends_with("_expected") || name == "bypass_disclosed"
 }

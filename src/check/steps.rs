@@ -15,14 +15,9 @@ pub fn creation_identity(
     first: Option<&OccurrenceId>,
     got: &OccurrenceId,
 ) -> Option<Finding> {
-    let first = first?;
-    (first != got).then(|| {
-        Finding::new(
-            "creation_returns_original",
-            Req::R002,
-            format!(
-                "a creation under the creation key {key:?} of {first} minted {got} (caller labels alone never create an occurrence)"
-            ),
+    another_occurrence("creation_returns_original", first, got, |first| {
+        format!(
+            "a creation under the creation key {key:?} of {first} minted {got} (caller labels alone never create an occurrence)"
         )
     })
 }
@@ -35,16 +30,22 @@ pub fn action_fence(
     first: Option<&OccurrenceId>,
     got: &OccurrenceId,
 ) -> Option<Finding> {
-    let first = first?;
-    (first != got).then(|| {
-        Finding::new(
-            "action_fence",
-            Req::R002,
-            format!(
-                "the action fence let a second occurrence {got} be created for action {action:?} (the first is {first})"
-            ),
+    another_occurrence("action_fence", first, got, |first| {
+        format!(
+            "the action fence let a second occurrence {got} be created for action {action:?} (the first is {first})"
         )
     })
+}
+
+/// An AOC-REQ-002 finding when a creation returned another occurrence than the `first` one.
+fn another_occurrence(
+    checker: &'static str,
+    first: Option<&OccurrenceId>,
+    got: &OccurrenceId,
+    facts: impl FnOnce(&OccurrenceId) -> String,
+) -> Option<Finding> {
+    let first = first?;
+    (first != got).then(|| Finding::new(checker, Req::R002, facts(first)))
 }
 
 /// race_serialised (AOC-REQ-001): "exactly one authoritative coordination domain … serializes …

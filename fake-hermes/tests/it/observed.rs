@@ -561,14 +561,9 @@ async fn durable_records_survive_a_real_restart_and_write_errors_are_answered() 
     assert!(s.handle.ledger().runs.is_empty());
 }
 
-/// The hand-off of a stop to the engine on a driven clock: a stuck executor is stopped twice,
-/// waits on nothing for ever, and yet no unit stays held, so time still moves for everything
-/// else (another run's 60 s approval timeout passes at once).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
+/// The first two stops of the case leave their run stuck in `stopping` (its executor never exits).
+fn stuck_on_two_stops(s: &Server) {
     use fake_hermes::faults::{Fault, Route, Rule};
-    let (s, sim) = on_sim(Config::default()).await;
-    with_script(&s, crate::api::sleepy_script(5_000)).await;
     s.handle
         .add_rule(Rule {
             route: Route::Stop,
@@ -578,6 +573,16 @@ async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
             fault: Fault::StopStuck,
         })
         .expect("rule");
+}
+
+/// The hand-off of a stop to the engine on a driven clock: a stuck executor is stopped twice,
+/// waits on nothing for ever, and yet no unit stays held, so time still moves for everything
+/// else (another run's 60 s approval timeout passes at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
+    let (s, sim) = on_sim(Config::default()).await;
+    with_script(&s, crate::api::sleepy_script(5_000)).await;
+    stuck_on_two_stops(&s);
     // Time is held while the run starts and is stopped twice (it cannot finish first).
     let hold = sim.busy();
     let stuck = start_run(&s, json!({"input": "x", "session_id": "s-stuck"})).await;
@@ -599,33 +604,27 @@ async fn a_repeated_stop_of_a_stuck_run_leaves_the_clock_free() {
 /// (a ten-minute tool, or an approval that waits out its timeout) while the two stops arrive, in
 /// a loop; each stop may land in a wait the stop cuts short, in one it does not (an event gap),
 /// or after the run ended (a 404). Whatever the interleaving, time must stay free for the next
-/// run and no unit may be left held (issue 14's open point, issue 21 item 6). The tool case froze
-/// in its first two rounds while a stop's unit was kept through a wait the stop could not cut
-/// short (an event gap). The approval wait also read the stop intent before registering for its
-/// notification (mended too); 200 rounds of the approval case never landed in that window.
+/// run and no unit may be left held, and some stop must have reached its run before it ended
+/// (issue 14's open point, issue 21 item 6). Both cases froze in their first rounds while a
+/// stop's unit was kept through a wait the stop could not cut short (an event gap). The approval
+/// wait also read the stop intent before registering for its notification (mended too); no round
+/// was seen to land in that window.
 /// `AOCHECK_STRESS_ROUNDS` sets the rounds (12 by default).
 #[rstest::rstest]
 #[case::in_a_tool(crate::api::sleepy_script(600_000))]
 #[case::in_an_approval(approval_script())]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_racing_a_run_the_clock_races_through_never_freezes_it(#[case] stuck_script: Value) {
-    use fake_hermes::faults::{Fault, Route, Rule};
     let rounds: u32 = std::env::var("AOCHECK_STRESS_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
+    // Stops that reached the run before it ended: a loop where none did raced nothing.
+    let mut landed = 0;
     for round in 0..rounds {
         let (s, sim) = on_sim(Config::default()).await;
         with_script(&s, stuck_script.clone()).await;
-        s.handle
-            .add_rule(Rule {
-                route: Route::Stop,
-                nth: 1,
-                times: 2,
-                session_id: None,
-                fault: Fault::StopStuck,
-            })
-            .expect("rule");
+        stuck_on_two_stops(&s);
         let stuck = start_run(&s, json!({"input": "x", "session_id": "s-stuck"})).await;
         for _ in 0..2 {
             let r = post(&s, &format!("/v1/runs/{stuck}/stop"), "").await;
@@ -635,26 +634,12 @@ async fn a_stop_racing_a_run_the_clock_races_through_never_freezes_it(#[case] st
                 r.status,
                 r.text
             );
+            landed += u32::from(r.status == 200);
         }
         with_script(&s, approval_script()).await;
         let t0 = sim.now_ms();
         let other = start_run(&s, json!({"input": "y", "session_id": "s-other"})).await;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let st = run_status(&s, &other).await;
-            if st["status"] == "completed" {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "round {round}: the other run never completed ({}); the stuck run is {}; {} units held; the clock at +{} ms",
-                st["status"],
-                run_status(&s, &stuck).await["status"],
-                sim.busy_units(),
-                sim.now_ms() - t0
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_status(&s, &other, "completed").await;
         assert!(
             sim.now_ms() - t0 >= 60_000,
             "round {round}: time stood still"
@@ -665,4 +650,8 @@ async fn a_stop_racing_a_run_the_clock_races_through_never_freezes_it(#[case] st
         }
         assert_eq!(sim.busy_units(), 0, "round {round}: a unit is left held");
     }
+    assert!(
+        landed > 0,
+        "no stop of {rounds} rounds reached its run before it ended"
+    )
 }
