@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the conformance suite against the reference implementation and write reports.
     Run(RunArgs),
+    /// Explore seeded random fault schedules, judged by the invariants; shrink each finding to a
+    /// case file.
+    Explore(crate::explore::cmd::ExploreArgs),
     /// Check case files: every defect at once, with file, case, field, line and fix.
     Cases {
         #[command(subcommand)]
@@ -124,11 +127,7 @@ pub struct RunArgs {
 
 async fn run_suite_cmd(a: RunArgs) -> u8 {
     use std::io::Write;
-    let seed = a.seed.unwrap_or_else(|| {
-        let mut b = [0u8; 8];
-        let _ = getrandom::fill(&mut b);
-        u64::from_le_bytes(b) % 1_000_000_000
-    });
+    let seed = crate::setup::seed_or_draw(a.seed);
     println!("aocheck: seed {seed} (reproduce with --seed {seed})");
     let (mut cases, defects) = crate::case::load(&a.cases);
     if !defects.is_empty() {
@@ -168,25 +167,10 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
                     .any(|r| crate::aoc::Req::parse(r).is_some_and(|q| wanted_reqs.contains(&q))))
     });
     let run_id = format!("run-{}", uuid::Uuid::now_v7().simple());
-    let out = match &a.out {
-        Some(o) => {
-            if o.components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
-            {
-                eprintln!(
-                    "error: --out {}: `..` could escape the reports folder; name a folder without it",
-                    o.display()
-                );
-                return exit::INVALID_INPUT;
-            }
-            o.clone()
-        }
-        None => PathBuf::from("reports").join("runs").join(&run_id),
+    let out = match crate::setup::out_dir(a.out.as_ref(), "runs", &run_id) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
-    if let Err(e) = std::fs::create_dir_all(&out) {
-        eprintln!("error: cannot create {}: {e}", out.display());
-        return exit::INVALID_INPUT;
-    }
     let signing = match &a.sign {
         Some(p) => match std::fs::read_to_string(p)
             .map_err(|e| e.to_string())
@@ -249,37 +233,14 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             StoreSpec::Sqlite(_) => None,
         },
         sut: None,
+        explore: false,
     };
     let mut opts = opts;
     if let Some(command) = &a.sut {
-        if command.trim().is_empty() {
-            eprintln!(
-                "error: --sut: the command is empty; name the program that speaks aocheck-sut/2"
-            );
-            return exit::INVALID_INPUT;
+        match crate::setup::process_spec(command, a.sut_timeout, &out, &spec) {
+            Ok(s) => opts.sut = Some(s),
+            Err(code) => return code,
         }
-        if matches!(spec, StoreSpec::Memory) {
-            eprintln!(
-                "error: --sut with --store memory: processes cannot share a memory store; use sqlite (the default) or postgres:URL"
-            );
-            return exit::INVALID_INPUT;
-        }
-        // Cases run one at a time and every child of this process is an implementation
-        // process: an orphan that escapes its group is then still found (D52).
-        if !crate::sut::process::become_subreaper() {
-            eprintln!(
-                "aocheck: note: cannot become the reaper of orphaned processes here; an implementation process that leaves its process group, clears its environment and closes its pipes would go unseen"
-            );
-        }
-        opts.sut = Some(crate::sut::processes::ProcessSpec {
-            command: command.clone(),
-            timeout: std::time::Duration::from_secs(a.sut_timeout.max(1)),
-            dir: out.clone(),
-            postgres: match &spec {
-                StoreSpec::Postgres(u) => Some(u.clone()),
-                _ => None,
-            },
-        });
     }
     let finished = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = finished.clone();
@@ -378,6 +339,7 @@ pub fn write_reports(
 pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
+        Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
         #[cfg(not(feature = "test-knobs"))]
         Command::Sut {
             what: SutCmd::Reference {},

@@ -202,8 +202,10 @@ pub enum NativeResult {
 pub enum EvidenceKind {
     /// The reply to a provider-entry attempt.
     Response { attempt: AttemptId },
-    /// A status-source lookup by key or reference.
+    /// A status-source lookup by reference.
     StatusQuery,
+    /// A status-source listing (by key): what it said, even when the listing failed.
+    Listing,
 }
 
 /// One piece of provider evidence submitted to the domain.

@@ -25,7 +25,8 @@ fn unknown_error_code(error: Option<&String>) -> Option<String> {
     (!known).then(|| format!("{e:?} is not one of seed 000's error codes"))
 }
 
-const FIELDS: [&str; 7] = [
+/// The binding fields a `rebind` step may name.
+pub(crate) const FIELDS: [&str; 7] = [
     "account",
     "environment",
     "native_key",

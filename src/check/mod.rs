@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 41] = [
+pub const CHECKERS: [(&str, &[Req]); 43] = [
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),
@@ -60,6 +60,8 @@ pub const CHECKERS: [(&str, &[Req]); 41] = [
     ("action_fence", &[Req::R002]),
     ("race_serialised", &[Req::R001]),
     ("claim_in_order", &[Req::R005]),
+    ("rebind_refused", &[Req::R003]),
+    ("remedy_authorized_separately", &[Req::R012]),
     (
         "aadp_expiry_inert",
         &[Req::R008, Req::R009, Req::R010, Req::R012],

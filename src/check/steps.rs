@@ -78,6 +78,41 @@ pub fn claim_in_order(want: &str, got: &str) -> Option<Finding> {
     })
 }
 
+/// rebind_refused (AOC-REQ-003): a bound occurrence's binding never changes, so a request to
+/// change one of its fields is never accepted (whether the implementation then changed it, which
+/// `binding_constant` sees, or only said it did). `bound`: the field is bound (every field from
+/// the reservation on, the provider reference from the provider's acknowledgement).
+pub fn rebind_refused(label: &str, field: &str, bound: bool, accepted: bool) -> Option<Finding> {
+    (bound && accepted).then(|| {
+        Finding::new(
+            "rebind_refused",
+            Req::R003,
+            format!("a change of the bound field {field} was accepted"),
+        )
+        .about(Some(label))
+    })
+}
+
+/// remedy_authorized_separately (AOC-REQ-012): "any adjustment, replacement attempt,
+/// compensation or new allocation needs separate native authorisation": a remedy accepted under
+/// the original occurrence's own grant is a finding.
+pub fn remedy_authorization(
+    label: &str,
+    grant: Option<&str>,
+    authorization: &str,
+) -> Option<Finding> {
+    (grant == Some(authorization)).then(|| {
+        Finding::new(
+            "remedy_authorized_separately",
+            Req::R012,
+            format!(
+                "a remedy was accepted under the original's own grant {authorization:?}, not a separate authorization"
+            ),
+        )
+        .about(Some(label))
+    })
+}
+
 /// aadp_expiry_inert (AOC §5, AOC-REQ-008/-010): AADP expiry changes nothing of an entered or
 /// released occurrence's report (see [`super::evidence::aadp_expiry_change`]).
 pub fn aadp_expiry(label: &str, before: &Report, after: &Report) -> Option<Finding> {
@@ -95,6 +130,44 @@ pub fn aadp_expiry(label: &str, before: &Report, after: &Report) -> Option<Findi
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    #[rstest]
+    #[case::bound_accepted(true, true, true)]
+    #[case::bound_refused(true, false, false)]
+    #[case::unbound_accepted(false, true, false)]
+    fn a_bound_field_is_never_rebound(
+        #[case] bound: bool,
+        #[case] accepted: bool,
+        #[case] found: bool,
+    ) {
+        let f = rebind_refused("o1", "account", bound, accepted);
+        assert_eq!(f.is_some(), found);
+        if let Some(f) = f {
+            assert_eq!(
+                (f.checker(), f.requirement()),
+                ("rebind_refused", Req::R003)
+            );
+        }
+    }
+
+    #[rstest]
+    #[case::own_grant(Some("grant-1"), "grant-1", true)]
+    #[case::separate(Some("grant-1"), "refund-authorization-1", false)]
+    #[case::no_grant(None, "grant-1", false)]
+    fn a_remedy_needs_its_own_authorization(
+        #[case] grant: Option<&str>,
+        #[case] authorization: &str,
+        #[case] found: bool,
+    ) {
+        let f = remedy_authorization("o1", grant, authorization);
+        assert_eq!(f.is_some(), found);
+        if let Some(f) = f {
+            assert_eq!(
+                (f.checker(), f.requirement()),
+                ("remedy_authorized_separately", Req::R012)
+            );
+        }
+    }
 
     fn id(s: &str) -> OccurrenceId {
         OccurrenceId::from_stored(s)

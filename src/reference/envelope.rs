@@ -126,7 +126,9 @@ fn wrap(e: &ChainedEntry, binding: Option<&crate::aoc::binding::ProviderBinding>
                 (EvidenceKind::Response { attempt }, _) => {
                     (SourceKind::Response, Some(attempt.to_string()))
                 }
-                (EvidenceKind::StatusQuery, NativeResult::Listing { .. }) => {
+                // A listing, whatever it answered (a failed one is still a listing).
+                (EvidenceKind::Listing, _)
+                | (EvidenceKind::StatusQuery, NativeResult::Listing { .. }) => {
                     (SourceKind::Listing, None)
                 }
                 (EvidenceKind::StatusQuery, _) => (SourceKind::Lookup, None),

@@ -340,7 +340,13 @@ impl ReferenceSut {
         match self.domain.store().record_get(INTENTS, occ.as_str()).await {
             Ok(Some((_, v))) => serde_json::from_value(v)
                 .map_err(|e| SutError::Corrupt(format!("stored intent of {occ}: {e}"))),
-            Ok(None) => Err(SutError::Harness(format!("no request known for {occ}"))),
+            // Not created by a `create` of this implementation (a remedy is recorded, never
+            // carried out here): no request is bound to it, so there is nothing to send.
+            Ok(None) => Err(SutError::Refused(crate::aoc::Refusal::new(
+                Some(occ),
+                Req::R003,
+                crate::aoc::RefusalKind::NotBound,
+            ))),
             Err(e) => Err(SutError::Harness(format!("read the intent of {occ}: {e}"))),
         }
     }
@@ -459,10 +465,34 @@ impl ReferenceSut {
         occ: &OccurrenceId,
         background: bool,
     ) -> Result<(), SutError> {
-        let e = self.exec(name)?;
-        let permit = e.permits.get(occ).cloned().ok_or_else(|| {
-            SutError::Harness(format!("executor {name:?} holds no entry permit for {occ}"))
-        })?;
+        self.exec(name)?;
+        // A permit is one send: the first takes it (a second send of the same entry, raced or
+        // after the first, is a second provider request for one admitted entry, AOC §4.1). No
+        // permit, no send: a refusal, never an error of the executor.
+        let permit = self
+            .executors
+            .get_mut(name)
+            .and_then(|e| e.permits.remove(occ))
+            .ok_or_else(|| {
+                SutError::Refused(crate::aoc::Refusal::new(
+                    Some(occ),
+                    Req::R001,
+                    crate::aoc::RefusalKind::WrongPhase {
+                        phase: format!("no entry admitted to {name} and not yet sent"),
+                        op: "send".into(),
+                    },
+                ))
+            })?;
+        // An outcome decided while the request was unsent (an absence the status source
+        // proved) ends the entry: the request is never sent after it, or the decision would be
+        // false (AOC-REQ-011).
+        if !self.domain.state(occ).await?.phase.is_in_flight() {
+            return Err(SutError::Refused(crate::aoc::Refusal::new(
+                Some(occ),
+                Req::R011,
+                crate::aoc::RefusalKind::Terminal,
+            )));
+        }
         let intent = self.intent(occ).await?;
         let client = self.client.clone();
         let domain = self.domain.clone();
@@ -520,10 +550,14 @@ impl ReferenceSut {
     pub async fn reconcile(&mut self, name: &str, occ: &OccurrenceId) -> Result<(), SutError> {
         self.exec(name)?;
         let st = self.domain.state(occ).await?;
-        let binding = st
-            .binding
-            .clone()
-            .ok_or_else(|| SutError::Harness(format!("{occ} is not bound yet")))?;
+        // Nothing was bound, so nothing reached the provider to ask about.
+        let binding = st.binding.clone().ok_or_else(|| {
+            SutError::Refused(crate::aoc::Refusal::new(
+                Some(occ),
+                Req::R003,
+                crate::aoc::RefusalKind::NotBound,
+            ))
+        })?;
         let ev = self
             .client
             .lookup(

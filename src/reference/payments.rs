@@ -214,7 +214,11 @@ impl PaymentsClient {
         let result = self.call(reqwest::Method::GET, &path, None, None).await;
         self.evidence(
             binding,
-            EvidenceKind::StatusQuery,
+            if listing {
+                EvidenceKind::Listing
+            } else {
+                EvidenceKind::StatusQuery
+            },
             "payments.get",
             result,
             now,

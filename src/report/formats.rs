@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 /// character XML 1.0 does not allow at all (control characters but tab and line breaks, lone
 /// surrogates cannot occur in a `str`, U+FFFE and U+FFFF) replaced by U+FFFD, so no string from
 /// an implementation can end an element, open one, or make the document unreadable.
-fn xml(s: &str) -> String {
+pub(crate) fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
@@ -31,7 +31,7 @@ fn xml(s: &str) -> String {
 /// can start a heading, a list item or a table row), HTML's special characters become entities
 /// (so nothing can open a tag), and Markdown's inline markers are escaped with a backslash (so
 /// nothing can emphasise, link, strike out or split a table cell).
-fn md(s: &str) -> String {
+pub(crate) fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {

@@ -46,6 +46,19 @@ pub(super) struct World {
     /// Races whose serialisation check examined an occurrence two of its requests tried to
     /// admit: a race counts as a fired fault only then.
     pub(super) races_judged: usize,
+    /// A schedule of the explorer (`RunOptions::explore`).
+    pub(super) explore: bool,
+    /// Background sends the implementation accepted, and the count when each hold was armed:
+    /// a request can be parked at a hold only if one was accepted since.
+    pub(super) background_sends: u32,
+    pub(super) holds_armed: BTreeMap<String, u32>,
+    /// Occurrences whose reservation the implementation accepted (bound), and each original's
+    /// grant as its creation named it.
+    pub(super) reserved: std::collections::BTreeSet<OccurrenceId>,
+    pub(super) grants: BTreeMap<String, String>,
+    /// Submissions in the order the implementation admitted them, and those it handed out.
+    pub(super) submitted: Vec<String>,
+    pub(super) handed_out: std::collections::BTreeSet<String>,
     /// What the case asked of each occurrence (by id): the payment its creation asked for.
     pub(super) asked: BTreeMap<String, crate::check::ledger::Asked>,
     /// The remedy occurrences created (by id), each with its original and kind.
@@ -233,6 +246,30 @@ fn answer_words(a: &Result<serde_json::Value, SutError>) -> String {
 }
 
 impl World {
+    /// The first occurrence or submission `step` acts on that no step made (its creation, remedy
+    /// or submission was refused, or never answered); `None` if all were made.
+    pub(super) fn never_made(&self, step: &Step) -> Option<String> {
+        fn walk(w: &World, v: &serde_json::Value) -> Option<String> {
+            let verb = v["do"].as_str().unwrap_or_default();
+            if verb != "create"
+                && let Some(o) = v["occurrence"].as_str()
+                && !w.occurrences.contains_key(o)
+            {
+                return Some(format!("occurrence {o:?}"));
+            }
+            if verb != "submit"
+                && let Some(s) = v["submission"].as_str()
+                && !w.submissions.contains_key(s)
+            {
+                return Some(format!("submission {s:?}"));
+            }
+            v["steps"]
+                .as_array()
+                .and_then(|steps| steps.iter().find_map(|s| walk(w, s)))
+        }
+        walk(self, &serde_json::to_value(step).ok()?)
+    }
+
     pub(super) fn who(&self, e: &Option<String>) -> Result<String, SutError> {
         e.clone()
             .or_else(|| self.current.clone())
@@ -344,7 +381,40 @@ impl World {
 
     pub(super) async fn perform(&mut self, step: &Step) -> Result<(), SutError> {
         if let Some((executor, occurrence, request)) = occurrence_request(step) {
-            return self.on_occurrence(executor, occurrence, request?).await;
+            self.on_occurrence(executor, occurrence, request?).await?;
+            if matches!(step, Step::Reserve { .. })
+                && let Some(o) = self.occurrences.get(occurrence)
+            {
+                self.reserved.insert(o.clone());
+            }
+            if matches!(
+                step,
+                Step::Send {
+                    background: true,
+                    ..
+                }
+            ) {
+                self.background_sends += 1;
+            }
+            return Ok(());
+        }
+        // In a schedule of the explorer, a hold no accepted background send can have reached is
+        // disarmed (it would catch a later request in the foreground and stall the step), and the
+        // steps that wait for it go on without it: a crash is a crash at no hold, a release
+        // releases nothing.
+        if self.explore
+            && let Step::Crash {
+                at_hold: Some(hold),
+                ..
+            }
+            | Step::ProviderRelease { hold, .. } = step
+            && self.holds_armed.get(hold) == Some(&self.background_sends)
+        {
+            self.provider.disarm_hold(hold);
+            if let Step::Crash { executor, .. } = step {
+                self.sut.crash(executor).await?;
+            }
+            return Ok(());
         }
         match step {
             Step::Race { steps } => self.race(steps).await?,
@@ -448,6 +518,11 @@ impl World {
                         currency: crate::sut::message::CURRENCY.into(),
                         account: self.account.clone(),
                     });
+                if let Some(g) = &labels.grant_id {
+                    self.grants
+                        .entry(r.occurrence.to_string())
+                        .or_insert_with(|| g.clone());
+                }
                 self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
             Step::Settle { .. } => self.sut.settle().await?,
@@ -484,12 +559,24 @@ impl World {
                 executor,
                 ..
             } => {
+                // Bound at reservation, except the provider reference, which only the provider's
+                // acknowledgement binds (a claimed reference before it may be taken as nothing;
+                // `binding_constant` judges what the history then says).
+                let bound = field != "provider_ref"
+                    && self
+                        .occurrences
+                        .get(occurrence)
+                        .is_some_and(|o| self.reserved.contains(o));
                 self.on_occurrence(executor, occurrence, |o| Request::Rebind {
                     occurrence: o,
                     field: field.clone(),
                     value: value.clone(),
                 })
-                .await?
+                .await?;
+                self.checker.facts.saw(Req::R003);
+                self.findings.extend(crate::check::steps::rebind_refused(
+                    occurrence, field, bound, true,
+                ));
             }
             Step::Remedy {
                 occurrence,
@@ -507,6 +594,13 @@ impl World {
                     authorization: authorization.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                self.checker.facts.saw(Req::R012);
+                self.findings
+                    .extend(crate::check::steps::remedy_authorization(
+                        occurrence,
+                        self.grants.get(&original).map(String::as_str),
+                        authorization,
+                    ));
                 // The first creation of a remedy says what it is: one authorization presented
                 // again for another kind returns the same remedy, which stays what it was.
                 self.remedies.entry(r.occurrence.to_string()).or_insert(
@@ -521,6 +615,9 @@ impl World {
                 let rule = step
                     .payments_rule()
                     .ok_or_else(|| SutError::Harness("not a provider fault".into()))?;
+                if let fake_payments::faults::Fault::Hold { name } = &rule.fault {
+                    self.holds_armed.insert(name.clone(), self.background_sends);
+                }
                 self.provider
                     .add_rule(rule)
                     .map_err(|d| SutError::Harness(d.join("; ")))?;
@@ -531,6 +628,7 @@ impl World {
                 forged,
                 mismatched,
             } => {
+                self.holds_armed.remove(hold);
                 if !self
                     .provider
                     .wait_parked(hold, 1, Duration::from_secs(10))
@@ -590,6 +688,7 @@ impl World {
                     SutError::Harness("submit answered without `admission`".into())
                 })?;
                 self.submissions.insert(submission.clone(), a);
+                self.submitted.push(submission.clone());
             }
             Step::Claim {
                 submission,
@@ -597,12 +696,35 @@ impl World {
                 ..
             } => {
                 let who = self.who(executor)?;
-                let want = self.adm(submission)?;
+                // The lane hands out the oldest admission still queued: the case names it; a
+                // schedule of the explorer cannot know which its implementation admitted, so
+                // the World says, from what the implementation answered.
+                let submission = if self.explore {
+                    self.submitted
+                        .iter()
+                        .find(|s| !self.handed_out.contains(*s))
+                        .cloned()
+                        .unwrap_or_else(|| "nothing (every admission was handed out)".into())
+                } else {
+                    submission.clone()
+                };
+                let submission = &submission;
+                let want = self.submissions.get(submission).cloned();
+                let want = match want {
+                    Some(w) => Some(w),
+                    None if self.explore => None,
+                    None => Some(self.adm(submission)?),
+                };
                 let claimed: reply::Admitted =
                     self.sut.ask(To::Executor(&who), Request::Claim).await?;
                 self.checker.facts.saw(Req::R005);
+                if let Some(a) = &claimed.admission
+                    && let Some((label, _)) = self.submissions.iter().find(|(_, id)| *id == a)
+                {
+                    self.handed_out.insert(label.clone());
+                }
                 match claimed.admission {
-                    Some(a) if a == want => {}
+                    Some(a) if Some(&a) == want.as_ref() => {}
                     // Claiming another admission than the one the lane must hand out next is a
                     // finding whatever the step expected (never a refusal the harness made up).
                     Some(a) => {

@@ -45,6 +45,7 @@ async fn suite_on(
         knobs: aocheck::reference::Knobs::broken(variant, connector_defect),
         repro_store: None,
         sut: None,
+        explore: false,
     };
     run_suite(&cases, store, &opts, &mut |_| {}).await
 }

@@ -200,6 +200,7 @@ async fn a_join_on_a_held_lane_is_refused_at_once(#[case] protocol: bool) {
             dir: dir.path().into(),
             postgres: None,
         }),
+        explore: false,
     };
     let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
     // A guard against the old behaviour, not a speed target: it would wait 30 minutes.

@@ -5,6 +5,7 @@ mod broken;
 mod cases;
 mod cli;
 mod domain;
+mod explore;
 mod hostile;
 mod layers;
 mod model;

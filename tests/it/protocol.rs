@@ -52,6 +52,7 @@ pub(crate) async fn run(
             dir: dir.path().into(),
             postgres,
         }),
+        explore: false,
     };
     (run_suite(&cases, store, &opts, &mut |_| {}).await, dir)
 }

@@ -92,6 +92,7 @@ async fn run_python(
             dir: dir.path().into(),
             postgres: None,
         }),
+        explore: false,
     };
     let store = Arc::new(AnyStore::Memory(aocheck::MemoryStore::new()));
     run_suite(cases, store, &opts, &mut |_| {}).await

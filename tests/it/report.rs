@@ -63,6 +63,7 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
         knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: None,
+        explore: false,
     };
     let fresh = run_suite(&cases, store, &opts, &mut |_| {}).await;
     let fresh_v = redact(serde_json::to_value(&fresh).expect("json"));

@@ -48,6 +48,7 @@ async fn an_unexercised_case_is_a_harness_error(#[case] steps: &str, #[case] nee
         knobs: aocheck::reference::Knobs::default(),
         repro_store: None,
         sut: None,
+        explore: false,
     };
     let r = run_case(store, &cases[0], &opts, &mut |_| {}).await;
     assert_eq!(

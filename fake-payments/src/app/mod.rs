@@ -269,6 +269,21 @@ impl Handle {
         self.lock().rules.push(RuleState::new(rule));
         Ok(())
     }
+    /// Disarms every hold rule named `name` that has not fired, so that it parks nothing more
+    /// (the harness's own undo, for a hold no request reached); it stays in the plan, unfired.
+    /// Returns how many were disarmed.
+    pub fn disarm_hold(&self, name: &str) -> usize {
+        let mut d = self.lock();
+        let mut n = 0;
+        for r in d.rules.iter_mut() {
+            if r.fired == 0 && matches!(&r.rule.fault, faults::Fault::Hold { name: h } if h == name)
+            {
+                r.rule.times = 0;
+                n += 1;
+            }
+        }
+        n
+    }
     /// Rules with their counters.
     pub fn rules(&self) -> Vec<RuleState> {
         self.lock().rules.clone()

@@ -1,0 +1,244 @@
+//! `aocheck explore`'s command line.
+
+use super::schedule::Workload;
+use super::{ExploreOptions, Progress};
+use crate::exit;
+use crate::store::StoreSpec;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct ExploreArgs {
+    /// Judge this implementation through `aocheck-sut/2` (default: the reference, in process).
+    #[arg(long, value_name = "COMMAND")]
+    pub sut: Option<String>,
+    /// Seconds each `aocheck-sut/2` request may take before the process is killed.
+    #[arg(long, default_value_t = 10)]
+    pub sut_timeout: u64,
+    /// What to explore: `aoc` (the coordination domain and the payment provider).
+    #[arg(long, default_value = "aoc")]
+    pub workload: String,
+    /// The seed (printed first; the same seed gives the same schedules).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// How many schedules (of this shard) to run.
+    #[arg(long)]
+    pub schedules: Option<u64>,
+    /// How long to explore, e.g. `60s`, `5m` (with --schedules: whichever ends first).
+    #[arg(long)]
+    pub time: Option<String>,
+    /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
+    #[arg(long)]
+    pub store: Option<StoreSpec>,
+    /// Output folder (default: `reports/explore/<run id>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `K/N`: explore the K-th of N disjoint parts of the seed's schedules.
+    #[arg(long, default_value = "1/1")]
+    pub shard: String,
+    /// Candidates tried per finding while shrinking.
+    #[arg(long, default_value_t = 400)]
+    pub shrink_budget: u32,
+    /// Runs of a shrinking candidate before it is taken not to reproduce.
+    #[arg(long, default_value_t = 2)]
+    pub tries: u32,
+    /// Replays of each shrunk schedule, to say how often it reproduces.
+    #[arg(long, default_value_t = 5)]
+    pub replays: u32,
+}
+
+/// `60s`, `5m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.checked_mul(60)?,
+        "h" => n.checked_mul(3600)?,
+        _ => return None,
+    };
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
+/// `K/N` with 1 ≤ K ≤ N.
+pub fn parse_shard(s: &str) -> Option<(u64, u64)> {
+    let (k, n) = s.split_once('/')?;
+    let (k, n): (u64, u64) = (k.trim().parse().ok()?, n.trim().parse().ok()?);
+    (k >= 1 && k <= n).then_some((k, n))
+}
+
+pub async fn explore_cmd(a: ExploreArgs) -> u8 {
+    let Some(workload) = Workload::parse(&a.workload) else {
+        eprintln!("error: --workload {:?} is unknown; use aoc", a.workload);
+        return exit::INVALID_INPUT;
+    };
+    let Some(shard) = parse_shard(&a.shard) else {
+        eprintln!(
+            "error: --shard {:?}: use K/N with 1 ≤ K ≤ N, e.g. 2/4",
+            a.shard
+        );
+        return exit::INVALID_INPUT;
+    };
+    let time = match &a.time {
+        Some(t) => match parse_duration(t) {
+            Some(d) => Some(d),
+            None => {
+                eprintln!("error: --time {t:?}: use seconds, or 60s, 5m, 1h");
+                return exit::INVALID_INPUT;
+            }
+        },
+        None => None,
+    };
+    if a.schedules == Some(0) {
+        eprintln!("error: --schedules 0 explores nothing; give 1 or more");
+        return exit::INVALID_INPUT;
+    }
+    let seed = crate::setup::seed_or_draw(a.seed);
+    println!("aocheck: explore seed {seed} (reproduce with --seed {seed})");
+    let run_id = format!("explore-{}", uuid::Uuid::now_v7().simple());
+    let out = match crate::setup::out_dir(a.out.as_ref(), "explore", &run_id) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let spec = a
+        .store
+        .clone()
+        .unwrap_or_else(|| StoreSpec::Sqlite(out.join("store.db")));
+    let store = match spec.open().await {
+        Ok(s) => std::sync::Arc::new(s),
+        Err(e) => {
+            eprintln!("error: cannot open the store: {e}");
+            return exit::UNREACHABLE;
+        }
+    };
+    let sut = match &a.sut {
+        Some(command) => match crate::setup::process_spec(command, a.sut_timeout, &out, &spec) {
+            Ok(s) => Some(s),
+            Err(code) => return code,
+        },
+        None => None,
+    };
+    let opts = ExploreOptions {
+        workload,
+        seed,
+        schedules: a.schedules,
+        time,
+        shard,
+        shrink_budget: a.shrink_budget,
+        tries: a.tries,
+        replays: a.replays,
+        run: crate::runner::RunOptions {
+            run_id,
+            seed,
+            knobs: crate::reference::Knobs::default(),
+            repro_store: None,
+            sut,
+            explore: true,
+        },
+        check_reference: a.sut.is_some(),
+        stop_on_finding: false,
+    };
+    let tty = std::io::stdout().is_terminal();
+    let mut last = std::time::Instant::now();
+    let mut progress = move |p: Progress| match p {
+        Progress::Schedule {
+            done,
+            findings,
+            elapsed,
+        } => {
+            let rate = done as f64 * 60.0 / elapsed.as_secs_f64().max(0.001);
+            if tty {
+                print!("\r  {done} schedules, {rate:.0}/min, {findings} finding(s)   ");
+                let _ = std::io::stdout().flush();
+            } else if last.elapsed() >= Duration::from_secs(5) {
+                last = std::time::Instant::now();
+                println!("  {done} schedules, {rate:.0}/min, {findings} finding(s)");
+            }
+        }
+        Progress::Finding { schedule, key } => {
+            if tty {
+                println!();
+            }
+            println!("  schedule {schedule}: {key}; shrinking");
+        }
+        Progress::Shrunk { key, before, after } => {
+            println!("  {key}: shrunk from {before} to {after} steps");
+        }
+    };
+    let x = super::explore(store, &opts, &mut progress).await;
+    if tty {
+        println!();
+    }
+    let kind = match &spec {
+        StoreSpec::Memory => "memory",
+        StoreSpec::Sqlite(_) => "sqlite",
+        StoreSpec::Postgres(_) => "postgres",
+    };
+    if let Err(e) = super::report::write(&out, &x, &opts, kind) {
+        eprintln!(
+            "error: writing the explore report to {}: {e}",
+            out.display()
+        );
+        return exit::INVALID_INPUT;
+    }
+    let undecided: u64 = x.undecided.values().sum();
+    for f in &x.findings {
+        println!(
+            "{}: {} → {} steps, reproduced {}/{}{}; replay: aocheck run --cases {}{}",
+            f.key,
+            f.steps_before,
+            f.steps_after,
+            f.reproduced,
+            f.replays,
+            f.reference
+                .as_ref()
+                .map(|r| format!(", on the reference: {r}"))
+                .unwrap_or_default(),
+            out.join("found").join(&f.case_file).display(),
+            a.sut
+                .as_ref()
+                .map(|s| format!(" --sut '{}'", s.replace('\'', "'\\''")))
+                .unwrap_or_default()
+        );
+    }
+    println!(
+        "{} schedules: {} without a finding, {} distinct finding(s), {} undecided, {} unsupported; report in {}",
+        x.schedules,
+        x.clean,
+        x.findings.len(),
+        undecided,
+        x.unsupported,
+        out.display()
+    );
+    if !x.findings.is_empty() {
+        exit::REQUIREMENT_FAILED
+    } else if x.clean == 0 {
+        // Nothing was decided: never a pass.
+        exit::UNDECIDED
+    } else {
+        exit::OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_shards_parse_or_are_refused() {
+        assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0s"), None);
+        assert_eq!(parse_duration("1d"), None);
+        assert_eq!(parse_shard("2/4"), Some((2, 4)));
+        assert_eq!(parse_shard("0/4"), None);
+        assert_eq!(parse_shard("5/4"), None);
+        assert_eq!(parse_shard("x"), None);
+    }
+}

@@ -1,0 +1,456 @@
+//! `aocheck explore`: seeded random fault schedules against any implementation, judged by the
+//! invariants alone, each finding shrunk to a case a person reads and replays.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`rng`] | SplitMix64: a seed gives the same schedules on every machine |
+//! | [`schedule`] | a schedule (a case with `expect: any` steps) from a seed and an index, valid by construction |
+//! | [`shrink`] | smaller schedules while the same (checker, requirement) finding reproduces |
+//! | [`coverage`] | fault kinds × operations, crash points, held requests, profiles, verbs |
+//! | [`yaml`] | a case as a readable file that reads back as itself |
+//! | [`report`] | the explore report (JSON, Markdown, JUnit) |
+//!
+//! A schedule runs exactly as a case does (`runner::run_case`: a fresh provider, a fresh store
+//! namespace, every checker after every step); its verdict is its first finding, or none. What
+//! the checkers could not decide (a harness error, an unsupported operation) is counted as such,
+//! never as a schedule without a finding.
+
+pub mod cmd;
+pub mod coverage;
+pub mod report;
+pub mod rng;
+pub mod schedule;
+pub mod shrink;
+pub mod yaml;
+
+use crate::aoc::Req;
+use crate::case::{Case, Checked, LoadedCase};
+use crate::report::model::{CaseReport, Verdict};
+use crate::runner::RunOptions;
+use crate::store::AnyStore;
+use crate::sut::message::Op;
+use coverage::Coverage;
+use schedule::Workload;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a finding is, for reproduction: the checker that found it and the requirement.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Key {
+    pub checker: String,
+    pub requirement: Req,
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {}", self.checker, self.requirement)
+    }
+}
+
+/// One schedule's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every checker ran after every step and found nothing.
+    Clean,
+    /// The first finding: its key, the step it was found at (`None`: before the steps, or at
+    /// the end) and the report's line.
+    Found {
+        key: Key,
+        step: Option<usize>,
+        line: String,
+    },
+    /// The checkers could not decide (a harness error): why.
+    Undecided(String),
+    /// The implementation does not support what the schedule needs.
+    Unsupported(String),
+}
+
+/// The checker a report line names (`[checker] …`); a step's own verdict names none.
+fn checker_of(msg: &str) -> String {
+    msg.strip_prefix('[')
+        .and_then(|m| m.split_once(']'))
+        .map(|(c, _)| c.to_string())
+        .unwrap_or_else(|| "step".into())
+}
+
+/// A schedule's verdict from its case report.
+pub fn outcome(r: &CaseReport) -> Outcome {
+    if let Some(f) = r.failures.first() {
+        return Outcome::Found {
+            key: Key {
+                checker: checker_of(&f.msg),
+                requirement: f.requirement,
+            },
+            step: f.step,
+            line: f.msg.clone(),
+        };
+    }
+    if let Some(u) = &r.unsupported {
+        return Outcome::Unsupported(u.clone());
+    }
+    if let Some(h) = &r.harness {
+        return Outcome::Undecided(h.clone());
+    }
+    Outcome::Clean
+}
+
+/// How to explore.
+#[derive(Clone, Debug)]
+pub struct ExploreOptions {
+    pub workload: Workload,
+    pub seed: u64,
+    /// Stop after this many schedules of this shard …
+    pub schedules: Option<u64>,
+    /// … or after this long (whichever comes first; neither: 100 schedules).
+    pub time: Option<Duration>,
+    /// This shard, `(k, n)` with 1 ≤ k ≤ n: schedule `i` belongs to it when `i % n == k - 1`.
+    pub shard: (u64, u64),
+    /// Candidates tried per finding while shrinking.
+    pub shrink_budget: u32,
+    /// Runs per candidate before it is taken not to reproduce (an implementation may be
+    /// nondeterministic), and replays of the shrunk schedule to report how often it reproduces.
+    pub tries: u32,
+    pub replays: u32,
+    /// The implementation (and everything else a case run needs); its `run_id` is the stem of
+    /// every schedule run's.
+    pub run: RunOptions,
+    /// Also run each shrunk schedule against the conforming reference in process.
+    pub check_reference: bool,
+    /// Stop at the first finding (after shrinking it).
+    pub stop_on_finding: bool,
+}
+
+/// One finding of the exploration, shrunk.
+#[derive(Clone, Debug, Serialize)]
+pub struct Found {
+    pub key: Key,
+    /// The schedule that first found it, and at which step.
+    pub schedule: u64,
+    pub step: Option<usize>,
+    pub line: String,
+    /// Schedules (of this run) whose first finding had this key.
+    pub schedules: u64,
+    /// The shrunk schedule: its steps, the file it is written to, and its first finding's line.
+    pub steps_before: usize,
+    pub steps_after: usize,
+    pub shrink_tried: u32,
+    pub case_file: String,
+    pub shrunk_line: String,
+    /// How often the shrunk schedule reproduced the finding, of `replays`.
+    pub reproduced: u32,
+    pub replays: u32,
+    /// The verdict of the shrunk schedule on aocheck's conforming reference (in process), when
+    /// asked for.
+    pub reference: Option<String>,
+    #[serde(skip)]
+    pub case: Case,
+}
+
+/// What an exploration found and exercised.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Exploration {
+    pub schedules: u64,
+    pub clean: u64,
+    pub findings: Vec<Found>,
+    /// Undecided schedules, by why (the first 120 characters of the harness's words).
+    pub undecided: BTreeMap<String, u64>,
+    pub unsupported: u64,
+    pub coverage: Coverage,
+    /// Steps per schedule, sorted (for the median).
+    #[serde(skip)]
+    pub lengths: Vec<usize>,
+    pub median_steps: usize,
+    pub millis: u64,
+    /// With `stop_on_finding`: how many schedules ran until the first finding.
+    pub schedules_to_first: Option<u64>,
+    /// The operations the implementation declared (`None`: in process, every one).
+    pub operations: Option<Vec<String>>,
+    pub implementation: Option<serde_json::Value>,
+}
+
+/// A progress event of an exploration.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    Schedule {
+        done: u64,
+        findings: usize,
+        elapsed: Duration,
+    },
+    Finding {
+        schedule: u64,
+        key: Key,
+    },
+    Shrunk {
+        key: Key,
+        before: usize,
+        after: usize,
+    },
+}
+
+/// Runs one schedule as a case, on a run id of its own (a fresh store namespace).
+pub async fn run_schedule(
+    store: &Arc<AnyStore>,
+    case: &Case,
+    opts: &RunOptions,
+    attempt: u64,
+) -> CaseReport {
+    run_as(store, case, opts, attempt, true).await
+}
+
+/// Runs a case as a schedule (`explore`: a declared fault that never fired is coverage), or as
+/// `aocheck run` runs its file (a declared fault must fire).
+async fn run_as(
+    store: &Arc<AnyStore>,
+    case: &Case,
+    opts: &RunOptions,
+    attempt: u64,
+    explore: bool,
+) -> CaseReport {
+    let text = yaml::case(case);
+    let lc = LoadedCase {
+        path: schedule::file_name(&case.id).into(),
+        case: case.clone(),
+        bytes: text.into_bytes(),
+        checked: Checked::of(case).ok(),
+    };
+    let mut o = opts.clone();
+    o.run_id = format!("{}-{attempt}", opts.run_id);
+    o.explore = explore;
+    crate::runner::run_case(store.clone(), &lc, &o, &mut |_| {}).await
+}
+
+/// The operations the implementation declares, learned from one probe schedule (a join);
+/// `None` in process, where the reference supports every one.
+async fn probe(
+    store: &Arc<AnyStore>,
+    opts: &RunOptions,
+    attempt: u64,
+) -> (Option<BTreeSet<Op>>, Option<serde_json::Value>) {
+    if opts.sut.is_none() {
+        return (None, None);
+    }
+    let case: Case = Case {
+        id: "EXPLORE-PROBE".into(),
+        title: "probe".into(),
+        requirements: vec!["AOC-REQ-001".into()],
+        description: None,
+        config: Default::default(),
+        steps: vec![crate::case::Step::Join {
+            executor: "e1".into(),
+            expect: crate::case::Expect(Some("any".into())),
+        }],
+        expect: Default::default(),
+    };
+    let r = run_schedule(store, &case, opts, attempt).await;
+    let ops = r
+        .implementation
+        .as_ref()
+        .and_then(|i| i["operations"].as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .filter_map(|s| {
+                    serde_json::from_value::<Op>(serde_json::Value::String(s.into())).ok()
+                })
+                .collect::<BTreeSet<Op>>()
+        });
+    (ops, r.implementation.clone())
+}
+
+/// Explores: draws this shard's schedules from the seed, runs each, shrinks each new finding.
+pub async fn explore(
+    store: Arc<AnyStore>,
+    opts: &ExploreOptions,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Exploration {
+    let started = Instant::now();
+    let mut attempt = 0u64;
+    let mut next_attempt = || {
+        attempt += 1;
+        attempt
+    };
+    let (ops, implementation) = probe(&store, &opts.run, next_attempt()).await;
+    let mut x = Exploration {
+        operations: ops
+            .as_ref()
+            .map(|o| o.iter().map(|op| op.name().to_string()).collect()),
+        implementation,
+        ..Exploration::default()
+    };
+    let limit = match (opts.schedules, opts.time) {
+        (None, None) => Some(100),
+        (s, _) => s,
+    };
+    let (k, n) = opts.shard;
+    let mut index = k.saturating_sub(1);
+    let mut found: BTreeMap<Key, usize> = BTreeMap::new();
+    loop {
+        if limit.is_some_and(|l| x.schedules >= l)
+            || opts.time.is_some_and(|t| started.elapsed() >= t)
+        {
+            break;
+        }
+        let case = schedule::generate(opts.workload, opts.seed, index, ops.as_ref());
+        let r = run_schedule(&store, &case, &opts.run, next_attempt()).await;
+        x.schedules += 1;
+        x.lengths.push(case.steps.len());
+        x.coverage.add(&case, &r.faults);
+        match outcome(&r) {
+            Outcome::Clean => x.clean += 1,
+            Outcome::Unsupported(_) => x.unsupported += 1,
+            Outcome::Undecided(why) => {
+                *x.undecided
+                    .entry(why.chars().take(120).collect())
+                    .or_default() += 1
+            }
+            Outcome::Found { key, step, line } => {
+                if let Some(&at) = found.get(&key) {
+                    x.findings[at].schedules += 1;
+                } else {
+                    progress(Progress::Finding {
+                        schedule: index,
+                        key: key.clone(),
+                    });
+                    let f = shrink_finding(
+                        &store,
+                        opts,
+                        &case,
+                        index,
+                        key.clone(),
+                        step,
+                        line,
+                        &mut next_attempt,
+                    )
+                    .await;
+                    progress(Progress::Shrunk {
+                        key: key.clone(),
+                        before: f.steps_before,
+                        after: f.steps_after,
+                    });
+                    found.insert(key, x.findings.len());
+                    x.findings.push(f);
+                    if opts.stop_on_finding {
+                        x.schedules_to_first = Some(x.schedules);
+                        break;
+                    }
+                }
+            }
+        }
+        progress(Progress::Schedule {
+            done: x.schedules,
+            findings: x.findings.len(),
+            elapsed: started.elapsed(),
+        });
+        index += n.max(1);
+    }
+    x.lengths.sort_unstable();
+    x.median_steps = x.lengths.get(x.lengths.len() / 2).copied().unwrap_or(0);
+    x.millis = started.elapsed().as_millis() as u64;
+    x
+}
+
+/// Whether a run of `case` shows the finding `key` (at any step).
+fn shows(r: &CaseReport, key: &Key) -> bool {
+    r.failures
+        .iter()
+        .any(|f| f.requirement == key.requirement && checker_of(&f.msg) == key.checker)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn shrink_finding(
+    store: &Arc<AnyStore>,
+    opts: &ExploreOptions,
+    case: &Case,
+    index: u64,
+    key: Key,
+    step: Option<usize>,
+    line: String,
+    next_attempt: &mut impl FnMut() -> u64,
+) -> Found {
+    let tries = opts.tries.max(1);
+    let shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
+        for _ in 0..tries {
+            if shows(
+                &run_schedule(store, c, &opts.run, next_attempt()).await,
+                &key,
+            ) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let mut minimal = shrunk.case;
+    // The file a person replays: named for what it found, judged by that requirement.
+    minimal.id = format!("EXPLORE-{}-{index}", opts.seed);
+    minimal.title = format!("Found by aocheck explore: {key}");
+    minimal.requirements = vec![key.requirement.id().to_string()];
+    minimal.description = Some(format!(
+        "Schedule {index} of seed {} ({} workload), shrunk from {} to {} steps. Its first finding was: {line}",
+        opts.seed,
+        opts.workload.name(),
+        case.steps.len(),
+        minimal.steps.len(),
+    ));
+    let mut reproduced = 0;
+    let mut shrunk_line = String::new();
+    for _ in 0..opts.replays {
+        let r = run_schedule(store, &minimal, &opts.run, next_attempt()).await;
+        if let Some(f) = r
+            .failures
+            .iter()
+            .find(|f| f.requirement == key.requirement && checker_of(&f.msg) == key.checker)
+        {
+            reproduced += 1;
+            if shrunk_line.is_empty() {
+                shrunk_line = f.msg.clone();
+            }
+        }
+    }
+    let reference = if opts.check_reference {
+        let mut o = opts.run.clone();
+        o.sut = None;
+        o.knobs = crate::reference::Knobs::default();
+        // As `aocheck run --cases FILE` judges it: its declared faults must fire.
+        let r = run_as(store, &minimal, &o, next_attempt(), false).await;
+        Some(match outcome(&r) {
+            Outcome::Found { key, .. } => format!("finding {key}"),
+            _ if r.verdict == Verdict::Pass => "pass".into(),
+            _ => r.verdict.label().to_string(),
+        })
+    } else {
+        None
+    };
+    Found {
+        case_file: format!("{}-found.yaml", minimal.id),
+        key,
+        schedule: index,
+        step,
+        line,
+        schedules: 1,
+        steps_before: case.steps.len(),
+        steps_after: minimal.steps.len(),
+        shrink_tried: shrunk.tried,
+        shrunk_line,
+        reproduced,
+        replays: opts.replays,
+        reference,
+        case: minimal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checker_is_read_from_the_line() {
+        assert_eq!(
+            checker_of("[effect_as_asked] o1: 2 effects"),
+            "effect_as_asked"
+        );
+        assert_eq!(checker_of("execute was refused"), "step");
+    }
+}

@@ -1,0 +1,1005 @@
+//! Generation: a schedule is a case (the same step vocabulary, the same validator) drawn from a
+//! seed and an index alone. Every step is drawn against a model of what the earlier steps made
+//! (executors joined, alive or killed, occurrences created, holds declared), then kept only if
+//! the case validator accepts the schedule with it and the implementation lists every operation
+//! it needs: valid by construction, and within what the implementation declares.
+//!
+//! Steps carry `expect: any`: a schedule has no per-step or final expectation; it is judged by
+//! the invariants alone (every checker after every step, against the providers' ledgers).
+
+use super::rng::Rng;
+use crate::case::{Case, CaseConfig, Expect, FinalExpect, Step};
+use crate::sut::message::{CreateLabels, Op, RemedyKind};
+use fake_payments::faults::{Fault, ForgeMode, Op as POp};
+use std::collections::BTreeSet;
+
+/// What the explorer explores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workload {
+    /// The AOC coordination domain and the payment provider.
+    Aoc,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Option<Workload> {
+        match s {
+            "aoc" => Some(Workload::Aoc),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Aoc => "aoc",
+        }
+    }
+}
+
+/// The longest schedule drawn (steps, a race or a block counting each of its steps).
+pub const MAX_STEPS: usize = 24;
+
+/// The id of schedule `index` of `seed`.
+pub fn schedule_id(seed: u64, index: u64) -> String {
+    format!("EXPLORE-{seed}-{index}")
+}
+
+/// The file name a schedule's case is validated (and written) under.
+pub fn file_name(id: &str) -> String {
+    format!("{id}-schedule.yaml")
+}
+
+fn any() -> Expect {
+    Expect(Some("any".into()))
+}
+
+#[derive(Clone, Debug)]
+struct Exec {
+    name: String,
+    alive: bool,
+}
+
+/// The model of what the steps so far made.
+#[derive(Clone, Debug, Default)]
+struct Model {
+    execs: Vec<Exec>,
+    /// Index into `execs` of the lane's current executor (none after it was killed).
+    current: Option<usize>,
+    occs: Vec<String>,
+    /// Occurrences that are originals (not remedies), for remedies.
+    originals: Vec<String>,
+    next_exec: u32,
+    next_occ: u32,
+    next_remedy: u32,
+    next_hold: u32,
+    /// Submissions made (seed 003's admission queue).
+    subs: Vec<String>,
+    /// How far each occurrence has come, as far as the steps asked (0 created, 1 reserved, 2
+    /// executed): a guess, since the implementation may refuse any step; it steers the
+    /// schedule towards provider requests, where the faults are.
+    phase: std::collections::BTreeMap<String, u8>,
+    /// Claims asked for (each names the submission the lane must hand out next).
+    claims: usize,
+    /// The clock advanced so far (the provider may forget only past its retention).
+    advanced: u64,
+}
+
+impl Model {
+    fn new_exec(&mut self) -> String {
+        self.next_exec += 1;
+        format!("e{}", self.next_exec)
+    }
+    fn alive_others(&self) -> Vec<String> {
+        self.execs
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| e.alive && Some(*i) != self.current)
+            .map(|(_, e)| e.name.clone())
+            .collect()
+    }
+    fn alive(&self) -> Vec<String> {
+        self.execs
+            .iter()
+            .filter(|e| e.alive)
+            .map(|e| e.name.clone())
+            .collect()
+    }
+    fn current_name(&self) -> Option<String> {
+        self.current.map(|i| self.execs[i].name.clone())
+    }
+}
+
+/// The generator of one schedule.
+struct Gen<'a> {
+    rng: Rng,
+    m: Model,
+    steps: Vec<Step>,
+    case: Case,
+    ops: Option<&'a BTreeSet<Op>>,
+    admissions: bool,
+}
+
+/// The statuses a fault rejects with, by weight: 5xx more often than 4xx.
+const REJECT: [u16; 6] = [500, 502, 503, 400, 409, 429];
+const ADVANCE_MS: [u64; 6] = [1_000, 30_001, 60_001, 3_600_000, 86_400_001, 86_400_001];
+const REASONS: [&str; 3] = [
+    "owner_abandoned",
+    "predecessor_never_entered",
+    "deadline_expired",
+];
+const REMEDIES: [RemedyKind; 6] = [
+    RemedyKind::Refund,
+    RemedyKind::Reversal,
+    RemedyKind::Compensation,
+    RemedyKind::Adjustment,
+    RemedyKind::ReplacementAttempt,
+    RemedyKind::NewAllocation,
+];
+const AMOUNTS: [i64; 4] = [1250, 1, 99_999, 4200];
+
+/// Schedule `index` of `seed`: the same pair gives the same case, byte for byte. `ops`, when
+/// given, is what the implementation declares: no step needs another operation.
+pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet<Op>>) -> Case {
+    let Workload::Aoc = workload;
+    let mut rng = Rng::schedule(seed, index);
+    let idempotency = match rng.weighted(&[6, 3, 1]) {
+        0 => None,
+        1 => Some("ietf-draft".to_string()),
+        _ => Some("none".to_string()),
+    };
+    let action_fence = rng.chance(1, 6);
+    let aadp = rng
+        .chance(1, 6)
+        .then_some(crate::aoc::composition::AadpAccounting::Distinct);
+    // A third of the schedules also drive seed 003's admission queue.
+    let admissions = rng.chance(1, 3);
+    let id = schedule_id(seed, index);
+    let case = Case {
+        id: id.clone(),
+        title: format!("Schedule {index} of seed {seed}"),
+        requirements: crate::aoc::requirement::Req::ALL
+            .iter()
+            .map(|r| r.id().to_string())
+            .collect(),
+        description: Some(
+            "Generated by aocheck explore: judged by the invariants alone (every checker after every step)."
+                .into(),
+        ),
+        config: CaseConfig {
+            idempotency,
+            action_fence,
+            aadp,
+            ..CaseConfig::default()
+        },
+        steps: Vec::new(),
+        expect: FinalExpect::default(),
+    };
+    let mut g = Gen {
+        rng,
+        m: Model::default(),
+        steps: Vec::new(),
+        case,
+        ops,
+        admissions,
+    };
+    g.run();
+    g.case.steps = g.steps;
+    g.case
+}
+
+impl Gen<'_> {
+    /// Keeps `block` if the schedule with it is valid and within the declared operations.
+    fn try_push(&mut self, block: Vec<Step>) -> bool {
+        if block.is_empty() || self.steps.len() + block.len() > MAX_STEPS {
+            return false;
+        }
+        let mut c = self.case.clone();
+        c.steps = self.steps.clone();
+        c.steps.extend(block.iter().cloned());
+        if !crate::case::validate(&file_name(&c.id), &c).is_empty()
+            || !super::shrink::fair(&c.steps)
+        {
+            return false;
+        }
+        if let Some(ops) = self.ops
+            && !crate::runner::required_ops(&c).is_subset(ops)
+        {
+            return false;
+        }
+        self.steps.extend(block);
+        true
+    }
+
+    fn run(&mut self) {
+        let target = 6 + self.rng.below((MAX_STEPS - 6) as u64) as usize;
+        let e1 = self.m.new_exec();
+        if self.try_push(vec![Step::Join {
+            executor: e1.clone(),
+            expect: any(),
+        }]) {
+            self.m.execs.push(Exec {
+                name: e1,
+                alive: true,
+            });
+            self.m.current = Some(0);
+        } else {
+            return;
+        }
+        let mut stalls = 0;
+        while self.steps.len() < target && stalls < 40 {
+            if self.step() {
+                stalls = 0;
+            } else {
+                stalls += 1;
+            }
+        }
+    }
+
+    /// The executor a step on an occurrence names: mostly the current one (left implicit), at
+    /// times a retired one that is still alive (a stale retry).
+    fn who(&mut self) -> Option<Option<String>> {
+        let others = self.m.alive_others();
+        if self.m.current.is_some() && (others.is_empty() || self.rng.chance(4, 5)) {
+            Some(None)
+        } else if !others.is_empty() {
+            Some(Some(self.rng.pick(&others).clone()))
+        } else {
+            None
+        }
+    }
+
+    fn occ(&mut self) -> Option<String> {
+        (!self.m.occs.is_empty()).then(|| self.rng.pick(&self.m.occs).clone())
+    }
+
+    /// Draws one step (or block) and keeps it if it is valid; false if nothing was kept.
+    fn step(&mut self) -> bool {
+        // A killed current executor is replaced before anything acts on the lane.
+        if self.m.current.is_none() {
+            return self.replace();
+        }
+        if self.m.occs.is_empty() {
+            return self.create_new();
+        }
+        // Mostly, an occurrence moves on (so requests reach the provider, where the faults
+        // are); otherwise anything in the vocabulary.
+        if self.rng.chance(1, 2) {
+            return self.progress();
+        }
+        let adm = if self.admissions { 10 } else { 0 };
+        let aadp = if self.case.config.aadp.is_some() {
+            3
+        } else {
+            0
+        };
+        let w: [u32; 19] = [
+            6,    // 0 create a new occurrence
+            3,    // 1 create again (a retry, or another label with a used key)
+            7,    // 2 reserve
+            4,    // 3 enter
+            3,    // 4 send
+            12,   // 5 execute
+            5,    // 6 adopt
+            7,    // 7 reconcile
+            4,    // 8 release
+            2,    // 9 rebind
+            3,    // 10 remedy
+            12,   // 11 provider fault
+            4,    // 12 crash
+            3,    // 13 replace
+            5,    // 14 advance / provider expiry
+            3,    // 15 race
+            3,    // 16 a held request
+            adm,  // 17 an admission step
+            aadp, // 18 AADP's permit expiry
+        ];
+        match self.rng.weighted(&w) {
+            0 => self.create_new(),
+            1 => self.create_again(),
+            2..=7 => self.on_occurrence(),
+            8 => self.release(),
+            9 => self.rebind(),
+            10 => self.remedy(),
+            11 => self.fault(),
+            12 => self.crash(),
+            13 => self.replace(),
+            14 => self.clock(),
+            15 => self.race(),
+            16 => self.held(),
+            17 => self.admission(),
+            _ => self.aadp_expire(),
+        }
+    }
+
+    /// Seed 003's admission queue: submit, claim, link a claimed submission to an occurrence
+    /// created under its key, recover, read back an unknown admission, finish.
+    fn admission(&mut self) -> bool {
+        let Some(executor) = self.who() else {
+            return false;
+        };
+        let expect = any();
+        let sub = (!self.m.subs.is_empty()).then(|| self.rng.pick(&self.m.subs).clone());
+        match (self.rng.below(7), sub) {
+            (0 | 1, _) | (_, None) => {
+                if self.m.subs.len() >= 3 {
+                    return false;
+                }
+                let submission = format!("s{}", self.m.subs.len() + 1);
+                if self.try_push(vec![Step::Submit {
+                    submission: submission.clone(),
+                    expect,
+                }]) {
+                    self.m.subs.push(submission);
+                    true
+                } else {
+                    false
+                }
+            }
+            (2, Some(_)) => {
+                // The oldest submission not yet claimed: what the lane must hand out next.
+                let Some(submission) = self.m.subs.get(self.m.claims).cloned() else {
+                    return false;
+                };
+                let ok = self.try_push(vec![Step::Claim {
+                    submission,
+                    executor,
+                    expect,
+                }]);
+                if ok {
+                    self.m.claims += 1;
+                }
+                ok
+            }
+            (3, Some(submission)) => {
+                // The occurrence created under the submission's key, then linked.
+                let occurrence = format!("o{}", self.m.next_occ + 1);
+                if self.m.originals.len() >= 3 {
+                    return false;
+                }
+                let block = vec![
+                    Step::Create {
+                        occurrence: occurrence.clone(),
+                        executor: executor.clone(),
+                        key: Some(submission.clone()),
+                        amount: None,
+                        simulate: None,
+                        labels: CreateLabels::default(),
+                        expect: expect.clone(),
+                    },
+                    Step::Link {
+                        submission,
+                        occurrence: occurrence.clone(),
+                        executor,
+                        expect,
+                    },
+                ];
+                if self.try_push(block) {
+                    self.m.next_occ += 1;
+                    self.m.occs.push(occurrence.clone());
+                    self.m.originals.push(occurrence);
+                    true
+                } else {
+                    false
+                }
+            }
+            (4, _) => self.try_push(vec![Step::Recover { executor, expect }]),
+            (5, Some(submission)) => self.try_push(vec![Step::ResolveUnknown {
+                submission,
+                executor,
+                expect,
+            }]),
+            (_, Some(submission)) => {
+                let end = self
+                    .rng
+                    .pick(&["completed", "failed", "cancelled", "not_executed"])
+                    .to_string();
+                self.try_push(vec![Step::Finish {
+                    submission,
+                    end,
+                    executor,
+                    expect,
+                }])
+            }
+        }
+    }
+
+    fn aadp_expire(&mut self) -> bool {
+        let (Some(occurrence), Some(executor)) = (self.occ(), self.who()) else {
+            return false;
+        };
+        self.try_push(vec![Step::AadpExpire {
+            occurrence,
+            executor,
+            expect: any(),
+        }])
+    }
+
+    /// The next step of one occurrence's path, at times after a fault on the request it makes.
+    fn progress(&mut self) -> bool {
+        let Some(occurrence) = self.occ() else {
+            return false;
+        };
+        let phase = self.m.phase.get(&occurrence).copied().unwrap_or(0);
+        let expect = any();
+        let fault_first = self.rng.chance(2, 5);
+        let (block, next) = match phase {
+            0 => (
+                vec![Step::Reserve {
+                    occurrence: occurrence.clone(),
+                    executor: None,
+                    expect,
+                }],
+                1,
+            ),
+            1 if self.rng.chance(1, 4) => return self.held_on(Some(occurrence)),
+            1 => {
+                let mut b = Vec::new();
+                if fault_first {
+                    let op = *self.rng.pick(&[POp::Create, POp::Refund, POp::Any]);
+                    b.push(self.fault_step(op));
+                }
+                b.push(Step::Execute {
+                    occurrence: occurrence.clone(),
+                    executor: None,
+                    expect,
+                });
+                (b, 2)
+            }
+            _ => {
+                let mut b = Vec::new();
+                if fault_first {
+                    let op = *self.rng.pick(&[POp::Get, POp::List, POp::Get]);
+                    b.push(self.fault_step(op));
+                }
+                b.push(match self.rng.below(5) {
+                    0..=2 => Step::Reconcile {
+                        occurrence: occurrence.clone(),
+                        executor: None,
+                        expect,
+                    },
+                    3 => Step::Adopt {
+                        occurrence: occurrence.clone(),
+                        executor: None,
+                        expect,
+                    },
+                    _ => Step::Execute {
+                        occurrence: occurrence.clone(),
+                        executor: None,
+                        expect,
+                    },
+                });
+                (b, 2)
+            }
+        };
+        if self.try_push(block) {
+            self.m.phase.insert(occurrence, next);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn create_new(&mut self) -> bool {
+        if self.m.originals.len() >= 3 {
+            return false;
+        }
+        let label = format!("o{}", self.m.next_occ + 1);
+        let Some(executor) = self.who() else {
+            return false;
+        };
+        let amount = (!self.rng.chance(2, 3)).then(|| *self.rng.pick(&AMOUNTS));
+        let mut labels = CreateLabels::default();
+        if self.rng.chance(1, 2) {
+            labels.grant_id = Some(format!("grant-{label}"));
+        }
+        if self.rng.chance(1, 6) {
+            labels.retry_id = Some(format!("retry-{label}"));
+        }
+        if self.case.config.action_fence && self.rng.chance(1, 2) {
+            labels.action = Some("pay-invoice".into());
+        }
+        let step = Step::Create {
+            occurrence: label.clone(),
+            executor,
+            key: None,
+            amount,
+            simulate: None,
+            labels,
+            expect: any(),
+        };
+        if self.try_push(vec![step]) {
+            self.m.next_occ += 1;
+            self.m.occs.push(label.clone());
+            self.m.originals.push(label);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A creation retried: the same label (the World keeps the first), or a new label under a
+    /// key already used, or new caller labels on the same key.
+    fn create_again(&mut self) -> bool {
+        if self.m.originals.is_empty() {
+            return false;
+        }
+        let first = self.rng.pick(&self.m.originals).clone();
+        let Some(executor) = self.who() else {
+            return false;
+        };
+        let (occurrence, key) = if self.rng.chance(1, 2) {
+            (first.clone(), None)
+        } else {
+            (format!("{first}-again"), Some(format!("key-{first}")))
+        };
+        let mut labels = CreateLabels::default();
+        if self.rng.chance(1, 2) {
+            labels.retry_id = Some(format!("retry-{}", self.rng.below(1000)));
+        }
+        let step = Step::Create {
+            occurrence: occurrence.clone(),
+            executor,
+            key,
+            amount: None,
+            simulate: None,
+            labels,
+            expect: any(),
+        };
+        if self.try_push(vec![step]) {
+            if !self.m.occs.contains(&occurrence) {
+                self.m.occs.push(occurrence);
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    fn on_occurrence(&mut self) -> bool {
+        let (Some(occurrence), Some(executor)) = (self.occ(), self.who()) else {
+            return false;
+        };
+        let expect = any();
+        let step = match self.rng.weighted(&[7, 4, 3, 12, 5, 7]) {
+            0 => Step::Reserve {
+                occurrence,
+                executor,
+                expect,
+            },
+            1 => Step::Enter {
+                occurrence,
+                executor,
+                expect,
+            },
+            2 => Step::Send {
+                occurrence,
+                executor,
+                background: false,
+                expect,
+            },
+            3 => Step::Execute {
+                occurrence,
+                executor,
+                expect,
+            },
+            4 => Step::Adopt {
+                occurrence,
+                executor,
+                expect,
+            },
+            _ => Step::Reconcile {
+                occurrence,
+                executor,
+                expect,
+            },
+        };
+        self.try_push(vec![step])
+    }
+
+    fn release(&mut self) -> bool {
+        let (Some(occurrence), Some(executor)) = (self.occ(), self.who()) else {
+            return false;
+        };
+        let reason = Some(self.rng.pick(&REASONS).to_string());
+        self.try_push(vec![Step::Release {
+            occurrence,
+            executor,
+            reason,
+            expect: any(),
+        }])
+    }
+
+    fn rebind(&mut self) -> bool {
+        let (Some(occurrence), Some(executor)) = (self.occ(), self.who()) else {
+            return false;
+        };
+        let field = self.rng.pick(&crate::case::validate::FIELDS).to_string();
+        self.try_push(vec![Step::Rebind {
+            occurrence,
+            field,
+            value: "rebound".into(),
+            executor,
+            expect: any(),
+        }])
+    }
+
+    fn remedy(&mut self) -> bool {
+        if self.m.originals.is_empty() {
+            return false;
+        }
+        let occurrence = self.rng.pick(&self.m.originals).clone();
+        let Some(executor) = self.who() else {
+            return false;
+        };
+        let n = self.m.next_remedy + 1;
+        let remedy = format!("r{n}");
+        let kind = *self.rng.pick(&REMEDIES);
+        // Mostly its own authorization; at times the original's grant, or one used before.
+        let authorization = match self.rng.weighted(&[5, 2, 1]) {
+            0 => format!("remedy-authorization-{n}"),
+            1 => format!("grant-{occurrence}"),
+            _ => format!("remedy-authorization-{}", n.saturating_sub(1).max(1)),
+        };
+        let mut block = vec![Step::Remedy {
+            occurrence,
+            remedy: remedy.clone(),
+            kind,
+            authorization,
+            executor,
+            expect: any(),
+        }];
+        // A remedy is an occurrence: at times it is carried out at once.
+        if self.rng.chance(1, 2) {
+            block.push(Step::Execute {
+                occurrence: remedy.clone(),
+                executor: None,
+                expect: any(),
+            });
+        }
+        if self.try_push(block) {
+            self.m.next_remedy = n;
+            self.m.occs.push(remedy);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A provider fault rule on one operation, drawn from what applies to it.
+    fn fault(&mut self) -> bool {
+        let op = *self.rng.pick(&[
+            POp::Create,
+            POp::Create,
+            POp::Create,
+            POp::Get,
+            POp::Get,
+            POp::List,
+            POp::List,
+            POp::Refund,
+            POp::Any,
+        ]);
+        let step = self.fault_step(op);
+        self.try_push(vec![step])
+    }
+
+    fn fault_step(&mut self, op: POp) -> Step {
+        let fault = self.draw_fault(op);
+        let nth = (self.rng.chance(1, 4)).then_some(2);
+        let times = (self.rng.chance(1, 4)).then_some(2);
+        Step::ProviderFault {
+            op,
+            fault,
+            nth,
+            times,
+        }
+    }
+
+    fn draw_fault(&mut self, op: POp) -> Fault {
+        let effectful = op.is_effectful() || op == POp::Any;
+        loop {
+            let f = match self.rng.below(11) {
+                0 => Fault::Reject {
+                    status: *self.rng.pick(&REJECT),
+                },
+                1 if effectful => Fault::CommitThen {
+                    status: *self.rng.pick(&[500, 502, 503]),
+                },
+                2 if effectful => Fault::CommitThenDrop,
+                3 => Fault::Delay {
+                    ms: *self.rng.pick(&[5, 50]),
+                },
+                4 => Fault::Garble,
+                5 => Fault::Omit {
+                    field: self.rng.pick(&["status", "id"]).to_string(),
+                },
+                6 => Fault::Forge {
+                    mode: *self.rng.pick(&[ForgeMode::BadKey, ForgeMode::OtherAccount]),
+                },
+                7 => Fault::Forget,
+                8 if matches!(op, POp::List | POp::Any) => Fault::IncompleteListing,
+                9 if self.m.advanced > super::shrink::RETENTION_MS => Fault::ExpireRetention,
+                10 if effectful => Fault::CommitThenDrop,
+                _ => continue,
+            };
+            return f;
+        }
+    }
+
+    fn crash(&mut self) -> bool {
+        let alive = self.m.alive();
+        if alive.is_empty() {
+            return false;
+        }
+        let executor = self.rng.pick(&alive).clone();
+        if self.try_push(vec![Step::Crash {
+            executor: executor.clone(),
+            at_hold: None,
+            expect: any(),
+        }]) {
+            self.kill(&executor);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn kill(&mut self, name: &str) {
+        if let Some(i) = self.m.execs.iter().position(|e| e.name == name) {
+            self.m.execs[i].alive = false;
+            if self.m.current == Some(i) {
+                self.m.current = None;
+            }
+        }
+    }
+
+    fn replace(&mut self) -> bool {
+        if self.m.execs.len() >= 5 {
+            return false;
+        }
+        let name = format!("e{}", self.m.next_exec + 1);
+        if self.try_push(vec![Step::Replace {
+            executor: name.clone(),
+            expect: any(),
+        }]) {
+            self.m.next_exec += 1;
+            self.m.execs.push(Exec { name, alive: true });
+            self.m.current = Some(self.m.execs.len() - 1);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn clock(&mut self) -> bool {
+        let forget = if self.m.advanced > super::shrink::RETENTION_MS {
+            self.rng.chance(2, 3)
+        } else {
+            false
+        };
+        if forget {
+            let occurrence = if self.rng.chance(2, 3) {
+                self.occ()
+            } else {
+                None
+            };
+            self.try_push(vec![Step::ProviderExpire { occurrence }])
+        } else {
+            let ms = *self.rng.pick(&ADVANCE_MS);
+            let ok = self.try_push(vec![Step::Advance { ms }]);
+            if ok {
+                self.m.advanced = self.m.advanced.saturating_add(ms);
+            }
+            ok
+        }
+    }
+
+    /// Two or three admitting requests on one occurrence at once, by the current executor and
+    /// retired ones still alive.
+    fn race(&mut self) -> bool {
+        let Some(occurrence) = self.occ() else {
+            return false;
+        };
+        let mut who: Vec<Option<String>> = vec![None];
+        who.extend(self.m.alive_others().into_iter().map(Some));
+        let n = 2 + self.rng.below(2) as usize;
+        let steps = (0..n)
+            .map(|_| {
+                let executor = self.rng.pick(&who).clone();
+                let occurrence = occurrence.clone();
+                match self.rng.below(3) {
+                    0 => Step::Enter {
+                        occurrence,
+                        executor,
+                        expect: Expect::default(),
+                    },
+                    1 => Step::Send {
+                        occurrence,
+                        executor,
+                        background: false,
+                        expect: Expect::default(),
+                    },
+                    _ => Step::Execute {
+                        occurrence,
+                        executor,
+                        expect: Expect::default(),
+                    },
+                }
+            })
+            .collect();
+        self.try_push(vec![Step::Race { steps }])
+    }
+
+    /// A request the provider holds: the executor is killed while it is parked (then the
+    /// provider commits), or the provider lets it go and commits, rejects, or answers with a
+    /// forged or mismatched reply.
+    fn held(&mut self) -> bool {
+        self.held_on(None)
+    }
+
+    fn held_on(&mut self, occurrence: Option<String>) -> bool {
+        let occurrence = occurrence.or_else(|| self.occ());
+        let (Some(occurrence), Some(current)) = (occurrence, self.m.current_name()) else {
+            return false;
+        };
+        let hold = format!("h{}", self.m.next_hold + 1);
+        let mut block = vec![
+            Step::ProviderFault {
+                op: POp::Create,
+                fault: Fault::Hold { name: hold.clone() },
+                nth: None,
+                times: None,
+            },
+            Step::Enter {
+                occurrence: occurrence.clone(),
+                executor: None,
+                expect: any(),
+            },
+            Step::Send {
+                occurrence: occurrence.clone(),
+                executor: None,
+                background: true,
+                expect: any(),
+            },
+        ];
+        let killed = self.rng.chance(1, 2);
+        if killed {
+            block.push(Step::Crash {
+                executor: current.clone(),
+                at_hold: Some(hold.clone()),
+                expect: any(),
+            });
+            // Then the provider commits (mostly) or rejects what it held.
+            let reject = self.rng.chance(1, 4).then_some(503);
+            block.push(Step::ProviderRelease {
+                hold,
+                reject,
+                forged: false,
+                mismatched: false,
+            });
+        } else {
+            let (reject, forged, mismatched) = match self.rng.below(4) {
+                0 => (None, false, false),
+                1 => (Some(*self.rng.pick(&[500, 503, 409])), false, false),
+                2 => (None, true, false),
+                _ => (None, false, true),
+            };
+            block.push(Step::ProviderRelease {
+                hold,
+                reject,
+                forged,
+                mismatched,
+            });
+            block.push(Step::Settle { expect: any() });
+        }
+        if self.try_push(block) {
+            self.m.phase.insert(occurrence, 2);
+            self.m.next_hold += 1;
+            if killed {
+                self.kill(&current);
+            }
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedules_byte_for_byte() {
+        for index in 0..50 {
+            let a = super::super::yaml::case(&generate(Workload::Aoc, 42, index, None));
+            let b = super::super::yaml::case(&generate(Workload::Aoc, 42, index, None));
+            assert_eq!(a, b, "schedule {index}");
+        }
+        let a = super::super::yaml::case(&generate(Workload::Aoc, 42, 0, None));
+        let b = super::super::yaml::case(&generate(Workload::Aoc, 43, 0, None));
+        assert_ne!(a, b, "another seed gives another schedule");
+    }
+
+    #[test]
+    fn every_schedule_is_valid_and_reads_back_as_itself() {
+        for index in 0..300 {
+            let c = generate(Workload::Aoc, 7, index, None);
+            let file = file_name(&c.id);
+            let defects = crate::case::validate(&file, &c);
+            assert!(defects.is_empty(), "schedule {index}: {defects:?}");
+            assert!(super::super::shrink::fair(&c.steps), "{index}");
+            assert!(c.steps.len() >= 2 && c.steps.len() <= MAX_STEPS, "{index}");
+            let text = super::super::yaml::case(&c);
+            let back: Case = serde_saphyr::from_str(&text)
+                .unwrap_or_else(|e| panic!("schedule {index} does not read back: {e}\n{text}"));
+            assert_eq!(back, c, "schedule {index}\n{text}");
+        }
+    }
+
+    #[test]
+    fn schedules_stay_within_the_declared_operations() {
+        let ops: BTreeSet<Op> = [
+            Op::State,
+            Op::Lane,
+            Op::Settle,
+            Op::Join,
+            Op::Takeover,
+            Op::Create,
+            Op::Reserve,
+            Op::Execute,
+        ]
+        .into();
+        for index in 0..100 {
+            let c = generate(Workload::Aoc, 9, index, Some(&ops));
+            let need = crate::runner::required_ops(&c);
+            assert!(need.is_subset(&ops), "schedule {index} needs {need:?}");
+            assert!(c.steps.len() >= 2, "schedule {index} drew nothing");
+        }
+    }
+
+    #[test]
+    fn the_vocabulary_is_drawn() {
+        let mut verbs = BTreeSet::new();
+        let mut faults = BTreeSet::new();
+        for index in 0..600 {
+            for s in generate(Workload::Aoc, 11, index, None).steps {
+                verbs.insert(s.verb());
+                if let Step::ProviderFault { fault, .. } = &s {
+                    faults.insert(super::super::coverage::fault_kind(fault));
+                }
+            }
+        }
+        for v in [
+            "join",
+            "replace",
+            "crash",
+            "create",
+            "reserve",
+            "enter",
+            "send",
+            "execute",
+            "adopt",
+            "reconcile",
+            "release",
+            "rebind",
+            "remedy",
+            "provider_fault",
+            "provider_release",
+            "provider_expire",
+            "advance",
+            "race",
+            "settle",
+            "submit",
+            "claim",
+            "link",
+            "recover",
+            "resolve_unknown",
+            "finish",
+            "aadp_expire",
+        ] {
+            assert!(verbs.contains(v), "{v} never drawn");
+        }
+        for k in super::super::coverage::FAULT_KINDS {
+            assert!(faults.contains(k), "{k} never drawn");
+        }
+    }
+}

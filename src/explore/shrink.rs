@@ -1,0 +1,428 @@
+//! Shrinking: a schedule with a finding is made smaller while the same finding (checker and
+//! requirement) reproduces. Candidates come largest cut first: every step of one occurrence,
+//! then runs of steps (half the schedule, then smaller), then each step made simpler (a fault
+//! without its ordinals, a race with fewer requests or none, a creation without its extras, a
+//! shorter clock advance, a step by the current executor instead of a retired one). A
+//! candidate the case validator refuses is never run. The first candidate that reproduces is
+//! kept and the search starts again from it, until none does or the budget is spent.
+
+use super::schedule::file_name;
+use crate::case::{Case, Step};
+
+/// The smaller schedules to try next, largest cut first; each is valid.
+pub fn candidates(c: &Case) -> Vec<Case> {
+    let mut out: Vec<Case> = Vec::new();
+    let mut push = |steps: Vec<Step>| {
+        if steps.len() == c.steps.len() && steps == c.steps {
+            return;
+        }
+        let mut x = c.clone();
+        x.steps = steps;
+        if fair(&x.steps) && crate::case::validate(&file_name(&x.id), &x).is_empty() {
+            out.push(x);
+        }
+    };
+    // Every step of one occurrence (and what names it).
+    let mut labels: Vec<String> = Vec::new();
+    for s in &c.steps {
+        if let Step::Create { occurrence, .. }
+        | Step::Remedy {
+            remedy: occurrence, ..
+        } = s
+            && !labels.contains(occurrence)
+        {
+            labels.push(occurrence.clone());
+        }
+    }
+    for l in labels.iter().rev() {
+        push(c.steps.iter().filter(|s| !names(s, l)).cloned().collect());
+    }
+    // Two occurrences made one: every step on the later acts on the earlier instead (its
+    // creation becomes a retry, which a later pass removes).
+    let originals: Vec<&String> = c
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Create { occurrence, .. } => Some(occurrence),
+            _ => None,
+        })
+        .collect();
+    for (i, b) in originals.iter().enumerate() {
+        for a in &originals[..i] {
+            if a != b {
+                push(c.steps.iter().map(|s| renamed(s, b, a)).collect());
+            }
+        }
+    }
+    // A whole held request: its hold, its entry and background send, the crash or release
+    // that ends it (and the release after such a crash).
+    for (i, s) in c.steps.iter().enumerate() {
+        if let Step::ProviderFault {
+            fault: fake_payments::faults::Fault::Hold { name },
+            ..
+        } = s
+        {
+            let ends = |t: &Step| matches!(t, Step::Crash { at_hold: Some(h), .. } | Step::ProviderRelease { hold: h, .. } if h == name);
+            if let Some(j) = c.steps[i + 1..].iter().position(ends).map(|k| i + 1 + k) {
+                let mut end = j;
+                if let Some(k) = c.steps[j + 1..].iter().position(ends) {
+                    end = j + 1 + k;
+                }
+                let mut steps = c.steps.clone();
+                steps.drain(i..=end);
+                push(steps);
+            }
+        }
+    }
+    // Runs of steps, halving.
+    let n = c.steps.len();
+    let mut size = n / 2;
+    while size >= 1 {
+        let mut start = n.saturating_sub(size);
+        loop {
+            let mut steps = c.steps.clone();
+            steps.drain(start..start + size);
+            push(steps);
+            if start == 0 {
+                break;
+            }
+            start = start.saturating_sub(size);
+        }
+        size /= 2;
+    }
+    // Each step made simpler.
+    for (i, s) in c.steps.iter().enumerate() {
+        for simpler in simpler(s) {
+            let mut steps = c.steps.clone();
+            match simpler {
+                Some(one) => steps[i] = one,
+                None => {
+                    steps.remove(i);
+                }
+            }
+            push(steps);
+        }
+    }
+    // The configuration made plainer.
+    if c.config.action_fence || c.config.idempotency.is_some() {
+        let mut x = c.clone();
+        x.config.action_fence = false;
+        x.config.idempotency = None;
+        if crate::case::validate(&file_name(&x.id), &x).is_empty() {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The provider's retention (fake-payments' default profile, 86 400 s).
+pub const RETENTION_MS: u64 = 86_400_000;
+
+/// Whether a schedule is fair to the implementation and to the harness:
+/// - the provider forgets a payment (`expire_retention`, `provider_expire`) only once the clock
+///   has moved past its published retention: before that, a provider that answers "not found"
+///   breaks its own profile, and an implementation that reads the profile would be blamed for it;
+/// - every hold is armed only for the background send that follows it: between a hold's fault
+///   and the crash or release that ends it there are only entries and background sends (at
+///   least one), and it is ended. Anything else could park a request in the foreground, and the
+///   step would wait for a release that comes only after it.
+pub fn fair(steps: &[Step]) -> bool {
+    let mut advanced = 0u64;
+    for s in steps {
+        match s {
+            Step::Advance { ms } => advanced = advanced.saturating_add(*ms),
+            Step::ProviderExpire { .. }
+            | Step::ProviderFault {
+                fault: fake_payments::faults::Fault::ExpireRetention,
+                ..
+            } if advanced <= RETENTION_MS => return false,
+            _ => {}
+        }
+    }
+    for (i, s) in steps.iter().enumerate() {
+        let Step::ProviderFault {
+            fault: fake_payments::faults::Fault::Hold { name },
+            ..
+        } = s
+        else {
+            continue;
+        };
+        let mut sent = false;
+        let mut ended = false;
+        for t in &steps[i + 1..] {
+            match t {
+                Step::Enter { .. } => {}
+                Step::Send {
+                    background: true, ..
+                } => sent = true,
+                Step::Crash {
+                    at_hold: Some(h), ..
+                }
+                | Step::ProviderRelease { hold: h, .. }
+                    if h == name =>
+                {
+                    ended = true;
+                    break;
+                }
+                _ => return false,
+            }
+        }
+        if !(sent && ended) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether a step acts on, or creates, the occurrence `label`.
+fn names(s: &Step, label: &str) -> bool {
+    match s {
+        Step::Race { steps } => steps.iter().any(|s| names(s, label)),
+        Step::Remedy {
+            occurrence, remedy, ..
+        } => occurrence == label || remedy == label,
+        _ => serde_json::to_value(s)
+            .ok()
+            .and_then(|v| v["occurrence"].as_str().map(|o| o == label))
+            .unwrap_or(false),
+    }
+}
+
+/// The step with every `occurrence` that is `from` made `to` (a race's requests too).
+fn renamed(s: &Step, from: &str, to: &str) -> Step {
+    fn walk(v: &mut serde_json::Value, from: &str, to: &str) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.get("occurrence").and_then(|o| o.as_str()) == Some(from) {
+                    m.insert("occurrence".into(), serde_json::Value::String(to.into()));
+                }
+                if let Some(steps) = m.get_mut("steps") {
+                    walk(steps, from, to);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, from, to)),
+            _ => {}
+        }
+    }
+    match serde_json::to_value(s) {
+        Ok(mut v) => {
+            walk(&mut v, from, to);
+            serde_json::from_value(v).unwrap_or_else(|_| s.clone())
+        }
+        Err(_) => s.clone(),
+    }
+}
+
+/// Simpler forms of one step (`None`: the step replaced by nothing, for a race's requests that
+/// shrink to a single one it is the request itself).
+fn simpler(s: &Step) -> Vec<Option<Step>> {
+    let mut out = Vec::new();
+    match s {
+        Step::ProviderFault {
+            op,
+            fault,
+            nth,
+            times,
+        } if nth.is_some() || times.is_some() => {
+            out.push(Some(Step::ProviderFault {
+                op: *op,
+                fault: fault.clone(),
+                nth: None,
+                times: None,
+            }));
+        }
+        Step::Race { steps } => {
+            if steps.len() > 2 {
+                for j in 0..steps.len() {
+                    let mut fewer = steps.clone();
+                    fewer.remove(j);
+                    out.push(Some(Step::Race { steps: fewer }));
+                }
+            }
+            // One request alone, then sent one after the other.
+            if let Some(first) = steps.first() {
+                out.push(Some(with_any(first.clone())));
+            }
+        }
+        Step::Create {
+            occurrence,
+            executor,
+            key,
+            amount,
+            simulate,
+            labels,
+            expect,
+        } if amount.is_some() || !labels.is_empty() => {
+            out.push(Some(Step::Create {
+                occurrence: occurrence.clone(),
+                executor: executor.clone(),
+                key: key.clone(),
+                amount: None,
+                simulate: simulate.clone(),
+                labels: Default::default(),
+                expect: expect.clone(),
+            }));
+        }
+        Step::Advance { ms } if *ms > 1_000 => {
+            out.push(Some(Step::Advance { ms: 1_000 }));
+        }
+        Step::ProviderRelease {
+            hold,
+            reject,
+            forged,
+            mismatched,
+        } if reject.is_some() || *forged || *mismatched => {
+            out.push(Some(Step::ProviderRelease {
+                hold: hold.clone(),
+                reject: None,
+                forged: false,
+                mismatched: false,
+            }));
+        }
+        _ => {}
+    }
+    // A step by a named (retired) executor, by the current one instead.
+    if let Ok(mut v) = serde_json::to_value(s)
+        && v.get("executor").is_some_and(|e| e.is_string())
+        && !matches!(
+            s,
+            Step::Join { .. } | Step::Replace { .. } | Step::Crash { .. }
+        )
+    {
+        v["executor"] = serde_json::Value::Null;
+        if let Ok(x) = serde_json::from_value::<Step>(v) {
+            out.push(Some(x));
+        }
+    }
+    out
+}
+
+/// A race's request as a step of its own: it answers `any` like every explored step.
+fn with_any(s: Step) -> Step {
+    match serde_json::to_value(&s) {
+        Ok(mut v) => {
+            v["expect"] = serde_json::Value::String("any".into());
+            serde_json::from_value(v).unwrap_or(s)
+        }
+        Err(_) => s,
+    }
+}
+
+/// What shrinking did.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    pub case: Case,
+    /// Candidates run.
+    pub tried: u32,
+    /// Candidates kept (each smaller than the one before).
+    pub kept: u32,
+}
+
+/// Shrinks `start` while `reproduces` says the finding is still there, trying at most `budget`
+/// candidates.
+pub async fn shrink(
+    start: Case,
+    budget: u32,
+    mut reproduces: impl AsyncFnMut(&Case) -> bool,
+) -> Shrunk {
+    let mut best = start;
+    let mut tried = 0;
+    let mut kept = 0;
+    'outer: loop {
+        for cand in candidates(&best) {
+            if tried >= budget {
+                break 'outer;
+            }
+            tried += 1;
+            if reproduces(&cand).await {
+                best = cand;
+                kept += 1;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    Shrunk {
+        case: best,
+        tried,
+        kept,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::schedule::{Workload, generate};
+    use fake_payments::faults::Fault;
+
+    /// A finding that needs a lost reply and a later execute of the same occurrence.
+    fn needs_lost_reply_then_execute(c: &Case) -> bool {
+        let lost = c.steps.iter().position(|s| {
+            matches!(
+                s,
+                Step::ProviderFault {
+                    fault: Fault::CommitThenDrop,
+                    ..
+                }
+            )
+        });
+        lost.is_some_and(|at| {
+            c.steps[at..]
+                .iter()
+                .filter(|s| matches!(s, Step::Execute { .. }))
+                .count()
+                >= 2
+        })
+    }
+
+    #[test]
+    fn shrinking_keeps_the_finding_and_reaches_its_core() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut shrunk_some = 0;
+        for index in 0..400 {
+            let c = generate(Workload::Aoc, 5, index, None);
+            if !needs_lost_reply_then_execute(&c) {
+                continue;
+            }
+            let before = c.steps.len();
+            let s = rt.block_on(shrink(c, 500, async |x: &Case| {
+                needs_lost_reply_then_execute(x)
+            }));
+            assert!(needs_lost_reply_then_execute(&s.case), "{index}");
+            assert!(
+                crate::case::validate(&file_name(&s.case.id), &s.case).is_empty(),
+                "{index}"
+            );
+            // join, a creation (two, when the executes are of two occurrences), the fault, two
+            // executes: nothing else is needed.
+            assert!(
+                s.case.steps.len() <= 6,
+                "schedule {index}: {before} → {} steps: {:?}",
+                s.case.steps.len(),
+                s.case.steps.iter().map(Step::verb).collect::<Vec<_>>()
+            );
+            shrunk_some += 1;
+        }
+        assert!(
+            shrunk_some >= 3,
+            "only {shrunk_some} schedules had the core"
+        );
+    }
+
+    #[test]
+    fn a_budget_is_a_bound() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = generate(Workload::Aoc, 5, 1, None);
+        let mut runs = 0;
+        let s = rt.block_on(shrink(c, 3, async |_: &Case| {
+            runs += 1;
+            false
+        }));
+        assert!(s.tried <= 3 && runs <= 3);
+        assert_eq!(s.kept, 0);
+    }
+}

@@ -1,0 +1,76 @@
+//! What `aocheck run` and `aocheck explore` both set up from their command line: the seed, the
+//! output folder and the implementation's process spec. Each refusal is printed with the flag
+//! and the fix, and returned as the exit code.
+
+use crate::exit;
+use crate::store::StoreSpec;
+use std::path::{Path, PathBuf};
+
+/// The seed given, or one drawn from the OS's entropy (kept short enough to type).
+pub fn seed_or_draw(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        let mut b = [0u8; 8];
+        let _ = getrandom::fill(&mut b);
+        u64::from_le_bytes(b) % 1_000_000_000
+    })
+}
+
+/// The output folder (`--out`, or `reports/<kind>/<run id>`), created.
+pub fn out_dir(out: Option<&PathBuf>, kind: &str, run_id: &str) -> Result<PathBuf, u8> {
+    let out = match out {
+        Some(o) => {
+            if o.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                eprintln!(
+                    "error: --out {}: `..` could escape the reports folder; name a folder without it",
+                    o.display()
+                );
+                return Err(exit::INVALID_INPUT);
+            }
+            o.clone()
+        }
+        None => PathBuf::from("reports").join(kind).join(run_id),
+    };
+    if let Err(e) = std::fs::create_dir_all(&out) {
+        eprintln!("error: cannot create {}: {e}", out.display());
+        return Err(exit::INVALID_INPUT);
+    }
+    Ok(out)
+}
+
+/// The implementation as `aocheck-sut/2` processes: one per executor generation, each request
+/// with `timeout_secs`, sharing the durable store `spec`.
+pub fn process_spec(
+    command: &str,
+    timeout_secs: u64,
+    out: &Path,
+    spec: &StoreSpec,
+) -> Result<crate::sut::processes::ProcessSpec, u8> {
+    if command.trim().is_empty() {
+        eprintln!("error: --sut: the command is empty; name the program that speaks aocheck-sut/2");
+        return Err(exit::INVALID_INPUT);
+    }
+    if matches!(spec, StoreSpec::Memory) {
+        eprintln!(
+            "error: --sut with --store memory: processes cannot share a memory store; use sqlite (the default) or postgres:URL"
+        );
+        return Err(exit::INVALID_INPUT);
+    }
+    // Cases run one at a time and every child of this process is an implementation process: an
+    // orphan that escapes its group is then still found (D52).
+    if !crate::sut::process::become_subreaper() {
+        eprintln!(
+            "aocheck: note: cannot become the reaper of orphaned processes here; an implementation process that leaves its process group, clears its environment and closes its pipes would go unseen"
+        );
+    }
+    Ok(crate::sut::processes::ProcessSpec {
+        command: command.to_string(),
+        timeout: std::time::Duration::from_secs(timeout_secs.max(1)),
+        dir: out.to_path_buf(),
+        postgres: match spec {
+            StoreSpec::Postgres(u) => Some(u.clone()),
+            _ => None,
+        },
+    })
+}
