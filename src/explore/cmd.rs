@@ -217,8 +217,8 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     );
     if !x.findings.is_empty() {
         exit::REQUIREMENT_FAILED
-    } else if x.clean == 0 {
-        // Nothing was decided: never a pass.
+    } else if x.clean == 0 || undecided > 0 || x.unsupported > 0 {
+        // Something was not decided: never a pass.
         exit::UNDECIDED
     } else {
         exit::OK

@@ -93,6 +93,18 @@ pub fn outcome(r: &CaseReport) -> Outcome {
     if let Some(h) = &r.harness {
         return Outcome::Undecided(h.clone());
     }
+    // Without a finding, a schedule is clean only if a checker examined something beyond the
+    // implementation's claims about itself (an implementation that refuses everything explores
+    // nothing).
+    if !r
+        .facts
+        .iter()
+        .any(|(req, n)| *n > 0 && req != "AOC-REQ-013")
+    {
+        return Outcome::Undecided(
+            "no checker examined anything but the implementation's claims".into(),
+        );
+    }
     Outcome::Clean
 }
 
@@ -161,6 +173,9 @@ pub struct Exploration {
     /// Steps per schedule, sorted (for the median).
     #[serde(skip)]
     pub lengths: Vec<usize>,
+    /// The index of every schedule run, in order.
+    #[serde(skip)]
+    pub indices: Vec<u64>,
     pub median_steps: usize,
     pub millis: u64,
     /// With `stop_on_finding`: how many schedules ran until the first finding.
@@ -295,6 +310,7 @@ pub async fn explore(
         let case = schedule::generate(opts.workload, opts.seed, index, ops.as_ref());
         let r = run_schedule(&store, &case, &opts.run, next_attempt()).await;
         x.schedules += 1;
+        x.indices.push(index);
         x.lengths.push(case.steps.len());
         x.coverage.add(&case, &r.faults);
         match outcome(&r) {
@@ -343,7 +359,10 @@ pub async fn explore(
             findings: x.findings.len(),
             elapsed: started.elapsed(),
         });
-        index += n.max(1);
+        match index.checked_add(n.max(1)) {
+            Some(i) => index = i,
+            None => break,
+        }
     }
     x.lengths.sort_unstable();
     x.median_steps = x.lengths.get(x.lengths.len() / 2).copied().unwrap_or(0);
@@ -396,8 +415,10 @@ async fn shrink_finding(
     ));
     let mut reproduced = 0;
     let mut shrunk_line = String::new();
+    // Replayed as `aocheck run --cases FILE` runs the file written (its declared faults must
+    // fire, nothing is skipped): what the person who reads it will see.
     for _ in 0..opts.replays {
-        let r = run_schedule(store, &minimal, &opts.run, next_attempt()).await;
+        let r = run_as(store, &minimal, &opts.run, next_attempt(), false).await;
         if let Some(f) = r
             .failures
             .iter()

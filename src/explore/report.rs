@@ -129,11 +129,11 @@ pub fn junit(x: &Exploration, o: &ExploreOptions) -> String {
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     s.push_str(&format!(
         "<testsuites name=\"aocheck explore\" tests=\"{}\" failures=\"{}\">\n<testsuite name=\"explore seed {} {}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n",
-        x.findings.len() + 1,
+        x.findings.len() + 1 + usize::from(undecided > 0),
         x.findings.len(),
         o.seed,
         o.workload.name(),
-        x.findings.len() + 1,
+        x.findings.len() + 1 + usize::from(undecided > 0),
         x.findings.len(),
         u64::from(undecided > 0)
     ));
@@ -152,6 +152,11 @@ pub fn junit(x: &Exploration, o: &ExploreOptions) -> String {
         "<testcase classname=\"explore\" name=\"schedules without a finding\"><system-out>{} of {} schedules without a finding; {} undecided</system-out></testcase>\n",
         x.clean, x.schedules, undecided
     ));
+    if undecided > 0 {
+        s.push_str(&format!(
+            "<testcase classname=\"explore\" name=\"undecided schedules\"><skipped message=\"{undecided} schedule(s) the checkers could not decide\"/></testcase>\n"
+        ));
+    }
     s.push_str("</testsuite>\n</testsuites>\n");
     s
 }

@@ -350,7 +350,12 @@ impl Gen<'_> {
                 ok
             }
             (3, Some(submission)) => {
-                // The occurrence created under the submission's key, then linked.
+                // The occurrence created under the last claimed submission's key (mostly), then
+                // linked.
+                let submission = match self.m.claims.checked_sub(1) {
+                    Some(last) if self.rng.chance(3, 4) => self.m.subs[last].clone(),
+                    _ => submission,
+                };
                 let occurrence = format!("o{}", self.m.next_occ + 1);
                 if self.m.originals.len() >= 3 {
                     return false;
@@ -526,10 +531,22 @@ impl Gen<'_> {
         let Some(executor) = self.who() else {
             return false;
         };
+        // The key its first creation used (the World's default is `key-<label>`).
+        let used = self
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::Create {
+                    occurrence, key, ..
+                } if *occurrence == first => Some(key.clone()),
+                _ => None,
+            })
+            .flatten();
         let (occurrence, key) = if self.rng.chance(1, 2) {
-            (first.clone(), None)
+            (first.clone(), used)
         } else {
-            (format!("{first}-again"), Some(format!("key-{first}")))
+            let key = used.unwrap_or_else(|| format!("key-{first}"));
+            (format!("{first}-again"), Some(key))
         };
         let mut labels = CreateLabels::default();
         if self.rng.chance(1, 2) {
@@ -756,10 +773,18 @@ impl Gen<'_> {
             return false;
         }
         let name = format!("e{}", self.m.next_exec + 1);
-        if self.try_push(vec![Step::Replace {
+        let mut block = vec![Step::Replace {
             executor: name.clone(),
             expect: any(),
-        }]) {
+        }];
+        // A successor of a lane with admissions recovers them (often at once).
+        if self.admissions && !self.m.subs.is_empty() && self.rng.chance(2, 3) {
+            block.push(Step::Recover {
+                executor: None,
+                expect: any(),
+            });
+        }
+        if self.try_push(block) {
             self.m.next_exec += 1;
             self.m.execs.push(Exec { name, alive: true });
             self.m.current = Some(self.m.execs.len() - 1);

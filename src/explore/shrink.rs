@@ -8,6 +8,7 @@
 
 use super::schedule::file_name;
 use crate::case::{Case, Step};
+use std::collections::BTreeMap;
 
 /// The smaller schedules to try next, largest cut first; each is valid.
 pub fn candidates(c: &Case) -> Vec<Case> {
@@ -127,16 +128,39 @@ pub const RETENTION_MS: u64 = 86_400_000;
 ///   least one), and it is ended. Anything else could park a request in the foreground, and the
 ///   step would wait for a release that comes only after it.
 pub fn fair(steps: &[Step]) -> bool {
-    let mut advanced = 0u64;
-    for s in steps {
+    // A step that can make a payment (the clock must pass the retention after the last of them).
+    let pays = |s: &Step| {
+        matches!(
+            s,
+            Step::Execute { .. } | Step::Send { .. } | Step::Race { .. }
+        )
+    };
+    let mut since_payment = u64::MAX;
+    for (i, s) in steps.iter().enumerate() {
         match s {
-            Step::Advance { ms } => advanced = advanced.saturating_add(*ms),
-            Step::ProviderExpire { .. }
-            | Step::ProviderFault {
+            Step::Advance { ms } => since_payment = since_payment.saturating_add(*ms),
+            s if pays(s) => since_payment = 0,
+            Step::ProviderExpire { .. } if since_payment <= RETENTION_MS => return false,
+            // A fault fires on a later request: no payment may be made after it either.
+            Step::ProviderFault {
                 fault: fake_payments::faults::Fault::ExpireRetention,
                 ..
-            } if advanced <= RETENTION_MS => return false,
+            } if since_payment <= RETENTION_MS || steps[i + 1..].iter().any(pays) => {
+                return false;
+            }
             _ => {}
+        }
+    }
+    // A creation retried under a label uses the key its first creation used (a retry under
+    // another key is another creation, and the original coming back would be demanded of it).
+    let mut keys: BTreeMap<&str, &Option<String>> = BTreeMap::new();
+    for s in steps {
+        if let Step::Create {
+            occurrence, key, ..
+        } = s
+            && *keys.entry(occurrence.as_str()).or_insert(key) != key
+        {
+            return false;
         }
     }
     for (i, s) in steps.iter().enumerate() {

@@ -466,23 +466,9 @@ impl ReferenceSut {
         background: bool,
     ) -> Result<(), SutError> {
         self.exec(name)?;
-        // A permit is one send: the first takes it (a second send of the same entry, raced or
-        // after the first, is a second provider request for one admitted entry, AOC §4.1). No
-        // permit, no send: a refusal, never an error of the executor.
-        let permit = self
-            .executors
-            .get_mut(name)
-            .and_then(|e| e.permits.remove(occ))
-            .ok_or_else(|| {
-                SutError::Refused(crate::aoc::Refusal::new(
-                    Some(occ),
-                    Req::R001,
-                    crate::aoc::RefusalKind::WrongPhase {
-                        phase: format!("no entry admitted to {name} and not yet sent"),
-                        op: "send".into(),
-                    },
-                ))
-            })?;
+        if !self.has_permit(name, occ) {
+            return Err(no_permit(name, occ));
+        }
         // An outcome decided while the request was unsent (an absence the status source
         // proved) ends the entry: the request is never sent after it, or the decision would be
         // false (AOC-REQ-011).
@@ -494,6 +480,15 @@ impl ReferenceSut {
             )));
         }
         let intent = self.intent(occ).await?;
+        // A permit is one send: the first takes it (a second send of the same entry, raced or
+        // after the first, is a second provider request for one admitted entry, AOC §4.1). No
+        // permit, no send: a refusal, never an error of the executor. Taken once everything
+        // the send needs was read, so a failed read does not spend it.
+        let permit = self
+            .executors
+            .get_mut(name)
+            .and_then(|e| e.permits.remove(occ))
+            .ok_or_else(|| no_permit(name, occ))?;
         let client = self.client.clone();
         let domain = self.domain.clone();
         let who = ExecutorId(name.into());
@@ -856,3 +851,15 @@ pub fn implementation(knobs: super::Knobs) -> Value {
 
 /// Shared handle type used by the runner.
 pub type SharedSut = Arc<tokio::sync::Mutex<ReferenceSut>>;
+
+/// A send with no entry admitted to its executor (or whose permit was spent): a refusal.
+fn no_permit(name: &str, occ: &OccurrenceId) -> SutError {
+    SutError::Refused(crate::aoc::Refusal::new(
+        Some(occ),
+        Req::R001,
+        crate::aoc::RefusalKind::WrongPhase {
+            phase: format!("no entry admitted to {name} and not yet sent"),
+            op: "send".into(),
+        },
+    ))
+}

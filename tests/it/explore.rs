@@ -208,3 +208,102 @@ async fn a_shrunk_case_file_replays_with_aocheck_run() {
         f.key.requirement.id()
     );
 }
+
+/// Through `aocheck-sut/2`: the reference's processes, broken and not.
+fn process(variant: &str, dir: &std::path::Path) -> aocheck::sut::processes::ProcessSpec {
+    aocheck::sut::processes::ProcessSpec {
+        command: format!(
+            "'{}' sut reference --variant {variant}",
+            env!("CARGO_BIN_EXE_aocheck")
+        ),
+        timeout: std::time::Duration::from_secs(20),
+        dir: dir.into(),
+        postgres: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = options(Knobs::default(), 2, 200);
+    o.run.sut = Some(process("replay_unknown", dir.path()));
+    let x = explore(memory(), &o, &mut |_| {}).await;
+    let f = x.findings.first().unwrap_or_else(|| {
+        panic!(
+            "replay_unknown through the protocol: no finding in {} schedules ({:?})",
+            x.schedules, x.undecided
+        )
+    });
+    assert!(f.steps_after <= 8, "{} → {} steps", f.key, f.steps_after);
+    assert!(f.reproduced >= 1);
+    assert_eq!(f.reference.as_deref(), Some("pass"), "{}", f.key);
+    assert!(
+        x.operations
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|n| n == "execute")),
+        "the declared operations were learned: {:?}",
+        x.operations
+    );
+    let mut o = options(Knobs::default(), 2, budget(20));
+    o.run.sut = Some(process("conforming", dir.path()));
+    o.stop_on_finding = false;
+    let x = explore(memory(), &o, &mut |_| {}).await;
+    no_finding(&x, "the reference through the protocol");
+}
+
+#[test]
+fn the_command_writes_its_report_and_refuses_bad_flags() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("x");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+            .args(args)
+            .output()
+            .expect("aocheck runs")
+    };
+    let ok = run(&[
+        "explore",
+        "--seed",
+        "4",
+        "--schedules",
+        "8",
+        "--store",
+        "memory",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("aocheck: explore seed 4"), "{stdout}");
+    for f in ["explore.json", "summary.md", "junit.xml"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    for (args, flag) in [
+        (vec!["explore", "--shard", "0/2"], "--shard"),
+        (vec!["explore", "--time", "1d"], "--time"),
+        (vec!["explore", "--workload", "nope"], "--workload"),
+        (vec!["explore", "--schedules", "0"], "--schedules"),
+    ] {
+        let r = run(&args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_split_a_seed_into_disjoint_parts() {
+    let mut seen = std::collections::BTreeMap::new();
+    for k in 1..=3u64 {
+        let mut o = options(Knobs::default(), 6, 4);
+        o.shard = (k, 3);
+        o.stop_on_finding = false;
+        let x = explore(memory(), &o, &mut |_| {}).await;
+        assert_eq!(x.schedules, 4);
+        for i in &x.indices {
+            assert_eq!(i % 3, k - 1, "shard {k}/3 ran schedule {i}");
+            assert!(seen.insert(*i, k).is_none(), "schedule {i} ran twice");
+        }
+    }
+    assert_eq!(seen.len(), 12);
+}
