@@ -112,13 +112,8 @@ pub struct RunArgs {
     /// Sign the report with this Ed25519 private key (PEM).
     #[arg(long)]
     pub sign: Option<PathBuf>,
-    /// Judge this implementation through `aocheck-sut/2` (one process per executor generation,
-    /// crashes are SIGKILL), e.g. `--sut 'python3 examples/python-sut/sut.py'`.
-    #[arg(long, value_name = "COMMAND")]
-    pub sut: Option<String>,
-    /// Seconds each `aocheck-sut/2` request may take before the process is killed.
-    #[arg(long, default_value_t = 10)]
-    pub sut_timeout: u64,
+    #[command(flatten)]
+    pub sut: crate::setup::SutArgs,
     /// Seconds the whole run may take; past them every process is killed, no report is
     /// written, and the exit is 4 with a message saying how far the run got.
     #[arg(long)]
@@ -236,11 +231,9 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         explore: false,
     };
     let mut opts = opts;
-    if let Some(command) = &a.sut {
-        match crate::setup::process_spec(command, a.sut_timeout, &out, &spec) {
-            Ok(s) => opts.sut = Some(s),
-            Err(code) => return code,
-        }
+    match a.sut.spec(&out, &spec) {
+        Ok(s) => opts.sut = s,
+        Err(code) => return code,
     }
     let finished = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = finished.clone();

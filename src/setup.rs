@@ -39,9 +39,36 @@ pub fn out_dir(out: Option<&PathBuf>, kind: &str, run_id: &str) -> Result<PathBu
     Ok(out)
 }
 
+/// How to reach an implementation that aocheck did not write (`run` and `explore` alike).
+#[derive(clap::Args, Debug)]
+pub struct SutArgs {
+    /// Judge this implementation through `aocheck-sut/2` (one process per executor generation,
+    /// crashes are SIGKILL), e.g. `--sut 'python3 examples/python-sut/sut.py'`; without it, the
+    /// reference in process.
+    #[arg(long, value_name = "COMMAND")]
+    pub sut: Option<String>,
+    /// Seconds each `aocheck-sut/2` request may take before the process is killed.
+    #[arg(long, default_value_t = 10)]
+    pub sut_timeout: u64,
+}
+
+impl SutArgs {
+    /// The process spec, `None` without `--sut`.
+    pub fn spec(
+        &self,
+        out: &Path,
+        store: &StoreSpec,
+    ) -> Result<Option<crate::sut::processes::ProcessSpec>, u8> {
+        self.sut
+            .as_deref()
+            .map(|c| process_spec(c, self.sut_timeout, out, store))
+            .transpose()
+    }
+}
+
 /// The implementation as `aocheck-sut/2` processes: one per executor generation, each request
 /// with `timeout_secs`, sharing the durable store `spec`.
-pub fn process_spec(
+fn process_spec(
     command: &str,
     timeout_secs: u64,
     out: &Path,

@@ -379,6 +379,30 @@ pub enum Step {
     },
 }
 
+/// The occurrence field of the steps that act on one, by reference or to change it (`$as` is
+/// `as_ref` or `as_mut`, for the one optional field).
+macro_rules! occurrence_of {
+    ($step:expr, $as:ident) => {{
+        use Step::*;
+        match $step {
+            Reserve { occurrence, .. }
+            | Enter { occurrence, .. }
+            | Send { occurrence, .. }
+            | Execute { occurrence, .. }
+            | Adopt { occurrence, .. }
+            | Reconcile { occurrence, .. }
+            | AadpExpire { occurrence, .. }
+            | Release { occurrence, .. }
+            | Rebind { occurrence, .. }
+            | Remedy { occurrence, .. }
+            | Link { occurrence, .. }
+            | ProviderStatus { occurrence, .. } => Some(occurrence),
+            ProviderExpire { occurrence } => occurrence.$as(),
+            _ => None,
+        }
+    }};
+}
+
 impl Step {
     /// The fake-payments rule a `provider_fault` step declares (one place for its defaults).
     pub fn payments_rule(&self) -> Option<fake_payments::faults::Rule> {
@@ -419,6 +443,60 @@ impl Step {
             session_id: None,
             fault: fault.clone(),
         })
+    }
+
+    /// The requests a step sends: itself, or each of a race's.
+    pub fn requests(&self) -> Vec<&Step> {
+        match self {
+            Step::Race { steps } => steps.iter().collect(),
+            other => vec![other],
+        }
+    }
+
+    /// The same label, to change it (the explorer's shrinking merges occurrences).
+    pub fn occurrence_mut(&mut self) -> Option<&mut String> {
+        occurrence_of!(self, as_mut)
+    }
+
+    /// The occurrence label a step acts on (not the one a creation or a remedy makes).
+    pub fn occurrence(&self) -> Option<&String> {
+        occurrence_of!(self, as_ref)
+    }
+
+    /// The submission label a step acts on (not the one a `submit` makes).
+    pub fn submission(&self) -> Option<&String> {
+        use Step::*;
+        match self {
+            Claim { submission, .. }
+            | Link { submission, .. }
+            | ResolveUnknown { submission, .. }
+            | Finish { submission, .. } => Some(submission),
+            _ => None,
+        }
+    }
+
+    /// The step's executor, when it names one for a step that may leave it implicit.
+    pub fn executor_mut(&mut self) -> Option<&mut Option<String>> {
+        use Step::*;
+        match self {
+            Create { executor, .. }
+            | Reserve { executor, .. }
+            | Enter { executor, .. }
+            | Send { executor, .. }
+            | Execute { executor, .. }
+            | Adopt { executor, .. }
+            | Reconcile { executor, .. }
+            | AadpExpire { executor, .. }
+            | Release { executor, .. }
+            | Rebind { executor, .. }
+            | Remedy { executor, .. }
+            | Claim { executor, .. }
+            | Link { executor, .. }
+            | Recover { executor, .. }
+            | ResolveUnknown { executor, .. }
+            | Finish { executor, .. } => Some(executor),
+            _ => None,
+        }
     }
 
     pub fn verb(&self) -> String {

@@ -10,12 +10,8 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct ExploreArgs {
-    /// Judge this implementation through `aocheck-sut/2` (default: the reference, in process).
-    #[arg(long, value_name = "COMMAND")]
-    pub sut: Option<String>,
-    /// Seconds each `aocheck-sut/2` request may take before the process is killed.
-    #[arg(long, default_value_t = 10)]
-    pub sut_timeout: u64,
+    #[command(flatten)]
+    pub sut: crate::setup::SutArgs,
     /// What to explore: `aoc` (the coordination domain and the payment provider).
     #[arg(long, default_value = "aoc")]
     pub workload: String,
@@ -116,13 +112,12 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             return exit::UNREACHABLE;
         }
     };
-    let sut = match &a.sut {
-        Some(command) => match crate::setup::process_spec(command, a.sut_timeout, &out, &spec) {
-            Ok(s) => Some(s),
-            Err(code) => return code,
-        },
-        None => None,
+    let kind = crate::store::Store::info(&*store).kind;
+    let sut = match a.sut.spec(&out, &spec) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
+    let sut_given = sut.is_some();
     let opts = ExploreOptions {
         workload,
         seed,
@@ -140,7 +135,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             sut,
             explore: true,
         },
-        check_reference: a.sut.is_some(),
+        check_reference: sut_given,
         stop_on_finding: false,
     };
     let tty = std::io::stdout().is_terminal();
@@ -174,11 +169,6 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     if tty {
         println!();
     }
-    let kind = match &spec {
-        StoreSpec::Memory => "memory",
-        StoreSpec::Sqlite(_) => "sqlite",
-        StoreSpec::Postgres(_) => "postgres",
-    };
     if let Err(e) = super::report::write(&out, &x, &opts, kind) {
         eprintln!(
             "error: writing the explore report to {}: {e}",
@@ -201,6 +191,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
                 .unwrap_or_default(),
             out.join("found").join(&f.case_file).display(),
             a.sut
+                .sut
                 .as_ref()
                 .map(|s| format!(" --sut '{}'", s.replace('\'', "'\\''")))
                 .unwrap_or_default()

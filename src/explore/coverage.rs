@@ -62,8 +62,9 @@ pub struct Count {
 pub struct Coverage {
     /// `kind × op` → counts.
     pub faults: BTreeMap<String, Count>,
-    /// Where executors were killed, by the step before (and at a hold, how the hold ended).
-    pub crash_points: BTreeMap<String, u64>,
+    /// Where executors were killed, by the step before (and at a hold, how the hold ended):
+    /// declared, and landed as declared.
+    pub crash_points: BTreeMap<String, Count>,
     /// How held requests ended.
     pub held: BTreeMap<String, u64>,
     pub idempotency: BTreeMap<String, u64>,
@@ -84,6 +85,9 @@ impl Coverage {
             )
             .or_default() += 1;
         let mut rules = faults.iter().filter(|f| f.what.starts_with("provider "));
+        // The runner reports each crash (in step order) and whether it landed: a crash at a
+        // hold landed only if the provider committed with nobody left to answer.
+        let mut crashes = faults.iter().filter(|f| f.what.starts_with("crash "));
         let mut before = "start".to_string();
         for (i, s) in case.steps.iter().enumerate() {
             *self.verbs.entry(s.verb()).or_default() += 1;
@@ -117,7 +121,9 @@ impl Coverage {
                         }
                         None => format!("after {before}"),
                     };
-                    *self.crash_points.entry(point).or_default() += 1;
+                    let c = self.crash_points.entry(point).or_default();
+                    c.declared += 1;
+                    c.fired += u64::from(crashes.next().is_some_and(|f| f.fired));
                 }
                 Step::ProviderRelease {
                     reject,
@@ -163,8 +169,12 @@ impl Coverage {
             e.declared += c.declared;
             e.fired += c.fired;
         }
+        for (k, c) in &other.crash_points {
+            let e = self.crash_points.entry(k.clone()).or_default();
+            e.declared += c.declared;
+            e.fired += c.fired;
+        }
         for (mine, theirs) in [
-            (&mut self.crash_points, &other.crash_points),
             (&mut self.held, &other.held),
             (&mut self.idempotency, &other.idempotency),
             (&mut self.verbs, &other.verbs),
@@ -209,7 +219,14 @@ mod tests {
                 fired: 0
             }
         );
-        assert_eq!(cov.crash_points["after join"], 1);
+        // Declared, and not landed: the runner reported no crash for it.
+        assert_eq!(
+            cov.crash_points["after join"],
+            Count {
+                declared: 1,
+                fired: 0
+            }
+        );
         let missing = cov.never_fired();
         assert!(missing.contains(&"incomplete_listing × list".to_string()));
         assert!(!missing.contains(&"garble × create".to_string()));
@@ -222,10 +239,17 @@ mod tests {
             "id: X\ntitle: t\nrequirements: [AOC-REQ-001]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1}\n  - {do: provider_fault, op: create, fault: {type: hold, name: h}}\n  - {do: send, occurrence: o1, background: true}\n  - {do: crash, executor: e1, at_hold: h}\n  - {do: provider_release, hold: h, reject: 503}\n",
         );
         let mut cov = Coverage::default();
-        cov.add(&c, &[]);
+        let landed = FaultReport {
+            what: "crash e1 while hold h parks its request".into(),
+            fired: true,
+        };
+        cov.add(&c, &[landed]);
         assert_eq!(
             cov.crash_points["while the provider holds the request, then rejects"],
-            1
+            Count {
+                declared: 1,
+                fired: 1
+            }
         );
         assert_eq!(cov.held["rejected"], 1);
     }

@@ -223,11 +223,12 @@ async fn run_as(
     attempt: u64,
     explore: bool,
 ) -> CaseReport {
-    let text = yaml::case(case);
     let lc = LoadedCase {
         path: schedule::file_name(&case.id).into(),
         case: case.clone(),
-        bytes: text.into_bytes(),
+        // A schedule has no file: the bytes are only the suite's test-input digest, which a case
+        // run does not compute (`report::write` writes the file of a finding).
+        bytes: Vec::new(),
         checked: Checked::of(case).ok(),
     };
     let mut o = opts.clone();

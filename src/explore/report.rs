@@ -105,9 +105,18 @@ pub fn markdown(x: &Exploration, o: &ExploreOptions) -> String {
             md(&missing.join(", "))
         ));
     }
+    s.push_str("\n**Crash points** (declared / landed): ");
+    s.push_str(
+        &x.coverage
+            .crash_points
+            .iter()
+            .map(|(k, c)| format!("{} {}/{}", md(k), c.declared, c.fired))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    s.push('\n');
     for (title, m) in [
-        ("Crash points", &x.coverage.crash_points),
-        ("Held requests", &x.coverage.held),
+        ("Held requests (declared)", &x.coverage.held),
         ("Idempotency profiles", &x.coverage.idempotency),
         ("Verbs", &x.coverage.verbs),
     ] {

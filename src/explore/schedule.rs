@@ -52,6 +52,54 @@ fn any() -> Expect {
     Expect(Some("any".into()))
 }
 
+/// The steps that act on one occurrence and differ in nothing but their verb.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Reserve,
+    Enter,
+    Send,
+    Execute,
+    Adopt,
+    Reconcile,
+}
+
+/// One of them (a `send` in the foreground).
+fn act(a: Act, occurrence: String, executor: Option<String>, expect: Expect) -> Step {
+    match a {
+        Act::Reserve => Step::Reserve {
+            occurrence,
+            executor,
+            expect,
+        },
+        Act::Enter => Step::Enter {
+            occurrence,
+            executor,
+            expect,
+        },
+        Act::Send => Step::Send {
+            occurrence,
+            executor,
+            background: false,
+            expect,
+        },
+        Act::Execute => Step::Execute {
+            occurrence,
+            executor,
+            expect,
+        },
+        Act::Adopt => Step::Adopt {
+            occurrence,
+            executor,
+            expect,
+        },
+        Act::Reconcile => Step::Reconcile {
+            occurrence,
+            executor,
+            expect,
+        },
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Exec {
     name: String,
@@ -427,14 +475,7 @@ impl Gen<'_> {
         let expect = any();
         let fault_first = self.rng.chance(2, 5);
         let (block, next) = match phase {
-            0 => (
-                vec![Step::Reserve {
-                    occurrence: occurrence.clone(),
-                    executor: None,
-                    expect,
-                }],
-                1,
-            ),
+            0 => (vec![act(Act::Reserve, occurrence.clone(), None, expect)], 1),
             1 if self.rng.chance(1, 4) => return self.held_on(Some(occurrence)),
             1 => {
                 let mut b = Vec::new();
@@ -442,11 +483,7 @@ impl Gen<'_> {
                     let op = *self.rng.pick(&[POp::Create, POp::Refund, POp::Any]);
                     b.push(self.fault_step(op));
                 }
-                b.push(Step::Execute {
-                    occurrence: occurrence.clone(),
-                    executor: None,
-                    expect,
-                });
+                b.push(act(Act::Execute, occurrence.clone(), None, expect));
                 (b, 2)
             }
             _ => {
@@ -455,23 +492,12 @@ impl Gen<'_> {
                     let op = *self.rng.pick(&[POp::Get, POp::List, POp::Get]);
                     b.push(self.fault_step(op));
                 }
-                b.push(match self.rng.below(5) {
-                    0..=2 => Step::Reconcile {
-                        occurrence: occurrence.clone(),
-                        executor: None,
-                        expect,
-                    },
-                    3 => Step::Adopt {
-                        occurrence: occurrence.clone(),
-                        executor: None,
-                        expect,
-                    },
-                    _ => Step::Execute {
-                        occurrence: occurrence.clone(),
-                        executor: None,
-                        expect,
-                    },
-                });
+                let a = match self.rng.below(5) {
+                    0..=2 => Act::Reconcile,
+                    3 => Act::Adopt,
+                    _ => Act::Execute,
+                };
+                b.push(act(a, occurrence.clone(), None, expect));
                 (b, 2)
             }
         };
@@ -576,39 +602,16 @@ impl Gen<'_> {
             return false;
         };
         let expect = any();
-        let step = match self.rng.weighted(&[7, 4, 3, 12, 5, 7]) {
-            0 => Step::Reserve {
-                occurrence,
-                executor,
-                expect,
-            },
-            1 => Step::Enter {
-                occurrence,
-                executor,
-                expect,
-            },
-            2 => Step::Send {
-                occurrence,
-                executor,
-                background: false,
-                expect,
-            },
-            3 => Step::Execute {
-                occurrence,
-                executor,
-                expect,
-            },
-            4 => Step::Adopt {
-                occurrence,
-                executor,
-                expect,
-            },
-            _ => Step::Reconcile {
-                occurrence,
-                executor,
-                expect,
-            },
-        };
+        const ACTS: [Act; 6] = [
+            Act::Reserve,
+            Act::Enter,
+            Act::Send,
+            Act::Execute,
+            Act::Adopt,
+            Act::Reconcile,
+        ];
+        let a = ACTS[self.rng.weighted(&[7, 4, 3, 12, 5, 7])];
+        let step = act(a, occurrence, executor, expect);
         self.try_push(vec![step])
     }
 
@@ -830,24 +833,9 @@ impl Gen<'_> {
             .map(|_| {
                 let executor = self.rng.pick(&who).clone();
                 let occurrence = occurrence.clone();
-                match self.rng.below(3) {
-                    0 => Step::Enter {
-                        occurrence,
-                        executor,
-                        expect: Expect::default(),
-                    },
-                    1 => Step::Send {
-                        occurrence,
-                        executor,
-                        background: false,
-                        expect: Expect::default(),
-                    },
-                    _ => Step::Execute {
-                        occurrence,
-                        executor,
-                        expect: Expect::default(),
-                    },
-                }
+                // A race's requests carry no expectation.
+                let a = *self.rng.pick(&[Act::Enter, Act::Send, Act::Execute]);
+                act(a, occurrence, executor, Expect::default())
             })
             .collect();
         self.try_push(vec![Step::Race { steps }])

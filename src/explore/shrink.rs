@@ -200,41 +200,34 @@ pub fn fair(steps: &[Step]) -> bool {
 
 /// Whether a step acts on, or creates, the occurrence `label`.
 fn names(s: &Step, label: &str) -> bool {
-    match s {
-        Step::Race { steps } => steps.iter().any(|s| names(s, label)),
-        Step::Remedy {
-            occurrence, remedy, ..
-        } => occurrence == label || remedy == label,
-        _ => serde_json::to_value(s)
-            .ok()
-            .and_then(|v| v["occurrence"].as_str().map(|o| o == label))
-            .unwrap_or(false),
-    }
+    s.requests().into_iter().any(|r| match r {
+        Step::Create { occurrence, .. } => occurrence == label,
+        Step::Remedy { remedy, .. } if remedy == label => true,
+        r => r.occurrence().is_some_and(|o| o == label),
+    })
 }
 
-/// The step with every `occurrence` that is `from` made `to` (a race's requests too).
+/// The step with every `occurrence` that is `from` made `to` (a race's requests and a
+/// creation's too).
 fn renamed(s: &Step, from: &str, to: &str) -> Step {
-    fn walk(v: &mut serde_json::Value, from: &str, to: &str) {
-        match v {
-            serde_json::Value::Object(m) => {
-                if m.get("occurrence").and_then(|o| o.as_str()) == Some(from) {
-                    m.insert("occurrence".into(), serde_json::Value::String(to.into()));
-                }
-                if let Some(steps) = m.get_mut("steps") {
-                    walk(steps, from, to);
-                }
+    fn rename(s: &mut Step, from: &str, to: &str) {
+        let o = match s {
+            Step::Create { occurrence, .. } => Some(occurrence),
+            Step::Race { steps } => {
+                steps.iter_mut().for_each(|r| rename(r, from, to));
+                None
             }
-            serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, from, to)),
-            _ => {}
+            s => s.occurrence_mut(),
+        };
+        if let Some(o) = o
+            && o == from
+        {
+            *o = to.to_string();
         }
     }
-    match serde_json::to_value(s) {
-        Ok(mut v) => {
-            walk(&mut v, from, to);
-            serde_json::from_value(v).unwrap_or_else(|_| s.clone())
-        }
-        Err(_) => s.clone(),
-    }
+    let mut s = s.clone();
+    rename(&mut s, from, to);
+    s
 }
 
 /// Simpler forms of one step (`None`: the step replaced by nothing, for a race's requests that
@@ -306,17 +299,11 @@ fn simpler(s: &Step) -> Vec<Option<Step>> {
         _ => {}
     }
     // A step by a named (retired) executor, by the current one instead.
-    if let Ok(mut v) = serde_json::to_value(s)
-        && v.get("executor").is_some_and(|e| e.is_string())
-        && !matches!(
-            s,
-            Step::Join { .. } | Step::Replace { .. } | Step::Crash { .. }
-        )
+    let mut x = s.clone();
+    if let Some(e) = x.executor_mut()
+        && e.take().is_some()
     {
-        v["executor"] = serde_json::Value::Null;
-        if let Ok(x) = serde_json::from_value::<Step>(v) {
-            out.push(Some(x));
-        }
+        out.push(Some(x));
     }
     out
 }

@@ -342,11 +342,7 @@ impl ReferenceSut {
                 .map_err(|e| SutError::Corrupt(format!("stored intent of {occ}: {e}"))),
             // Not created by a `create` of this implementation (a remedy is recorded, never
             // carried out here): no request is bound to it, so there is nothing to send.
-            Ok(None) => Err(SutError::Refused(crate::aoc::Refusal::new(
-                Some(occ),
-                Req::R003,
-                crate::aoc::RefusalKind::NotBound,
-            ))),
+            Ok(None) => Err(not_bound(occ)),
             Err(e) => Err(SutError::Harness(format!("read the intent of {occ}: {e}"))),
         }
     }
@@ -546,13 +542,7 @@ impl ReferenceSut {
         self.exec(name)?;
         let st = self.domain.state(occ).await?;
         // Nothing was bound, so nothing reached the provider to ask about.
-        let binding = st.binding.clone().ok_or_else(|| {
-            SutError::Refused(crate::aoc::Refusal::new(
-                Some(occ),
-                Req::R003,
-                crate::aoc::RefusalKind::NotBound,
-            ))
-        })?;
+        let binding = st.binding.clone().ok_or_else(|| not_bound(occ))?;
         let ev = self
             .client
             .lookup(
@@ -861,5 +851,15 @@ fn no_permit(name: &str, occ: &OccurrenceId) -> SutError {
             phase: format!("no entry admitted to {name} and not yet sent"),
             op: "send".into(),
         },
+    ))
+}
+
+/// An operation on an occurrence with no bound request (never reserved, or not created by this
+/// implementation's `create`): a refusal.
+fn not_bound(occ: &OccurrenceId) -> SutError {
+    SutError::Refused(crate::aoc::Refusal::new(
+        Some(occ),
+        Req::R003,
+        crate::aoc::RefusalKind::NotBound,
     ))
 }

@@ -80,10 +80,7 @@ pub(super) struct World {
 pub fn required_ops(case: &crate::case::Case) -> std::collections::BTreeSet<Op> {
     let mut out: std::collections::BTreeSet<Op> = [Op::State, Op::Lane].into();
     // A race needs what each of its steps needs.
-    let steps = case.steps.iter().flat_map(|s| match s {
-        Step::Race { steps } => steps.iter().collect::<Vec<_>>(),
-        other => vec![other],
-    });
+    let steps = case.steps.iter().flat_map(Step::requests);
     for s in steps {
         let op = match s.verb().as_str() {
             "join" => Op::Join,
@@ -249,25 +246,16 @@ impl World {
     /// The first occurrence or submission `step` acts on that no step made (its creation, remedy
     /// or submission was refused, or never answered); `None` if all were made.
     pub(super) fn never_made(&self, step: &Step) -> Option<String> {
-        fn walk(w: &World, v: &serde_json::Value) -> Option<String> {
-            let verb = v["do"].as_str().unwrap_or_default();
-            if verb != "create"
-                && let Some(o) = v["occurrence"].as_str()
-                && !w.occurrences.contains_key(o)
+        step.requests().into_iter().find_map(|s| {
+            if let Some(o) = s.occurrence()
+                && !self.occurrences.contains_key(o)
             {
                 return Some(format!("occurrence {o:?}"));
             }
-            if verb != "submit"
-                && let Some(s) = v["submission"].as_str()
-                && !w.submissions.contains_key(s)
-            {
-                return Some(format!("submission {s:?}"));
-            }
-            v["steps"]
-                .as_array()
-                .and_then(|steps| steps.iter().find_map(|s| walk(w, s)))
-        }
-        walk(self, &serde_json::to_value(step).ok()?)
+            s.submission()
+                .filter(|x| !self.submissions.contains_key(*x))
+                .map(|x| format!("submission {x:?}"))
+        })
     }
 
     /// In a schedule of the explorer: whether the request sent for `hold` went past it (an

@@ -66,6 +66,22 @@ fn no_finding(x: &Exploration, who: &str) {
         x.undecided
     );
     assert_eq!(x.clean + undecided + x.unsupported, x.schedules);
+    // Without faults that fired there was nothing to survive: no finding would then say nothing.
+    let fired: u64 = x.coverage.faults.values().map(|c| c.fired).sum();
+    assert!(
+        fired * 4 >= x.schedules,
+        "{who}: only {fired} faults fired in {} schedules: {:?}",
+        x.schedules,
+        x.coverage.faults
+    );
+    assert!(
+        x.coverage
+            .crash_points
+            .iter()
+            .any(|(k, c)| k.starts_with("while the provider holds") && c.fired > 0),
+        "{who}: no executor was killed while the provider held its request: {:?}",
+        x.coverage.crash_points
+    );
 }
 
 #[rstest]
@@ -91,60 +107,60 @@ async fn find(v: Variant, seed: u64, schedules: u64) -> Exploration {
     .await
 }
 
-/// Every broken variant the invariants can see. Not yet found by them: `reset_unknown_to_queued`
-/// (the fixed suite catches it through SEED003-B's expected refusal; a schedule needs a crash
-/// between claim and outcome, then recovery and a claim, and rarely draws it). Issue 22 keeps it
-/// open.
-#[rstest]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_broken_variant_is_found_and_shrunk_to_a_short_case(
-    #[values(
-        Variant::ReplayUnknown,
-        Variant::RetiredEnters,
-        Variant::ReleaseOnTimeout,
-        Variant::RestoreAuthority,
-        Variant::OverwriteHistory,
-        Variant::TrustUnauthenticated,
-        Variant::TrustReplyAccount,
-        Variant::ResendSameKey,
-        Variant::RosyState,
-        Variant::DropObservation,
-        Variant::ProhibitedClaim,
-        Variant::AadpExpiryReleases,
-        Variant::LabelsMint,
-        Variant::NoActionFence,
-        Variant::RemedyReusesGrant,
-        Variant::RebindAccount,
-        Variant::ReplacementReenters
-    )]
-    v: Variant,
-) {
+/// The broken variants the invariants cannot see yet: `reset_unknown_to_queued` (the fixed suite
+/// catches it through SEED003-B's expected refusal; a schedule needs a crash between claim and
+/// outcome, then recovery and a claim, and rarely draws it). Issue 22 keeps it open.
+const NOT_FOUND_YET: [Variant; 1] = [Variant::ResetUnknownToQueued];
+
+/// What is wrong with the exploration of one broken variant (`None`: found, shrunk to at most 8
+/// steps, reproduced when its file is replayed, and passing on the reference).
+async fn explored(v: Variant) -> Option<String> {
     let x = find(v, 1, 400).await;
     let Some(f) = x.findings.first() else {
-        panic!(
+        return Some(format!(
             "{v:?}: no finding in {} schedules ({} undecided: {:?})",
             x.schedules,
             x.undecided.values().sum::<u64>(),
             x.undecided
-        );
+        ));
     };
-    assert!(
-        f.steps_after <= 8,
-        "{v:?}: {} shrunk only to {} steps",
-        f.key,
-        f.steps_after
-    );
-    assert!(
-        f.reproduced >= 1,
-        "{v:?}: the shrunk schedule never reproduced {}",
-        f.key
-    );
-    assert_eq!(
-        f.reference.as_deref(),
-        Some("pass"),
-        "{v:?}: the shrunk schedule for {} on the reference",
-        f.key
-    );
+    if f.steps_after > 8 {
+        return Some(format!(
+            "{v:?}: {} shrunk only to {} steps",
+            f.key, f.steps_after
+        ));
+    }
+    if f.reproduced == 0 {
+        return Some(format!(
+            "{v:?}: the shrunk schedule never reproduced {}",
+            f.key
+        ));
+    }
+    (f.reference.as_deref() != Some("pass")).then(|| {
+        format!(
+            "{v:?}: the shrunk schedule for {} on the reference: {:?}",
+            f.key, f.reference
+        )
+    })
+}
+
+/// Every broken variant but those named above, two at a time: a variant added to
+/// `Variant::BROKEN` is explored without a list to keep in step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_broken_variant_is_found_and_shrunk_to_a_short_case() {
+    use futures_util::StreamExt;
+    let variants: Vec<Variant> = Variant::BROKEN
+        .into_iter()
+        .filter(|v| !NOT_FOUND_YET.contains(v))
+        .collect();
+    assert_eq!(variants.len(), Variant::BROKEN.len() - NOT_FOUND_YET.len());
+    let wrong: Vec<String> = futures_util::stream::iter(variants)
+        .map(explored)
+        .buffer_unordered(2)
+        .filter_map(|w| async move { w })
+        .collect()
+        .await;
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,7 +260,7 @@ async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_cle
         "the declared operations were learned: {:?}",
         x.operations
     );
-    let mut o = options(Knobs::default(), 2, budget(20));
+    let mut o = options(Knobs::default(), 2, budget(40));
     o.run.sut = Some(process("conforming", dir.path()));
     o.stop_on_finding = false;
     let x = explore(memory(), &o, &mut |_| {}).await;
