@@ -183,6 +183,9 @@ pub enum Defect {
     /// A remedy may reuse the original occurrence's grant as its authorization (AOC-REQ-012
     /// broken).
     RemedyReusesGrant,
+    /// Release after entry resolves the occurrence as not accepted once a lookup found nothing
+    /// past the provider's retention (AOC-REQ-008 broken, only in that combination).
+    ReleaseAfterForget,
 }
 
 /// How many occurrence states a domain instance keeps for deciding without a read.
@@ -973,7 +976,11 @@ impl<S: Store> Domain<S> {
         let now = self.clock.now();
         let defect = self.defect;
         self.transition(occ, Some(holder), None, false, |st| {
-            if defect == Some(Defect::ReleaseAfterEntry) && st.phase.is_in_flight() {
+            let forgotten = defect == Some(Defect::ReleaseAfterForget)
+                && st
+                    .missing
+                    .contains(&crate::aoc::profile::MissingKnowledge::BeyondRetention);
+            if (defect == Some(Defect::ReleaseAfterEntry) || forgotten) && st.phase.is_in_flight() {
                 // The defect: expiry "proves" non-entry and closes the occurrence.
                 let mut a = occurrence::Appender::new(st);
                 a.push(EntryBody::Resolved {

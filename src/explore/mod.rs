@@ -390,18 +390,34 @@ async fn shrink_finding(
     next_attempt: &mut impl FnMut() -> u64,
 ) -> Found {
     let tries = opts.tries.max(1);
-    let shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
+    // A candidate is kept when it shows the finding and would replay as a case file: every
+    // fault it declares fired and the harness decided it (a hold some other fault took, or a
+    // fault no request reached, is leniency a schedule has and a case file has not). Only when
+    // neither the schedule nor any smaller candidate is such is the finding shrunk under the
+    // schedule's leniency (its replays then say how often the file reproduces).
+    let mut reproduces = async |c: &Case, strict: bool| {
         for _ in 0..tries {
-            if shows(
-                &run_schedule(store, c, &opts.run, next_attempt()).await,
-                &key,
-            ) {
+            let r = run_schedule(store, c, &opts.run, next_attempt()).await;
+            if shows(&r, &key)
+                && (!strict || (r.harness.is_none() && r.faults.iter().all(|f| f.fired)))
+            {
                 return true;
             }
         }
         false
+    };
+    let mut shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
+        reproduces(c, true).await
     })
     .await;
+    if shrunk.kept == 0 && !reproduces(case, true).await {
+        let strict = shrunk.tried;
+        shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
+            reproduces(c, false).await
+        })
+        .await;
+        shrunk.tried += strict;
+    }
     let mut minimal = shrunk.case;
     // The file a person replays: named for what it found, judged by that requirement.
     minimal.id = format!("EXPLORE-{}-{index}", opts.seed);

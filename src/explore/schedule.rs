@@ -313,7 +313,7 @@ impl Gen<'_> {
         if self.rng.chance(1, 2) {
             return self.progress();
         }
-        let adm = if self.admissions { 10 } else { 0 };
+        let adm = if self.admissions { 20 } else { 0 };
         let aadp = if self.case.config.aadp.is_some() {
             3
         } else {
@@ -366,8 +366,9 @@ impl Gen<'_> {
         };
         let expect = any();
         let sub = (!self.m.subs.is_empty()).then(|| self.rng.pick(&self.m.subs).clone());
-        match (self.rng.below(7), sub) {
-            (0 | 1, _) | (_, None) => {
+        // submit, claim, create and link, recover, read back, finish.
+        match (self.rng.weighted(&[2, 3, 2, 1, 1, 1]), sub) {
+            (0, _) | (_, None) => {
                 if self.m.subs.len() >= 3 {
                     return false;
                 }
@@ -382,9 +383,8 @@ impl Gen<'_> {
                     false
                 }
             }
-            (2, Some(_)) => {
-                // The oldest submission not yet claimed: what the lane must hand out next.
-                let Some(submission) = self.m.subs.get(self.m.claims).cloned() else {
+            (1, Some(last)) => {
+                let Some((submission, fresh)) = self.next_claim(last) else {
                     return false;
                 };
                 let ok = self.try_push(vec![Step::Claim {
@@ -392,12 +392,12 @@ impl Gen<'_> {
                     executor,
                     expect,
                 }]);
-                if ok {
+                if ok && fresh {
                     self.m.claims += 1;
                 }
                 ok
             }
-            (3, Some(submission)) => {
+            (2, Some(submission)) => {
                 // The occurrence created under the last claimed submission's key (mostly), then
                 // linked.
                 let submission = match self.m.claims.checked_sub(1) {
@@ -434,8 +434,8 @@ impl Gen<'_> {
                     false
                 }
             }
-            (4, _) => self.try_push(vec![Step::Recover { executor, expect }]),
-            (5, Some(submission)) => self.try_push(vec![Step::ResolveUnknown {
+            (3, _) => self.try_push(vec![Step::Recover { executor, expect }]),
+            (4, Some(submission)) => self.try_push(vec![Step::ResolveUnknown {
                 submission,
                 executor,
                 expect,
@@ -452,6 +452,19 @@ impl Gen<'_> {
                     expect,
                 }])
             }
+        }
+    }
+
+    /// The submission a claim names, and whether it is one not claimed before: the oldest
+    /// submission not yet claimed (what the lane must hand out next), or, with every submission
+    /// claimed, at times `last` all the same (the lane must then hand out nothing: an admission
+    /// a replaced holder left unknown is never queued again, seed 003). In a schedule the World
+    /// judges a claim against what the implementation admitted, whatever submission it names.
+    fn next_claim(&mut self, last: String) -> Option<(String, bool)> {
+        match self.m.subs.get(self.m.claims) {
+            Some(s) => Some((s.clone(), true)),
+            None if self.rng.chance(1, 2) => Some((last, false)),
+            None => None,
         }
     }
 
@@ -780,14 +793,30 @@ impl Gen<'_> {
             executor: name.clone(),
             expect: any(),
         }];
-        // A successor of a lane with admissions recovers them (often at once).
+        // A successor of a lane with admissions recovers them (often at once), and then, at
+        // times, claims the next work at once.
+        let mut fresh_claim = false;
         if self.admissions && !self.m.subs.is_empty() && self.rng.chance(2, 3) {
             block.push(Step::Recover {
                 executor: None,
                 expect: any(),
             });
+            let last = self.m.subs[self.m.subs.len() - 1].clone();
+            if self.rng.chance(1, 2)
+                && let Some((submission, fresh)) = self.next_claim(last)
+            {
+                block.push(Step::Claim {
+                    submission,
+                    executor: None,
+                    expect: any(),
+                });
+                fresh_claim = fresh;
+            }
         }
         if self.try_push(block) {
+            if fresh_claim {
+                self.m.claims += 1;
+            }
             self.m.next_exec += 1;
             self.m.execs.push(Exec { name, alive: true });
             self.m.current = Some(self.m.execs.len() - 1);
@@ -812,7 +841,18 @@ impl Gen<'_> {
             self.try_push(vec![Step::ProviderExpire { occurrence }])
         } else {
             let ms = *self.rng.pick(&ADVANCE_MS);
-            let ok = self.try_push(vec![Step::Advance { ms }]);
+            let mut block = vec![Step::Advance { ms }];
+            // A day passes and the provider forgets at once (what a provider's retention
+            // allows), often about one occurrence.
+            if ms > super::shrink::RETENTION_MS && self.rng.chance(1, 2) {
+                let occurrence = if self.rng.chance(2, 3) {
+                    self.occ()
+                } else {
+                    None
+                };
+                block.push(Step::ProviderExpire { occurrence });
+            }
+            let ok = self.try_push(block);
             if ok {
                 self.m.advanced = self.m.advanced.saturating_add(ms);
             }
@@ -874,6 +914,7 @@ impl Gen<'_> {
             },
         ];
         let killed = self.rng.chance(1, 2);
+        let mut successor = None;
         if killed {
             block.push(Step::Crash {
                 executor: current.clone(),
@@ -889,6 +930,15 @@ impl Gen<'_> {
                 mismatched: false,
             });
         } else {
+            // At times a successor takes over while the provider holds the request: its reply
+            // reaches a retired executor (AOC-REQ-007).
+            if self.m.execs.len() < 5 && self.rng.chance(1, 3) {
+                successor = Some(format!("e{}", self.m.next_exec + 1));
+                block.push(Step::Replace {
+                    executor: successor.clone().unwrap_or_default(),
+                    expect: any(),
+                });
+            }
             let (reject, forged, mismatched) = match self.rng.below(4) {
                 0 => (None, false, false),
                 1 => (Some(*self.rng.pick(&[500, 503, 409])), false, false),
@@ -908,6 +958,11 @@ impl Gen<'_> {
             self.m.next_hold += 1;
             if killed {
                 self.kill(&current);
+            }
+            if let Some(name) = successor {
+                self.m.next_exec += 1;
+                self.m.execs.push(Exec { name, alive: true });
+                self.m.current = Some(self.m.execs.len() - 1);
             }
             true
         } else {

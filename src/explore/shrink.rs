@@ -1,6 +1,7 @@
 //! Shrinking: a schedule with a finding is made smaller while the same finding (checker and
 //! requirement) reproduces. Candidates come largest cut first: every step of one occurrence,
-//! then runs of steps (half the schedule, then smaller), then each step made simpler (a fault
+//! two occurrences made one, a held request dropped whole or sent without its hold, then runs
+//! of steps (half the schedule, then smaller), then each step made simpler (a fault
 //! without its ordinals, a race with fewer requests or none, a creation without its extras, a
 //! shorter clock advance, a step by the current executor instead of a retired one). A
 //! candidate the case validator refuses is never run. The first candidate that reproduces is
@@ -71,6 +72,37 @@ pub fn candidates(c: &Case) -> Vec<Case> {
                 }
                 let mut steps = c.steps.clone();
                 steps.drain(i..=end);
+                push(steps);
+                // The same request not held: sent in the foreground (the provider answers at
+                // once), a kill at the hold a plain kill after it, the release gone.
+                let mut steps = Vec::with_capacity(c.steps.len());
+                for (k, t) in c.steps.iter().enumerate() {
+                    match t {
+                        _ if k == i => {}
+                        Step::ProviderRelease { hold, .. } if hold == name => {}
+                        Step::Send {
+                            occurrence,
+                            executor,
+                            background: true,
+                            expect,
+                        } if k < j => steps.push(Step::Send {
+                            occurrence: occurrence.clone(),
+                            executor: executor.clone(),
+                            background: false,
+                            expect: expect.clone(),
+                        }),
+                        Step::Crash {
+                            executor,
+                            at_hold: Some(h),
+                            expect,
+                        } if h == name => steps.push(Step::Crash {
+                            executor: executor.clone(),
+                            at_hold: None,
+                            expect: expect.clone(),
+                        }),
+                        t => steps.push(t.clone()),
+                    }
+                }
                 push(steps);
             }
         }
@@ -173,25 +205,33 @@ pub fn fair(steps: &[Step]) -> bool {
         };
         let mut sent = false;
         let mut ended = false;
+        let mut crashed = false;
         for t in &steps[i + 1..] {
             match t {
-                Step::Enter { .. } => {}
+                // A takeover makes no provider request: the held reply then reaches a retired
+                // executor.
+                Step::Enter { .. } | Step::Replace { .. } => {}
                 Step::Send {
                     background: true, ..
                 } => sent = true,
                 Step::Crash {
                     at_hold: Some(h), ..
+                } if h == name => {
+                    crashed = true;
+                    ended = true;
+                    break;
                 }
-                | Step::ProviderRelease { hold: h, .. }
-                    if h == name =>
-                {
+                Step::ProviderRelease { hold: h, .. } if h == name => {
                     ended = true;
                     break;
                 }
                 _ => return false,
             }
         }
-        if !(sent && ended) {
+        // A kill at a hold is judged by what the provider does with the request after it:
+        // the hold must be let go later (commit or reject), or the kill never lands.
+        let released = |t: &Step| matches!(t, Step::ProviderRelease { hold: h, .. } if h == name);
+        if !(sent && ended) || (crashed && !steps[i + 1..].iter().any(released)) {
             return false;
         }
     }
@@ -420,6 +460,127 @@ mod tests {
             shrunk_some >= 3,
             "only {shrunk_some} schedules had the core"
         );
+    }
+
+    /// A held request: its fault, the entry and the background send, then `rest`.
+    fn held(rest: Vec<Step>) -> Vec<Step> {
+        let any = || crate::case::Expect(Some("any".into()));
+        let mut v = vec![
+            Step::ProviderFault {
+                op: fake_payments::faults::Op::Create,
+                fault: Fault::Hold { name: "h1".into() },
+                nth: None,
+                times: None,
+            },
+            Step::Enter {
+                occurrence: "o1".into(),
+                executor: None,
+                expect: any(),
+            },
+            Step::Send {
+                occurrence: "o1".into(),
+                executor: None,
+                background: true,
+                expect: any(),
+            },
+        ];
+        v.extend(rest);
+        v
+    }
+
+    #[test]
+    fn a_kill_at_a_hold_is_fair_only_if_the_hold_is_let_go_later() {
+        let any = || crate::case::Expect(Some("any".into()));
+        let crash = Step::Crash {
+            executor: "e1".into(),
+            at_hold: Some("h1".into()),
+            expect: any(),
+        };
+        let release = Step::ProviderRelease {
+            hold: "h1".into(),
+            reject: None,
+            forged: false,
+            mismatched: false,
+        };
+        let replace = Step::Replace {
+            executor: "e2".into(),
+            expect: any(),
+        };
+        assert!(fair(&held(vec![crash.clone(), release.clone()])));
+        assert!(fair(&held(vec![
+            crash.clone(),
+            replace.clone(),
+            release.clone()
+        ])));
+        assert!(!fair(&held(vec![crash, replace.clone()])), "never let go");
+        // A takeover while the provider holds the request: the reply reaches a retired executor.
+        assert!(fair(&held(vec![replace, release])));
+    }
+
+    #[test]
+    fn a_held_request_is_tried_without_its_hold() {
+        let any = || crate::case::Expect(Some("any".into()));
+        let mut c = generate(Workload::Aoc, 5, 1, None);
+        c.steps = vec![
+            Step::Join {
+                executor: "e1".into(),
+                expect: any(),
+            },
+            Step::Create {
+                occurrence: "o1".into(),
+                executor: None,
+                key: None,
+                amount: None,
+                simulate: None,
+                labels: Default::default(),
+                expect: any(),
+            },
+            Step::Reserve {
+                occurrence: "o1".into(),
+                executor: None,
+                expect: any(),
+            },
+        ];
+        c.steps.extend(held(vec![
+            Step::Crash {
+                executor: "e1".into(),
+                at_hold: Some("h1".into()),
+                expect: any(),
+            },
+            Step::ProviderRelease {
+                hold: "h1".into(),
+                reject: None,
+                forged: false,
+                mismatched: false,
+            },
+        ]));
+        let unheld = candidates(&c).into_iter().find(|x| {
+            !x.steps.iter().any(|s| {
+                matches!(
+                    s,
+                    Step::ProviderFault {
+                        fault: Fault::Hold { .. },
+                        ..
+                    } | Step::ProviderRelease { .. }
+                )
+            }) && x.steps.iter().any(|s| {
+                matches!(
+                    s,
+                    Step::Send {
+                        background: false,
+                        ..
+                    }
+                )
+            })
+        });
+        let unheld = unheld.expect("a candidate sends the request without its hold");
+        assert!(
+            unheld
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::Crash { at_hold: None, .. }))
+        );
+        assert_eq!(unheld.steps.len(), c.steps.len() - 2);
     }
 
     #[test]

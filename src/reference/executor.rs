@@ -71,6 +71,31 @@ pub enum Variant {
     /// Takes a replacement-attempt remedy as leave to send the original's request again, under
     /// a fresh key (AOC-REQ-012: a replacement attempt has its own replay-protected identity).
     ReplacementReenters,
+    // Combination-only defects (issue 22): the fixed suite passes each (no fixed case builds
+    // the combination), and `aocheck explore` must find each.
+    /// A successor sends an entered occurrence's request again, under a fresh key, when its
+    /// predecessor's entry was answered with a 5xx (AOC-REQ-010: an unresolved occurrence never
+    /// enters the provider again, whatever generation asks).
+    #[serde(rename = "successor_resends_after_5xx")]
+    SuccessorResendsAfter5xx,
+    /// Accepts a rebinding asked by a successor generation of the one that created the
+    /// occurrence (AOC-REQ-003: the binding never changes, whoever asks).
+    RebindAfterTakeover,
+    /// A retired executor whose request is answered late with a 5xx sends it again, under a
+    /// fresh key (AOC-REQ-007: a historical response never authorises a replay).
+    #[serde(rename = "retired_retries_late_5xx")]
+    RetiredRetriesLate5xx,
+    /// Once a lookup found nothing past the provider's retention, an entry refused as already
+    /// made sends the request again under its own key: the provider forgot the key, so it pays
+    /// twice (AOC-REQ-010: a provider idempotency key is not permission for a second attempt).
+    ResendAfterForget,
+    /// Releases an entered occurrence once a lookup found nothing past the provider's retention
+    /// (AOC-REQ-008: not-found proves no non-entry).
+    ReleaseAfterForget,
+    /// A successor reports an occurrence its predecessor entered, whose outcome only a 5xx
+    /// answered, as failed (AOC-REQ-009: never a terminal state from an HTTP class).
+    #[serde(rename = "successor_reads_5xx_as_failed")]
+    SuccessorReads5xxAsFailed,
     /// Honest alternative: every refusal is reported without a requirement label (the draft
     /// requires the refusal, not its label; decisions D22).
     NoLabels,
@@ -103,6 +128,17 @@ impl Variant {
         Variant::NoActionFence,
         Variant::RemedyReusesGrant,
         Variant::ReplacementReenters,
+    ];
+
+    /// Broken only in a combination no fixed case builds: each passes the fixed suite, and
+    /// `aocheck explore` must find each (tests/it/explore.rs, tests/it/broken.rs).
+    pub const COMBINATION: [Variant; 6] = [
+        Variant::SuccessorResendsAfter5xx,
+        Variant::RebindAfterTakeover,
+        Variant::RetiredRetriesLate5xx,
+        Variant::ResendAfterForget,
+        Variant::ReleaseAfterForget,
+        Variant::SuccessorReads5xxAsFailed,
     ];
 
     /// Conforming choices other than the reference's own: each must pass everything.
@@ -154,6 +190,7 @@ fn domain_defect(v: Variant) -> Option<Defect> {
         Variant::ReleaseOnTimeout | Variant::AadpExpiryReleases => Some(Defect::ReleaseAfterEntry),
         Variant::ResetUnknownToQueued => Some(Defect::ResetUnknownToQueued),
         Variant::RemedyReusesGrant => Some(Defect::RemedyReusesGrant),
+        Variant::ReleaseAfterForget => Some(Defect::ReleaseAfterForget),
         _ => None,
     }
 }
@@ -419,6 +456,13 @@ impl ReferenceSut {
                         return Ok(());
                     }
                 }
+                if let SutError::Refused(r) = &refusal
+                    && matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. })
+                    && let Some(key) = self.resend_key(&holder, occ).await?
+                {
+                    self.send_outside_domain(&intent, key).await;
+                    return Ok(());
+                }
                 return Err(refusal);
             }
         };
@@ -426,6 +470,44 @@ impl ReferenceSut {
             e.permits.insert(occ.clone(), permit);
         }
         Ok(())
+    }
+
+    /// The combination-only defects that send an entered occurrence's request again when the
+    /// domain refuses a second entry: `Some(key)` (`None` inside: the occurrence's own key) when
+    /// this variant sends again now.
+    async fn resend_key(
+        &self,
+        holder: &Holder,
+        occ: &OccurrenceId,
+    ) -> Result<Option<Option<String>>, SutError> {
+        use crate::aoc::profile::MissingKnowledge;
+        let resends = [
+            Variant::SuccessorResendsAfter5xx,
+            Variant::ResendAfterForget,
+        ];
+        if !resends.iter().any(|v| self.knobs.is(*v)) {
+            return Ok(None);
+        }
+        let st = self.domain.state(occ).await?;
+        if !st.is_unresolved() {
+            return Ok(None);
+        }
+        let server_error = st
+            .missing
+            .iter()
+            .any(|m| matches!(m, MissingKnowledge::HttpStatusOnly { status } if *status >= 500));
+        let successor = st.entered_generation.is_some_and(|g| g < holder.generation);
+        Ok(
+            if self.knobs.is(Variant::SuccessorResendsAfter5xx) && server_error && successor {
+                Some(Some(format!("{occ}-successor")))
+            } else if self.knobs.is(Variant::ResendAfterForget)
+                && st.missing.contains(&MissingKnowledge::BeyondRetention)
+            {
+                Some(None)
+            } else {
+                None
+            },
+        )
     }
 
     /// Test knobs' defect: the occurrence's request sent to the provider with no entry the
@@ -491,6 +573,8 @@ impl ReferenceSut {
         let occ = occ.clone();
         #[cfg(feature = "test-knobs")]
         let overwrite = self.knobs.is(Variant::OverwriteHistory);
+        let retry_late = self.knobs.is(Variant::RetiredRetriesLate5xx);
+        let holder = self.exec(name)?.holder.clone();
         let job = async move {
             let ev = client
                 .send_create(
@@ -501,6 +585,26 @@ impl ReferenceSut {
                 )
                 .await;
             domain.record_evidence(&occ, &ev, Some(&who)).await?;
+            // The defect: a 5xx that reaches a retired executor late is taken as leave to try
+            // again, under a fresh key.
+            if retry_late
+                && matches!(ev.native, crate::aoc::NativeResult::HttpError { status } if status >= 500)
+                && domain
+                    .lease(&holder.lane)
+                    .await?
+                    .is_some_and(|l| l.holder.generation > holder.generation)
+            {
+                let mut b = intent.binding.clone();
+                b.native_key = Some(format!("{occ}-late-retry"));
+                let _ = client
+                    .send_create(
+                        &b,
+                        &intent.body,
+                        &crate::aoc::ids::AttemptId::mint(),
+                        domain.clock().now(),
+                    )
+                    .await;
+            }
             #[cfg(feature = "test-knobs")]
             if overwrite {
                 overwrite_last(&domain, &occ).await?;
@@ -600,6 +704,8 @@ impl ReferenceSut {
     ) -> Result<(), SutError> {
         let holder = self.exec(name)?.holder.clone();
         let mut b = self.intent(occ).await?.binding;
+        let after_takeover = self.knobs.is(Variant::RebindAfterTakeover)
+            && self.domain.state(occ).await?.created_generation < holder.generation;
         match field {
             "account" => b.account = value.into(),
             "environment" => b.environment = value.into(),
@@ -619,6 +725,13 @@ impl ReferenceSut {
         } else {
             None
         };
+        if after_takeover {
+            // The defect: a successor's rebinding is taken without asking the domain.
+            if let Some(i) = self.intents.get_mut(occ) {
+                i.binding = b;
+            }
+            return Ok(());
+        }
         self.domain.rebind(&holder, occ, &b, r).await?;
         if self.knobs.is(Variant::RebindAccount)
             && let Some(i) = self.intents.get_mut(occ)
@@ -686,6 +799,18 @@ impl ReferenceSut {
             // The defect: a remedy "refunds" the consumed authority.
             st.authority.released += st.authority.consumed;
             st.authority.consumed = 0;
+        }
+        if self.knobs.is(Variant::SuccessorReads5xxAsFailed)
+            && st.is_unresolved()
+            && st.entered_generation.is_some_and(|g| g < st.owner_generation)
+            && st.missing.iter().any(|m| {
+                matches!(m, crate::aoc::profile::MissingKnowledge::HttpStatusOnly { status } if *status >= 500)
+            })
+        {
+            // The defect: the predecessor's 5xx read by its successor as a failure.
+            st.phase = crate::aoc::occurrence::Phase::Resolved;
+            st.outcome = Some(crate::aoc::history::Outcome::FinalFailure { no_effect: false });
+            st.missing.clear();
         }
         if self.knobs.is(Variant::RosyState) && st.is_unresolved() && st.entry_attempts > 0 {
             // The defect: an unknown outcome reported as the hoped-for one.

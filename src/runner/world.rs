@@ -711,8 +711,11 @@ impl World {
                 let who = self.who(executor)?;
                 // The lane hands out the oldest admission still queued: the case names it; a
                 // schedule of the explorer cannot know which its implementation admitted, so
-                // the World says, from what the implementation answered.
-                let submission = if self.explore {
+                // the World says, from what the implementation answered. A case that names a
+                // submission already handed out cannot mean it again (an admission is handed out
+                // once, seed 003): it is judged as a schedule's claim is (D63).
+                let fifo = self.explore || self.handed_out.contains(submission);
+                let submission = if fifo {
                     self.submitted
                         .iter()
                         .find(|s| !self.handed_out.contains(*s))
@@ -725,7 +728,7 @@ impl World {
                 let want = self.submissions.get(submission).cloned();
                 let want = match want {
                     Some(w) => Some(w),
-                    None if self.explore => None,
+                    None if fifo => None,
                     None => Some(self.adm(submission)?),
                 };
                 let claimed: reply::Admitted =

@@ -159,6 +159,37 @@ async fn each_honest_alternative_passes_every_case(
     }
 }
 
+/// Each combination-only defect passes the whole fixed suite (on a durable store, so that every
+/// case runs): it needs a combination no fixed case builds, and only `aocheck explore` finds it
+/// (tests/it/explore.rs).
+#[rstest]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_combination_only_defect_passes_the_fixed_suite(
+    #[values(
+        Variant::SuccessorResendsAfter5xx,
+        Variant::RebindAfterTakeover,
+        Variant::RetiredRetriesLate5xx,
+        Variant::ResendAfterForget,
+        Variant::ReleaseAfterForget,
+        Variant::SuccessorReads5xxAsFailed
+    )]
+    variant: Variant,
+) {
+    assert!(Variant::COMBINATION.contains(&variant));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
+    ));
+    let r = suite_on(store, variant, None, &[]).await;
+    let bad: Vec<_> = r
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .map(|c| (&c.id, c.verdict, &c.failures, &c.harness))
+        .collect();
+    assert!(bad.is_empty(), "{variant:?}: {bad:#?}");
+}
+
 #[rstest]
 #[case::replay_unknown(Variant::ReplayUnknown, "AOC-CASE-003", Req::R010)]
 #[case::retired_enters(Variant::RetiredEnters, "AOC-CASE-005", Req::R006)]

@@ -107,11 +107,6 @@ async fn find(v: Variant, seed: u64, schedules: u64) -> Exploration {
     .await
 }
 
-/// The broken variants the invariants cannot see yet: `reset_unknown_to_queued` (the fixed suite
-/// catches it through SEED003-B's expected refusal; a schedule needs a crash between claim and
-/// outcome, then recovery and a claim, and rarely draws it). Issue 22 keeps it open.
-const NOT_FOUND_YET: [Variant; 1] = [Variant::ResetUnknownToQueued];
-
 /// What is wrong with the exploration of one broken variant (`None`: found, shrunk to at most 8
 /// steps, reproduced when its file is replayed, and passing on the reference).
 async fn explored(v: Variant) -> Option<String> {
@@ -144,16 +139,16 @@ async fn explored(v: Variant) -> Option<String> {
     })
 }
 
-/// Every broken variant but those named above, two at a time: a variant added to
-/// `Variant::BROKEN` is explored without a list to keep in step.
+/// Every broken variant, the combination-only ones included (the fixed suite passes those), two
+/// at a time: a variant added to `Variant::BROKEN` or `Variant::COMBINATION` is explored without
+/// a list to keep in step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_broken_variant_is_found_and_shrunk_to_a_short_case() {
     use futures_util::StreamExt;
     let variants: Vec<Variant> = Variant::BROKEN
         .into_iter()
-        .filter(|v| !NOT_FOUND_YET.contains(v))
+        .chain(Variant::COMBINATION)
         .collect();
-    assert_eq!(variants.len(), Variant::BROKEN.len() - NOT_FOUND_YET.len());
     let wrong: Vec<String> = futures_util::stream::iter(variants)
         .map(explored)
         .buffer_unordered(2)
@@ -265,6 +260,49 @@ async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_cle
     o.stop_on_finding = false;
     let x = explore(memory(), &o, &mut |_| {}).await;
     no_finding(&x, "the reference through the protocol");
+}
+
+/// The combination-only defects (which the fixed suite passes) through `aocheck-sut/2`, each
+/// from its own seed, two at a time: found, shrunk to at most 8 steps, reproduced, and passing
+/// on the reference. `benches/explore-find.sh` runs the full table (5 seeds each, release).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn combination_only_defects_are_found_through_the_protocol() {
+    use futures_util::StreamExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wrong: Vec<String> = futures_util::stream::iter(
+        Variant::COMBINATION.into_iter().zip(2u64..),
+    )
+    .map(|(v, seed)| {
+        let dir = dir.path().to_path_buf();
+        async move {
+            let name = serde_json::to_value(v)
+                .ok()
+                .and_then(|n| n.as_str().map(str::to_string))
+                .expect("a variant has a name");
+            let mut o = options(Knobs::default(), seed, 400);
+            o.run.sut = Some(process(&name, &dir));
+            let x = explore(memory(), &o, &mut |_| {}).await;
+            let Some(f) = x.findings.first() else {
+                return Some(format!(
+                    "{name}, seed {seed}: no finding in {} schedules ({:?})",
+                    x.schedules, x.undecided
+                ));
+            };
+            let ok =
+                f.steps_after <= 8 && f.reproduced >= 1 && f.reference.as_deref() == Some("pass");
+            (!ok).then(|| {
+                format!(
+                    "{name}, seed {seed}: {} shrunk to {} steps, reproduced {}/{}, reference {:?}",
+                    f.key, f.steps_after, f.reproduced, f.replays, f.reference
+                )
+            })
+        }
+    })
+    .buffer_unordered(2)
+    .filter_map(|w| async move { w })
+    .collect()
+    .await;
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
 #[test]
