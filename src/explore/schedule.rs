@@ -164,11 +164,27 @@ struct Gen<'a> {
     case: Case,
     ops: Option<&'a BTreeSet<Op>>,
     admissions: bool,
+    /// Swarm testing: each schedule leaves out some step kinds and fault kinds and draws others
+    /// three times as often (a multiplier per kind: 0, 1 or 3), so that some schedules
+    /// concentrate on a few kinds and reach the long chains a uniform mix rarely builds.
+    swarm: [u32; 19],
+    fault_swarm: [u32; 10],
+}
+
+/// A swarm multiplier: left out, as drawn, or three times as often.
+fn swarm_multiplier(rng: &mut Rng) -> u32 {
+    [0, 1, 3][rng.weighted(&[1, 2, 1])]
 }
 
 /// The statuses a fault rejects with, by weight: 5xx more often than 4xx.
 const REJECT: [u16; 6] = [500, 502, 503, 400, 409, 429];
-const ADVANCE_MS: [u64; 6] = [1_000, 30_001, 60_001, 3_600_000, 86_400_001, 86_400_001];
+/// How long a lease lives, as the generator steers by it (the reference's default; another
+/// implementation's may differ, and every step expects `any`).
+const LEASE_MS: u64 = 300_000;
+// A day past the provider's retention, most often: what makes the provider forget.
+const ADVANCE_MS: [u64; 7] = [
+    1_000, 30_001, 60_001, 3_600_000, 86_400_001, 86_400_001, 86_400_001,
+];
 const REASONS: [&str; 3] = [
     "owner_abandoned",
     "predecessor_never_entered",
@@ -221,6 +237,17 @@ pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet
         steps: Vec::new(),
         expect: FinalExpect::default(),
     };
+    let mut swarm = [0; 19];
+    swarm
+        .iter_mut()
+        .for_each(|m| *m = swarm_multiplier(&mut rng));
+    // Creations and executions are never left out: without them nothing reaches the provider.
+    swarm[0] = swarm[0].max(1);
+    swarm[5] = swarm[5].max(1);
+    let mut fault_swarm = [0; 10];
+    fault_swarm
+        .iter_mut()
+        .for_each(|m| *m = swarm_multiplier(&mut rng));
     let mut g = Gen {
         rng,
         m: Model::default(),
@@ -228,6 +255,8 @@ pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet
         case,
         ops,
         admissions,
+        swarm,
+        fault_swarm,
     };
     g.run();
     g.case.steps = g.steps;
@@ -271,6 +300,24 @@ impl Gen<'_> {
             self.m.current = Some(0);
         } else {
             return;
+        }
+        // A lane with an admission queue often starts with work submitted and claimed.
+        if self.admissions && self.rng.chance(1, 2) {
+            let block = vec![
+                Step::Submit {
+                    submission: "s1".into(),
+                    expect: any(),
+                },
+                Step::Claim {
+                    submission: "s1".into(),
+                    executor: None,
+                    expect: any(),
+                },
+            ];
+            if self.try_push(block) {
+                self.m.subs.push("s1".into());
+                self.m.claims = 1;
+            }
         }
         let mut stalls = 0;
         while self.steps.len() < target && stalls < 40 {
@@ -334,12 +381,17 @@ impl Gen<'_> {
             12,   // 11 provider fault
             4,    // 12 crash
             3,    // 13 replace
-            5,    // 14 advance / provider expiry
+            8,    // 14 advance / provider expiry
             3,    // 15 race
             3,    // 16 a held request
             adm,  // 17 an admission step
             aadp, // 18 AADP's permit expiry
         ];
+        let mut w = w;
+        w.iter_mut().zip(self.swarm).for_each(|(w, m)| *w *= m);
+        if w.iter().all(|w| *w == 0) {
+            return self.progress();
+        }
         match self.rng.weighted(&w) {
             0 => self.create_new(),
             1 => self.create_again(),
@@ -505,12 +557,20 @@ impl Gen<'_> {
                     let op = *self.rng.pick(&[POp::Get, POp::List, POp::Get]);
                     b.push(self.fault_step(op));
                 }
-                let a = match self.rng.below(5) {
-                    0..=2 => Act::Reconcile,
-                    3 => Act::Adopt,
-                    _ => Act::Execute,
-                };
-                b.push(act(a, occurrence.clone(), None, expect));
+                // Reconcile, adopt, execute again (must be refused), or release (must be
+                // refused after entry).
+                match self.rng.weighted(&[3, 1, 2, 1]) {
+                    3 => b.push(Step::Release {
+                        occurrence: occurrence.clone(),
+                        executor: None,
+                        reason: Some(self.rng.pick(&REASONS).to_string()),
+                        expect,
+                    }),
+                    i => {
+                        let a = [Act::Reconcile, Act::Adopt, Act::Execute][i];
+                        b.push(act(a, occurrence.clone(), None, expect));
+                    }
+                }
                 (b, 2)
             }
         };
@@ -728,32 +788,48 @@ impl Gen<'_> {
 
     fn draw_fault(&mut self, op: POp) -> Fault {
         let effectful = op.is_effectful() || op == POp::Any;
-        loop {
-            let f = match self.rng.below(11) {
-                0 => Fault::Reject {
-                    status: *self.rng.pick(&REJECT),
-                },
-                1 if effectful => Fault::CommitThen {
-                    status: *self.rng.pick(&[500, 502, 503]),
-                },
-                2 if effectful => Fault::CommitThenDrop,
-                3 => Fault::Delay {
-                    ms: *self.rng.pick(&[5, 50]),
-                },
-                4 => Fault::Garble,
-                5 => Fault::Omit {
-                    field: self.rng.pick(&["status", "id"]).to_string(),
-                },
-                6 => Fault::Forge {
-                    mode: *self.rng.pick(&[ForgeMode::BadKey, ForgeMode::OtherAccount]),
-                },
-                7 => Fault::Forget,
-                8 if matches!(op, POp::List | POp::Any) => Fault::IncompleteListing,
-                9 if self.m.advanced > super::shrink::RETENTION_MS => Fault::ExpireRetention,
-                10 if effectful => Fault::CommitThenDrop,
-                _ => continue,
-            };
-            return f;
+        // reject, commit_then, commit_then_drop, delay, garble, omit, forge, forget,
+        // incomplete_listing, expire_retention: the kinds that apply to `op`, by weight.
+        let applies = [
+            1,
+            u32::from(effectful),
+            2 * u32::from(effectful),
+            1,
+            1,
+            1,
+            1,
+            1,
+            u32::from(matches!(op, POp::List | POp::Any)),
+            u32::from(self.m.advanced > super::shrink::RETENTION_MS),
+        ];
+        let mut w = applies;
+        w.iter_mut()
+            .zip(self.fault_swarm)
+            .for_each(|(w, m)| *w *= m);
+        if w.iter().all(|w| *w == 0) {
+            w = applies;
+        }
+        match self.rng.weighted(&w) {
+            0 => Fault::Reject {
+                status: *self.rng.pick(&REJECT),
+            },
+            1 => Fault::CommitThen {
+                status: *self.rng.pick(&[500, 502, 503]),
+            },
+            2 => Fault::CommitThenDrop,
+            3 => Fault::Delay {
+                ms: *self.rng.pick(&[5, 50]),
+            },
+            4 => Fault::Garble,
+            5 => Fault::Omit {
+                field: self.rng.pick(&["status", "id"]).to_string(),
+            },
+            6 => Fault::Forge {
+                mode: *self.rng.pick(&[ForgeMode::BadKey, ForgeMode::OtherAccount]),
+            },
+            7 => Fault::Forget,
+            8 => Fault::IncompleteListing,
+            _ => Fault::ExpireRetention,
         }
     }
 
@@ -813,6 +889,16 @@ impl Gen<'_> {
                 fresh_claim = fresh;
             }
         }
+        // A successor reads what its predecessor left before it acts (AOC-REQ-005): at times
+        // it adopts an occurrence at once.
+        if !self.m.occs.is_empty() && self.rng.chance(1, 2) {
+            let occurrence = self.rng.pick(&self.m.occs).clone();
+            block.push(act(Act::Adopt, occurrence.clone(), None, any()));
+            // … and asks the provider what became of it.
+            if self.rng.chance(1, 2) {
+                block.push(act(Act::Reconcile, occurrence, None, any()));
+            }
+        }
         if self.try_push(block) {
             if fresh_claim {
                 self.m.claims += 1;
@@ -855,6 +941,12 @@ impl Gen<'_> {
             let ok = self.try_push(block);
             if ok {
                 self.m.advanced = self.m.advanced.saturating_add(ms);
+                // Past a lease's life the holder's lease has lapsed: a successor takes the lane
+                // over before anything else acts on it (the lapsed holder may still try: a
+                // stale retry).
+                if ms > LEASE_MS {
+                    self.m.current = None;
+                }
             }
             ok
         }

@@ -74,11 +74,47 @@ pub fn candidates(c: &Case) -> Vec<Case> {
                 steps.drain(i..=end);
                 push(steps);
                 // The same request not held: sent in the foreground (the provider answers at
-                // once), a kill at the hold a plain kill after it, the release gone.
+                // once), a kill at the hold a plain kill after it, the release gone; what the
+                // release did becomes a fault on the request (a rejection, a forged or
+                // mismatched reply, or a commit its killed sender never heard of).
+                let killed = c.steps[i + 1..]
+                    .iter()
+                    .any(|t| matches!(t, Step::Crash { at_hold: Some(h), .. } if h == name));
+                let fault = c.steps[i + 1..].iter().find_map(|t| match t {
+                    Step::ProviderRelease {
+                        hold,
+                        reject,
+                        forged,
+                        mismatched,
+                    } if hold == name => {
+                        use fake_payments::faults::{Fault, ForgeMode};
+                        match (reject, forged, mismatched) {
+                            (Some(status), ..) => Some(Fault::Reject { status: *status }),
+                            (None, true, _) => Some(Fault::Forge {
+                                mode: ForgeMode::BadKey,
+                            }),
+                            (None, _, true) => Some(Fault::Forge {
+                                mode: ForgeMode::OtherAccount,
+                            }),
+                            _ if killed => Some(Fault::CommitThenDrop),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                });
                 let mut steps = Vec::with_capacity(c.steps.len());
                 for (k, t) in c.steps.iter().enumerate() {
                     match t {
-                        _ if k == i => {}
+                        Step::ProviderFault { op, .. } if k == i => {
+                            if let Some(f) = &fault {
+                                steps.push(Step::ProviderFault {
+                                    op: *op,
+                                    fault: f.clone(),
+                                    nth: None,
+                                    times: None,
+                                });
+                            }
+                        }
                         Step::ProviderRelease { hold, .. } if hold == name => {}
                         Step::Send {
                             occurrence,
@@ -580,7 +616,15 @@ mod tests {
                 .iter()
                 .any(|s| matches!(s, Step::Crash { at_hold: None, .. }))
         );
-        assert_eq!(unheld.steps.len(), c.steps.len() - 2);
+        // The release that let the held request commit after its sender died is a lost reply.
+        assert!(unheld.steps.iter().any(|s| matches!(
+            s,
+            Step::ProviderFault {
+                fault: Fault::CommitThenDrop,
+                ..
+            }
+        )));
+        assert_eq!(unheld.steps.len(), c.steps.len() - 1);
     }
 
     #[test]

@@ -85,9 +85,10 @@ pub enum Variant {
     /// fresh key (AOC-REQ-007: a historical response never authorises a replay).
     #[serde(rename = "retired_retries_late_5xx")]
     RetiredRetriesLate5xx,
-    /// Once a lookup found nothing past the provider's retention, an entry refused as already
-    /// made sends the request again under its own key: the provider forgot the key, so it pays
-    /// twice (AOC-REQ-010: a provider idempotency key is not permission for a second attempt).
+    /// Once a lookup found nothing past the provider's retention, an entry the domain refuses
+    /// (as made before, or to a lapsed lease) sends the request again under its own key: the
+    /// provider forgot the key, so it pays twice (AOC-REQ-010: a provider idempotency key is not
+    /// permission for a second attempt).
     ResendAfterForget,
     /// Releases an entered occurrence once a lookup found nothing past the provider's retention
     /// (AOC-REQ-008: not-found proves no non-entry).
@@ -457,8 +458,13 @@ impl ReferenceSut {
                     }
                 }
                 if let SutError::Refused(r) = &refusal
-                    && matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. })
-                    && let Some(key) = self.resend_key(&holder, occ).await?
+                    && let Some(key) = self
+                        .resend_key(
+                            &holder,
+                            occ,
+                            matches!(r.kind, crate::aoc::RefusalKind::AlreadyEntered { .. }),
+                        )
+                        .await?
                 {
                     self.send_outside_domain(&intent, key).await;
                     return Ok(());
@@ -473,14 +479,16 @@ impl ReferenceSut {
     }
 
     /// The combination-only defects that send an entered occurrence's request again when the
-    /// domain refuses a second entry: `Some(key)` (`None` inside: the occurrence's own key) when
-    /// this variant sends again now.
+    /// domain refuses its entry (`already_entered`: refused as entered before): `Some(key)`
+    /// (`None` inside: the occurrence's own key) when this variant sends again now.
     async fn resend_key(
         &self,
         holder: &Holder,
         occ: &OccurrenceId,
+        already_entered: bool,
     ) -> Result<Option<Option<String>>, SutError> {
-        use crate::aoc::profile::MissingKnowledge;
+        use crate::aoc::history::EntryBody;
+        use crate::aoc::profile::{EvidenceKind, MissingKnowledge};
         let resends = [
             Variant::SuccessorResendsAfter5xx,
             Variant::ResendAfterForget,
@@ -492,13 +500,19 @@ impl ReferenceSut {
         if !st.is_unresolved() {
             return Ok(None);
         }
-        let server_error = st
-            .missing
-            .iter()
-            .any(|m| matches!(m, MissingKnowledge::HttpStatusOnly { status } if *status >= 500));
+        // The entry's own request was answered with a 5xx.
+        let server_error = self.domain.history(occ).await?.iter().any(|e| {
+            matches!(&e.body, EntryBody::Observed { evidence, .. }
+                if matches!(evidence.kind, EvidenceKind::Response { .. })
+                    && matches!(evidence.native, crate::aoc::NativeResult::HttpError { status } if status >= 500))
+        });
         let successor = st.entered_generation.is_some_and(|g| g < holder.generation);
         Ok(
-            if self.knobs.is(Variant::SuccessorResendsAfter5xx) && server_error && successor {
+            if self.knobs.is(Variant::SuccessorResendsAfter5xx)
+                && already_entered
+                && server_error
+                && successor
+            {
                 Some(Some(format!("{occ}-successor")))
             } else if self.knobs.is(Variant::ResendAfterForget)
                 && st.missing.contains(&MissingKnowledge::BeyondRetention)

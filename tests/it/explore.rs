@@ -269,39 +269,39 @@ async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_cle
 async fn combination_only_defects_are_found_through_the_protocol() {
     use futures_util::StreamExt;
     let dir = tempfile::tempdir().expect("tempdir");
-    let wrong: Vec<String> = futures_util::stream::iter(
-        Variant::COMBINATION.into_iter().zip(2u64..),
-    )
-    .map(|(v, seed)| {
-        let dir = dir.path().to_path_buf();
-        async move {
-            let name = serde_json::to_value(v)
-                .ok()
-                .and_then(|n| n.as_str().map(str::to_string))
-                .expect("a variant has a name");
-            let mut o = options(Knobs::default(), seed, 400);
-            o.run.sut = Some(process(&name, &dir));
-            let x = explore(memory(), &o, &mut |_| {}).await;
-            let Some(f) = x.findings.first() else {
-                return Some(format!(
-                    "{name}, seed {seed}: no finding in {} schedules ({:?})",
-                    x.schedules, x.undecided
-                ));
-            };
-            let ok =
-                f.steps_after <= 8 && f.reproduced >= 1 && f.reference.as_deref() == Some("pass");
-            (!ok).then(|| {
+    let wrong: Vec<String> =
+        futures_util::stream::iter(Variant::COMBINATION.into_iter().zip(2u64..))
+            .map(|(v, seed)| {
+                let dir = dir.path().to_path_buf();
+                async move {
+                    let name = serde_json::to_value(v)
+                        .ok()
+                        .and_then(|n| n.as_str().map(str::to_string))
+                        .expect("a variant has a name");
+                    let mut o = options(Knobs::default(), seed, 400);
+                    o.run.sut = Some(process(&name, &dir));
+                    let x = explore(memory(), &o, &mut |_| {}).await;
+                    let Some(f) = x.findings.first() else {
+                        return Some(format!(
+                            "{name}, seed {seed}: no finding in {} schedules ({:?})",
+                            x.schedules, x.undecided
+                        ));
+                    };
+                    let ok = f.steps_after <= 8
+                        && f.reproduced >= 1
+                        && f.reference.as_deref() == Some("pass");
+                    (!ok).then(|| {
                 format!(
                     "{name}, seed {seed}: {} shrunk to {} steps, reproduced {}/{}, reference {:?}",
                     f.key, f.steps_after, f.reproduced, f.replays, f.reference
                 )
             })
-        }
-    })
-    .buffer_unordered(2)
-    .filter_map(|w| async move { w })
-    .collect()
-    .await;
+                }
+            })
+            .buffer_unordered(2)
+            .filter_map(|w| async move { w })
+            .collect()
+            .await;
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
