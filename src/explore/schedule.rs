@@ -173,7 +173,7 @@ struct Gen<'a> {
 
 /// A swarm multiplier: left out, as drawn, or three times as often.
 fn swarm_multiplier(rng: &mut Rng) -> u32 {
-    [0, 1, 3][rng.weighted(&[1, 2, 1])]
+    [0, 1, 3][rng.weighted(&[1, 3, 1])]
 }
 
 /// The statuses a fault rejects with, by weight: 5xx more often than 4xx.
@@ -538,14 +538,14 @@ impl Gen<'_> {
         };
         let phase = self.m.phase.get(&occurrence).copied().unwrap_or(0);
         let expect = any();
-        let fault_first = self.rng.chance(2, 5);
+        let fault_first = self.rng.chance(1, 2);
         let (block, next) = match phase {
             0 => (vec![act(Act::Reserve, occurrence.clone(), None, expect)], 1),
             1 if self.rng.chance(1, 4) => return self.held_on(Some(occurrence)),
             1 => {
                 let mut b = Vec::new();
                 if fault_first {
-                    let op = *self.rng.pick(&[POp::Create, POp::Refund, POp::Any]);
+                    let op = *self.rng.pick(&[POp::Create, POp::Create, POp::Any]);
                     b.push(self.fault_step(op));
                 }
                 b.push(act(Act::Execute, occurrence.clone(), None, expect));
@@ -791,8 +791,8 @@ impl Gen<'_> {
         // reject, commit_then, commit_then_drop, delay, garble, omit, forge, forget,
         // incomplete_listing, expire_retention: the kinds that apply to `op`, by weight.
         let applies = [
-            1,
-            u32::from(effectful),
+            2,
+            2 * u32::from(effectful),
             2 * u32::from(effectful),
             1,
             1,
@@ -869,6 +869,16 @@ impl Gen<'_> {
             executor: name.clone(),
             expect: any(),
         }];
+        // The retired holder, still alive, races its successor at times (AOC-CASE-005): it
+        // tries to enter an occurrence at once.
+        let retired = self.m.current_name();
+        if let (Some(retired), false) = (retired, self.m.occs.is_empty())
+            && self.rng.chance(1, 3)
+        {
+            let occurrence = self.rng.pick(&self.m.occs).clone();
+            let a = *self.rng.pick(&[Act::Enter, Act::Execute]);
+            block.push(act(a, occurrence, Some(retired), any()));
+        }
         // A successor of a lane with admissions recovers them (often at once), and then, at
         // times, claims the next work at once.
         let mut fresh_claim = false;
@@ -891,13 +901,14 @@ impl Gen<'_> {
         }
         // A successor reads what its predecessor left before it acts (AOC-REQ-005): at times
         // it adopts an occurrence at once.
-        if !self.m.occs.is_empty() && self.rng.chance(1, 2) {
+        if !self.m.occs.is_empty() && self.rng.chance(1, 3) {
             let occurrence = self.rng.pick(&self.m.occs).clone();
-            block.push(act(Act::Adopt, occurrence.clone(), None, any()));
-            // … and asks the provider what became of it.
-            if self.rng.chance(1, 2) {
-                block.push(act(Act::Reconcile, occurrence, None, any()));
-            }
+            block.push(act(Act::Adopt, occurrence, None, any()));
+        }
+        // … and asks the provider what became of one.
+        if !self.m.occs.is_empty() && self.rng.chance(1, 3) {
+            let occurrence = self.rng.pick(&self.m.occs).clone();
+            block.push(act(Act::Reconcile, occurrence, None, any()));
         }
         if self.try_push(block) {
             if fresh_claim {
