@@ -195,7 +195,8 @@ pub fn fair(steps: &[Step]) -> bool {
             return false;
         }
     }
-    true
+    // The Hermes side's holds, start faults and waits (`explore::hermes::fair`).
+    super::hermes::fair(steps)
 }
 
 /// Whether a step acts on, or creates, the occurrence `label`.
