@@ -313,16 +313,17 @@ impl Gen<'_> {
     fn step(&mut self) -> bool {
         if self.m.actions.is_empty() && self.m.children.is_empty() {
             // Something to act on first (at times under a script of its own).
-            return match self.rng.weighted(&[5, 3, 2, 1, 1]) {
+            return match self.rng.weighted(&[5, 3, 2, 1, 1, 2]) {
                 0 => self.start(),
                 1 => self.script(),
                 2 => self.held(),
                 3 => self.delegate(),
-                _ => self.concurrent(),
+                4 => self.concurrent(),
+                _ => self.prompt(),
             };
         }
         let resumable = if self.m.prompting.is_empty() { 2 } else { 14 };
-        let w: [u32; 12] = [
+        let w: [u32; 13] = [
             10,        // 0 a new Action, at times after a fault for its start or stream
             8,         // 1 a replay of an Action, on any instance (a killed one restarts)
             6,         // 2 concurrent replays in the background
@@ -335,6 +336,7 @@ impl Gen<'_> {
             4,         // 9 a delegation (the policy first, when it does not allow one)
             1,         // 10 the manifest
             1,         // 11 a Hermes restart
+            5,         // 12 a new Action that prompts, resumed (and the resume replayed)
         ];
         match self.rng.weighted(&w) {
             0 => self.start(),
@@ -348,7 +350,8 @@ impl Gen<'_> {
             8 => self.cancel(),
             9 => self.delegate(),
             10 => self.keep(vec![Step::OperatorManifest {}]),
-            _ => self.keep(vec![Step::HermesForget {}]),
+            11 => self.keep(vec![Step::HermesForget {}]),
+            _ => self.prompt(),
         }
     }
 
@@ -533,19 +536,53 @@ impl Gen<'_> {
         };
         let r = format!("r{}", self.m.resumes.len() + 1);
         let choice = *self.rng.pick(&CHOICES);
-        let mut block = Vec::new();
-        if self.rng.chance(1, 4) {
-            let f = match self.rng.below(4) {
-                0 => Fault::Reject {
-                    status: *self.rng.pick(&[409, 500]),
-                },
-                1 => Fault::CommitThen { status: 500 },
-                2 => Fault::CommitThenDrop,
-                _ => Fault::Delay { ms: 50 },
-            };
-            block.push(fault(Route::Approval, f));
-        }
+        let mut block: Vec<Step> = self.approval_fault().into_iter().collect();
         block.push(resume(&r, &source, choice, p));
+        self.keep(block)
+    }
+
+    /// At times, a fault the next approval command meets.
+    fn approval_fault(&mut self) -> Option<Step> {
+        if !self.rng.chance(1, 3) {
+            return None;
+        }
+        let f = match self.rng.below(4) {
+            0 => Fault::Reject {
+                status: *self.rng.pick(&[409, 500]),
+            },
+            1 => Fault::CommitThen { status: 500 },
+            2 => Fault::CommitThenDrop,
+            _ => Fault::Delay { ms: 50 },
+        };
+        Some(fault(Route::Approval, f))
+    }
+
+    /// A new Action under a script that prompts for approval, resumed at once (mostly once),
+    /// and at times the exact replay of that resume, by the same instance or another.
+    fn prompt(&mut self) -> bool {
+        let Some((a, o)) = self.new_action() else {
+            return self.resume();
+        };
+        let mut block = Vec::new();
+        if !self.m.script.is_some_and(Script::prompts) {
+            let k = if self.rng.chance(3, 4) {
+                Script::TwoApprovals
+            } else {
+                Script::Approval
+            };
+            block.push(Step::HermesScript { script: k.json() });
+        }
+        let p = self.instance();
+        block.push(invoke(&a, &o, p, false));
+        let r = format!("r{}", self.m.resumes.len() + 1);
+        let choice = CHOICES[self.rng.weighted(&[4, 1, 1, 1])];
+        let q = self.instance();
+        block.extend(self.approval_fault());
+        block.push(resume(&r, &a, choice, q));
+        if self.rng.chance(1, 2) {
+            let q = self.instance();
+            block.push(resume(&r, &a, choice, q));
+        }
         self.keep(block)
     }
 
@@ -581,9 +618,7 @@ impl Gen<'_> {
             status: None,
             expect: any(),
         });
-        if self.rng.chance(2, 3) {
-            block.push(Step::OperatorSettle {});
-        }
+        block.push(Step::OperatorSettle {});
         self.keep(block)
     }
 
@@ -687,82 +722,119 @@ fn resume(r: &str, source: &str, choice: &str, instance: &str) -> Step {
     }
 }
 
+/// The step index of the release that ends the held start declared at `i` (a start hold, the
+/// background invocation it parks, the wait until it is parked, only background invocations and
+/// kills, then its release), or `None` when `i` declares no hold or its block is not whole.
+pub fn held_span(steps: &[Step], i: usize) -> Option<usize> {
+    let Some(Step::HermesFault {
+        route: Route::Start,
+        fault: Fault::Hold { name },
+        ..
+    }) = steps.get(i)
+    else {
+        return None;
+    };
+    let parked = matches!(
+        steps.get(i + 1),
+        Some(Step::OperatorInvoke {
+            objective: Some(_),
+            background: true,
+            ..
+        })
+    ) && matches!(steps.get(i + 2), Some(Step::HermesWaitParked { hold }) if hold == name);
+    if !parked {
+        return None;
+    }
+    let end = steps
+        .iter()
+        .enumerate()
+        .skip(i + 3)
+        .find(|(_, s)| {
+            !matches!(
+                s,
+                Step::OperatorKill { .. }
+                    | Step::OperatorInvoke {
+                        background: true,
+                        ..
+                    }
+            )
+        })
+        .map(|(k, _)| k)?;
+    matches!(&steps[end], Step::HermesRelease { hold, .. } if hold == name).then_some(end)
+}
+
 /// Whether a schedule is fair to the implementation and to the harness on the Hermes side
 /// (the module's doc says why):
-/// - a start fault other than a hold is followed at once by an invocation of a new Action;
-/// - a hold is followed by the background invocation of a new Action, a wait until the hold
-///   parks it, then only background invocations and kills, then its release;
-/// - a wait for a binding follows at once the background invocation of a new Action.
+/// - a start fault other than a hold is followed at once by the first invocation of an Action;
+/// - a hold is the first start of an Action, in a whole block ([`held_span`]);
+/// - a wait for a binding follows at once the first invocation of its Action, in the background;
+/// - every background invocation is waited for (a later `operator_settle`) or its instance is
+///   killed, so a schedule's end never cuts one short (a finding would then come and go).
 ///
 /// A schedule without Hermes steps is fair here.
 pub fn fair(steps: &[Step]) -> bool {
     let mut invoked: BTreeSet<&str> = BTreeSet::new();
-    // The first invocation of a new Action at `i`.
-    let fresh = |i: usize, invoked: &BTreeSet<&str>, background: bool| {
-        matches!(steps.get(i), Some(Step::OperatorInvoke { action, objective: Some(_), background: b, .. })
-            if !invoked.contains(action.as_str()) && (*b || !background))
+    // The first invocation of an Action, at `i`.
+    let first = |i: usize, invoked: &BTreeSet<&str>| {
+        matches!(steps.get(i), Some(Step::OperatorInvoke { action, objective: Some(_), .. })
+            if !invoked.contains(action.as_str()))
     };
-    let mut i = 0;
-    while i < steps.len() {
-        match &steps[i] {
-            Step::HermesFault {
-                route: Route::Start,
-                fault: Fault::Hold { name },
-                ..
-            } => {
-                if !fresh(i + 1, &invoked, true)
-                    || !matches!(steps.get(i + 2), Some(Step::HermesWaitParked { hold }) if hold == name)
-                {
-                    return false;
-                }
-                let Some(end) = steps[i + 3..]
-                    .iter()
-                    .position(|s| {
-                        !matches!(
-                            s,
-                            Step::OperatorKill { .. }
-                                | Step::OperatorInvoke {
-                                    background: true,
-                                    ..
-                                }
-                        )
-                    })
-                    .map(|k| i + 3 + k)
-                else {
-                    return false;
-                };
-                if !matches!(&steps[end], Step::HermesRelease { hold, .. } if hold == name) {
-                    return false;
-                }
-                for s in &steps[i + 1..end] {
-                    if let Step::OperatorInvoke { action, .. } = s {
-                        invoked.insert(action);
+    let mut held_until = None;
+    for (i, s) in steps.iter().enumerate() {
+        if held_until.is_some_and(|end| i <= end) {
+            // Inside a held block (checked whole when it began).
+        } else {
+            match s {
+                Step::HermesFault {
+                    route: Route::Start,
+                    fault: Fault::Hold { .. },
+                    ..
+                } => match held_span(steps, i) {
+                    Some(end) if first(i + 1, &invoked) => held_until = Some(end),
+                    _ => return false,
+                },
+                Step::HermesFault {
+                    route: Route::Start,
+                    ..
+                } if !first(i + 1, &invoked) => return false,
+                Step::HermesWaitParked { .. } | Step::HermesRelease { .. } => return false,
+                Step::OperatorWaitBound { action } => {
+                    let after_first = i > 0
+                        && first(i - 1, &invoked)
+                        && matches!(&steps[i - 1], Step::OperatorInvoke { action: a, background: true, .. } if a == action);
+                    if !after_first {
+                        return false;
                     }
                 }
-                i = end + 1;
-                continue;
+                _ => {}
             }
-            Step::HermesFault {
-                route: Route::Start,
-                ..
-            } if !fresh(i + 1, &invoked, false) => return false,
-            Step::HermesWaitParked { .. } | Step::HermesRelease { .. } => return false,
-            Step::OperatorWaitBound { action } => {
-                let after_fresh = i > 0
-                    && matches!(&steps[i - 1], Step::OperatorInvoke { action: a, objective: Some(_), background: true, .. } if a == action)
-                    && !steps[..i - 1].iter().any(|s| {
-                        matches!(s, Step::OperatorInvoke { action: a, .. } | Step::OperatorDelegate { action: a, .. } if a == action)
-                    });
-                if !after_fresh {
+        }
+        if let Step::OperatorInvoke {
+            action,
+            instance,
+            background,
+            ..
+        } = s
+        {
+            if *background {
+                let me = instance.as_deref().unwrap_or("p1");
+                let waited = steps[i + 1..].iter().any(|t| match t {
+                    Step::OperatorSettle {} => true,
+                    Step::OperatorKill { instance } => instance == me,
+                    _ => false,
+                });
+                if !waited {
                     return false;
                 }
             }
-            Step::OperatorInvoke { action, .. } | Step::OperatorDelegate { action, .. } => {
+            // The wait above looked before this invocation counted.
+            if !matches!(steps.get(i + 1), Some(Step::OperatorWaitBound { .. })) {
                 invoked.insert(action);
             }
-            _ => {}
         }
-        i += 1;
+        if let Step::OperatorDelegate { action, .. } | Step::OperatorWaitBound { action } = s {
+            invoked.insert(action);
+        }
     }
     true
 }
@@ -812,6 +884,7 @@ mod tests {
         let kill = Step::OperatorKill {
             instance: "p1".into(),
         };
+        let settle = Step::OperatorSettle {};
         let fair_held = vec![
             hold("h"),
             invoke("a1", "x", "p1", true),
@@ -820,10 +893,14 @@ mod tests {
             kill.clone(),
             release("h"),
             invoke("a1", "x", "p1", false),
+            settle.clone(),
         ];
         assert!(fair(&fair_held));
-        // Not released; a foreground invocation while parked; a replay is no start to hold.
+        assert_eq!(held_span(&fair_held, 0), Some(5));
+        // Not released; a background invocation never waited for; a foreground invocation
+        // while parked; a replay is no start to hold.
         assert!(!fair(&fair_held[..5]));
+        assert!(!fair(&fair_held[..7]));
         let mut fg = fair_held.clone();
         fg[3] = invoke("a1", "x", "p2", false);
         assert!(!fair(&fg));
@@ -841,11 +918,16 @@ mod tests {
         let bound = Step::OperatorWaitBound {
             action: "a1".into(),
         };
-        assert!(fair(&[invoke("a1", "x", "p1", true), bound.clone()]));
+        assert!(fair(&[
+            invoke("a1", "x", "p1", true),
+            bound.clone(),
+            settle.clone()
+        ]));
         assert!(!fair(&[
             invoke("a1", "x", "p1", false),
             invoke("a1", "x", "p1", true),
-            bound
+            bound,
+            settle
         ]));
         assert!(!fair(&[wait("h")]));
     }

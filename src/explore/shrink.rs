@@ -75,6 +75,14 @@ pub fn candidates(c: &Case) -> Vec<Case> {
             }
         }
     }
+    // A whole held Hermes start (`explore::hermes::held_span`).
+    for i in 0..c.steps.len() {
+        if let Some(end) = super::hermes::held_span(&c.steps, i) {
+            let mut steps = c.steps.clone();
+            steps.drain(i..=end);
+            push(steps);
+        }
+    }
     // Runs of steps, halving.
     let n = c.steps.len();
     let mut size = n / 2;
