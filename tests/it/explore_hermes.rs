@@ -403,3 +403,83 @@ async fn an_operator_step_that_expects_any_is_judged_by_the_invariants_alone() {
         assert!(d.iter().any(|x| x.field.ends_with(field)), "{bad}: {d:?}");
     }
 }
+
+/// What exploring found in the reference connector (fixed): a stop stuck in `stopping` ends the
+/// cancel's grace as `outcome_unknown`, and the background invocation still polling the run then
+/// saw `stopping` and wrote the binding back to `cancelling` (`unresolved_kept`, AOC-REQ-005).
+/// The reference now keeps it unresolved. (With the binding moved back, as before the fix, this
+/// case's first finding is `unresolved_kept` at its step 5.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unresolved_cancel_stays_unresolved_while_the_run_is_stopping() {
+    let yaml = "id: EXPLORE-STUCK-1\ntitle: t\nrequirements: [AOC-REQ-005]\nsteps:\n  - {do: hermes_script, script: {steps: [{id: t, kind: tool, tool: search, duration_ms: 5000}, {id: m, kind: message, text: done, after: [t]}]}}\n  - {do: operator_invoke, action: a1, objective: x, background: true, instance: p3, expect: any}\n  - {do: operator_wait_bound, action: a1}\n  - {do: hermes_fault, route: stop, fault: {type: stop_stuck}}\n  - {do: operator_cancel, action: a1, instance: p2, expect: any}\n  - {do: operator_invoke, action: a2, objective: two, instance: p2, expect: any}\n  - {do: operator_kill, instance: p3}\n";
+    let c: Case = serde_saphyr::from_str(yaml).expect("case");
+    assert!(aocheck::explore::hermes::fair(&c.steps));
+    let store = memory();
+    for attempt in 0..5 {
+        let r = run_schedule(&store, &c, &run_options(Knobs::default(), 1, true), attempt).await;
+        assert_eq!(outcome(&r), Outcome::Clean, "{:?}", r.steps);
+    }
+}
+
+/// The command: `--workload hermes` and `--workload all` explore and write their report.
+#[test]
+fn the_command_explores_the_hermes_workload() {
+    for workload in ["hermes", "all"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("x");
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+            .args([
+                "explore",
+                "--workload",
+                workload,
+                "--seed",
+                "4",
+                "--schedules",
+                "6",
+                "--store",
+                "memory",
+                "--out",
+                out.to_str().expect("utf-8 path"),
+            ])
+            .output()
+            .expect("aocheck runs");
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{workload}: {stdout}");
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("explore.json")).expect("explore.json"),
+        )
+        .expect("explore.json parses");
+        assert_eq!(json["workload"], workload);
+        assert_eq!(json["schedules"], 6, "{json}");
+    }
+}
+
+/// Through `aocheck-sut/2`: connector instances are processes, and a kill is a SIGKILL. The
+/// reference's processes run Hermes schedules without a finding; with `restart_takes_own_claim`
+/// the combination is found and shrunk as in process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_protocol_the_hermes_workload_finds_the_combination_defect() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let process = |variant: &str| aocheck::sut::processes::ProcessSpec {
+        command: format!(
+            "'{}' sut reference --variant {variant}",
+            env!("CARGO_BIN_EXE_aocheck")
+        ),
+        timeout: Duration::from_secs(20),
+        dir: dir.path().into(),
+        postgres: None,
+    };
+    let mut o = exploring(None, 2);
+    o.schedules = Some(30);
+    o.stop_on_finding = false;
+    o.run.sut = Some(process("conforming"));
+    let x = explore(memory(), &o, &mut |_| {}).await;
+    assert!(x.findings.is_empty(), "{:?}", x.findings);
+    assert_eq!(x.clean, x.schedules, "{:?}", x.undecided);
+    let mut o = exploring(None, 1);
+    o.run.sut = Some(process("restart_takes_own_claim"));
+    let x = explore(memory(), &o, &mut |_| {}).await;
+    if let Some(wrong) = judged(ConnectorDefect::RestartTakesOwnClaim, &x) {
+        panic!("{wrong}");
+    }
+}
