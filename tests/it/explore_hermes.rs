@@ -107,14 +107,6 @@ impl Fired {
     }
 }
 
-/// How many schedules the no-false-alarm test runs (`AOCHECK_EXPLORE_SCHEDULES` overrides).
-fn budget(default: u64) -> u64 {
-    std::env::var("AOCHECK_EXPLORE_SCHEDULES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The reference connector: no finding over the schedules, almost all decided, with Hermes
 /// faults of every route that fired, instances killed (also while fake-hermes held their start)
 /// and started again. The schedules are run one by one as `explore` runs them
@@ -123,7 +115,11 @@ fn budget(default: u64) -> u64 {
 async fn the_reference_connector_runs_hermes_schedules_without_a_finding() {
     let store = memory();
     let o = run_options(Knobs::default(), 1, true);
-    let n = budget(150);
+    // `AOCHECK_EXPLORE_SCHEDULES` runs more (or fewer).
+    let n: u64 = std::env::var("AOCHECK_EXPLORE_SCHEDULES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150);
     let mut fired = Fired::default();
     let (mut clean, mut undecided) = (0u64, Vec::new());
     let mut found = Vec::new();
@@ -204,33 +200,25 @@ const REFERENCE_UNESTABLISHED: [ConnectorDefect; 1] = [ConnectorDefect::FiveXxIs
 fn judged(defect: ConnectorDefect, x: &Exploration) -> Option<String> {
     let Some(f) = x.findings.first() else {
         return Some(format!(
-            "{defect:?}: no finding in {} schedules ({:?})",
+            "{defect:?}: nothing found in {} schedules (undecided: {:?})",
             x.schedules, x.undecided
         ));
     };
-    if f.steps_after > 8 {
-        return Some(format!(
-            "{defect:?}: {} shrunk only to {} steps",
-            f.key, f.steps_after
-        ));
-    }
-    if f.reproduced == 0 {
-        return Some(format!(
-            "{defect:?}: the shrunk case never reproduced {}",
-            f.key
-        ));
-    }
-    let want = if REFERENCE_UNESTABLISHED.contains(&defect) {
+    let on_reference = if REFERENCE_UNESTABLISHED.contains(&defect) {
         "missing_knowledge"
     } else {
         "pass"
     };
-    (f.reference.as_deref() != Some(want)).then(|| {
-        format!(
-            "{defect:?}: the shrunk case for {} on the reference: {:?}",
-            f.key, f.reference
-        )
-    })
+    let wrong: Vec<String> = [
+        (f.steps_after > 8).then(|| format!("{} steps after shrinking", f.steps_after)),
+        (f.reproduced == 0).then(|| format!("reproduced 0 of {} replays", f.replays)),
+        (f.reference.as_deref() != Some(on_reference))
+            .then(|| format!("{:?} on the reference", f.reference)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!wrong.is_empty()).then(|| format!("{defect:?}, {}: {}", f.key, wrong.join("; ")))
 }
 
 /// Every connector defect of the fixed suite, two at a time.
