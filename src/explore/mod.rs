@@ -17,6 +17,7 @@
 
 pub mod cmd;
 pub mod coverage;
+pub mod hermes;
 pub mod report;
 pub mod rng;
 pub mod schedule;

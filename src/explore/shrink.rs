@@ -143,6 +143,14 @@ pub fn candidates(c: &Case) -> Vec<Case> {
             }
         }
     }
+    // A whole held Hermes start (`explore::hermes::held_span`).
+    for i in 0..c.steps.len() {
+        if let Some(end) = super::hermes::held_span(&c.steps, i) {
+            let mut steps = c.steps.clone();
+            steps.drain(i..=end);
+            push(steps);
+        }
+    }
     // Runs of steps, halving.
     let n = c.steps.len();
     let mut size = n / 2;
@@ -271,7 +279,8 @@ pub fn fair(steps: &[Step]) -> bool {
             return false;
         }
     }
-    true
+    // The Hermes side's holds, start faults and waits (`explore::hermes::fair`).
+    super::hermes::fair(steps)
 }
 
 /// Whether a step acts on, or creates, the occurrence `label`.
