@@ -118,26 +118,15 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         Err(code) => return code,
     };
     let sut_given = sut.is_some();
-    let opts = ExploreOptions {
-        workload,
-        seed,
-        schedules: a.schedules,
-        time,
-        shard,
-        shrink_budget: a.shrink_budget,
-        tries: a.tries,
-        replays: a.replays,
-        run: crate::runner::RunOptions {
-            run_id,
-            seed,
-            knobs: crate::reference::Knobs::default(),
-            repro_store: None,
-            sut,
-            explore: true,
-        },
-        check_reference: sut_given,
-        stop_on_finding: false,
-    };
+    let mut opts = ExploreOptions::new(workload, seed, run_id);
+    opts.schedules = a.schedules;
+    opts.time = time;
+    opts.shard = shard;
+    opts.shrink_budget = a.shrink_budget;
+    opts.tries = a.tries;
+    opts.replays = a.replays;
+    opts.run.sut = sut;
+    opts.check_reference = sut_given;
     let tty = std::io::stdout().is_terminal();
     let mut last = std::time::Instant::now();
     let mut progress = move |p: Progress| match p {
@@ -161,8 +150,20 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             }
             println!("  schedule {schedule}: {key}; shrinking");
         }
-        Progress::Shrunk { key, before, after } => {
-            println!("  {key}: shrunk from {before} to {after} steps");
+        Progress::Shrunk {
+            key,
+            before,
+            after,
+            cut_short,
+        } => {
+            println!(
+                "  {key}: shrunk from {before} to {after} steps{}",
+                if cut_short {
+                    " (cut short by --time)"
+                } else {
+                    ""
+                }
+            );
         }
     };
     let x = super::explore(store, &opts, &mut progress).await;
@@ -179,10 +180,15 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     let undecided: u64 = x.undecided.values().sum();
     for f in &x.findings {
         println!(
-            "{}: {} → {} steps, reproduced {}/{}{}; replay: aocheck run --cases {}{}",
+            "{}: {} → {} steps{}, reproduced {}/{}{}; replay: aocheck run --cases {}{}",
             f.key,
             f.steps_before,
             f.steps_after,
+            if f.shrink_cut_short {
+                " (shrinking cut short by --time)"
+            } else {
+                ""
+            },
             f.reproduced,
             f.replays,
             f.reference

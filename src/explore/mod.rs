@@ -115,7 +115,9 @@ pub struct ExploreOptions {
     pub seed: u64,
     /// Stop after this many schedules of this shard …
     pub schedules: Option<u64>,
-    /// … or after this long (whichever comes first; neither: 100 schedules).
+    /// … or after this long (whichever comes first; neither: 100 schedules). The time bounds
+    /// the whole exploration: no schedule is drawn, no shrinking candidate tried and no replay
+    /// past the first started once it has passed (a case run already started finishes).
     pub time: Option<Duration>,
     /// This shard, `(k, n)` with 1 ≤ k ≤ n: schedule `i` belongs to it when `i % n == k - 1`.
     pub shard: (u64, u64),
@@ -134,6 +136,34 @@ pub struct ExploreOptions {
     pub stop_on_finding: bool,
 }
 
+impl ExploreOptions {
+    /// The command line's defaults: 100 schedules of the whole seed (shard 1/1), 400 shrinking
+    /// candidates per finding, each run twice before it is taken not to reproduce, 5 replays,
+    /// in process against the conforming reference, every finding shrunk.
+    pub fn new(workload: Workload, seed: u64, run_id: String) -> Self {
+        ExploreOptions {
+            workload,
+            seed,
+            schedules: None,
+            time: None,
+            shard: (1, 1),
+            shrink_budget: 400,
+            tries: 2,
+            replays: 5,
+            run: RunOptions {
+                run_id,
+                seed,
+                knobs: crate::reference::Knobs::default(),
+                repro_store: None,
+                sut: None,
+                explore: true,
+            },
+            check_reference: false,
+            stop_on_finding: false,
+        }
+    }
+}
+
 /// One finding of the exploration, shrunk.
 #[derive(Clone, Debug, Serialize)]
 pub struct Found {
@@ -148,9 +178,12 @@ pub struct Found {
     pub steps_before: usize,
     pub steps_after: usize,
     pub shrink_tried: u32,
+    /// The time budget ran out before shrinking (or the replays after it) finished: the case
+    /// file is the smallest schedule found until then, and `replays` says how many ran.
+    pub shrink_cut_short: bool,
     pub case_file: String,
     pub shrunk_line: String,
-    /// How often the shrunk schedule reproduced the finding, of `replays`.
+    /// How often the shrunk schedule reproduced the finding, of `replays` (those that ran).
     pub reproduced: u32,
     pub replays: u32,
     /// The verdict of the shrunk schedule on aocheck's conforming reference (in process), when
@@ -201,6 +234,8 @@ pub enum Progress {
         key: Key,
         before: usize,
         after: usize,
+        /// The time budget cut the shrinking short.
+        cut_short: bool,
     },
 }
 
@@ -282,6 +317,7 @@ pub async fn explore(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Exploration {
     let started = Instant::now();
+    let deadline = opts.time.map(|t| started + t);
     let mut attempt = 0u64;
     let mut next_attempt = || {
         attempt += 1;
@@ -338,6 +374,7 @@ pub async fn explore(
                         key.clone(),
                         step,
                         line,
+                        deadline,
                         &mut next_attempt,
                     )
                     .await;
@@ -345,6 +382,7 @@ pub async fn explore(
                         key: key.clone(),
                         before: f.steps_before,
                         after: f.steps_after,
+                        cut_short: f.shrink_cut_short,
                     });
                     found.insert(key, x.findings.len());
                     x.findings.push(f);
@@ -387,20 +425,33 @@ async fn shrink_finding(
     key: Key,
     step: Option<usize>,
     line: String,
+    deadline: Option<Instant>,
     next_attempt: &mut impl FnMut() -> u64,
 ) -> Found {
     let tries = opts.tries.max(1);
-    let shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
-        for _ in 0..tries {
-            if shows(
-                &run_schedule(store, c, &opts.run, next_attempt()).await,
-                &key,
-            ) {
-                return true;
+    let past = || deadline.is_some_and(|d| Instant::now() >= d);
+    // Set when the time ran out between the runs of one candidate (shrinking stops there).
+    let mut interrupted = false;
+    let shrunk = shrink::shrink(
+        case.clone(),
+        opts.shrink_budget,
+        deadline,
+        async |c: &Case| {
+            for i in 0..tries {
+                if i > 0 && past() {
+                    interrupted = true;
+                    return false;
+                }
+                if shows(
+                    &run_schedule(store, c, &opts.run, next_attempt()).await,
+                    &key,
+                ) {
+                    return true;
+                }
             }
-        }
-        false
-    })
+            false
+        },
+    )
     .await;
     let mut minimal = shrunk.case;
     // The file a person replays: named for what it found, judged by that requirement.
@@ -414,11 +465,19 @@ async fn shrink_finding(
         case.steps.len(),
         minimal.steps.len(),
     ));
+    let mut cut_short = shrunk.cut_short || interrupted;
     let mut reproduced = 0;
+    let mut replays = 0;
     let mut shrunk_line = String::new();
     // Replayed as `aocheck run --cases FILE` runs the file written (its declared faults must
-    // fire, nothing is skipped): what the person who reads it will see.
-    for _ in 0..opts.replays {
+    // fire, nothing is skipped): what the person who reads it will see. Past the time budget,
+    // one replay still runs, so the file written is known to reproduce or not.
+    for i in 0..opts.replays {
+        if i > 0 && past() {
+            cut_short = true;
+            break;
+        }
+        replays += 1;
         let r = run_as(store, &minimal, &opts.run, next_attempt(), false).await;
         if let Some(f) = r
             .failures
@@ -455,9 +514,10 @@ async fn shrink_finding(
         steps_before: case.steps.len(),
         steps_after: minimal.steps.len(),
         shrink_tried: shrunk.tried,
+        shrink_cut_short: cut_short,
         shrunk_line,
         reproduced,
-        replays: opts.replays,
+        replays,
         reference,
         case: minimal,
     }

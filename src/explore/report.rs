@@ -62,15 +62,16 @@ pub fn markdown(x: &Exploration, o: &ExploreOptions) -> String {
         x.unsupported
     ));
     if !x.findings.is_empty() {
-        s.push_str("## Findings\n\n| finding | first in schedule | steps | reproduced | on the reference | case file |\n|---|---|---|---|---|---|\n");
+        s.push_str("## Findings\n\n| finding | first in schedule | steps | shrinking | reproduced | on the reference | case file |\n|---|---|---|---|---|---|---|\n");
         for f in &x.findings {
             s.push_str(&format!(
-                "| {} | {} (step {}) | {} → {} | {}/{} | {} | `found/{}` |\n",
+                "| {} | {} (step {}) | {} → {} | {} | {}/{} | {} | `found/{}` |\n",
                 md(&f.key.to_string()),
                 f.schedule,
                 f.step.map_or("–".into(), |i| i.to_string()),
                 f.steps_before,
                 f.steps_after,
+                shrinking(f.shrink_cut_short),
                 f.reproduced,
                 f.replays,
                 md(f.reference.as_deref().unwrap_or("not run")),
@@ -130,6 +131,15 @@ pub fn markdown(x: &Exploration, o: &ExploreOptions) -> String {
         s.push('\n');
     }
     s
+}
+
+/// How a finding's shrinking ended, in words.
+fn shrinking(cut_short: bool) -> &'static str {
+    if cut_short {
+        "cut short by the time budget"
+    } else {
+        "complete"
+    }
 }
 
 /// JUnit: one test per distinct finding (a failure), one for the schedules without one.

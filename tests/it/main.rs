@@ -6,6 +6,7 @@ mod cases;
 mod cli;
 mod domain;
 mod explore;
+mod explore_report;
 mod hostile;
 mod layers;
 mod model;
