@@ -349,7 +349,7 @@ pub async fn explore(
         x.schedules += 1;
         x.indices.push(index);
         x.lengths.push(case.steps.len());
-        x.coverage.add(&case, &r.faults);
+        x.coverage.add(&case, &r);
         match outcome(&r) {
             Outcome::Clean => x.clean += 1,
             Outcome::Unsupported(_) => x.unsupported += 1,

@@ -88,3 +88,46 @@ async fn the_time_budget_bounds_shrinking_and_the_report_says_it_was_cut() {
     );
     assert!(dir.path().join("found").join(&f.case_file).is_file());
 }
+
+/// Through the runner: a step on an occurrence the implementation never made is skipped, and
+/// the coverage counts it for nothing; the steps that ran are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coverage_counts_the_steps_that_ran_not_those_drawn() {
+    let case: aocheck::case::Case = serde_saphyr::from_str(
+        "id: EXPLORE-SKIP\ntitle: a step on an occurrence never made\nrequirements: [AOC-REQ-006]\nsteps:\n  - {do: join, executor: e1}\n  - {do: replace, executor: e2}\n  - {do: create, occurrence: o1, executor: e1, expect: any}\n  - {do: execute, occurrence: o1, expect: any}\n  - {do: create, occurrence: o2, expect: any}\n  - {do: reserve, occurrence: o2, expect: any}\n  - {do: provider_fault, op: create, fault: {type: garble}}\n  - {do: execute, occurrence: o2, expect: any}\n",
+    )
+    .expect("the case parses");
+    let o = opts(Knobs::default(), 1, 1);
+    let r = aocheck::explore::run_schedule(&memory(), &case, &o.run, 1).await;
+    // The retired executor's creation was refused, so the execute on o1 was skipped.
+    assert!(
+        r.steps.get(3).is_some_and(|l| l.contains("skipped")),
+        "{:?}",
+        r.steps
+    );
+    let ran = aocheck::explore::coverage::ran(&case, &r.steps);
+    assert_eq!(
+        ran,
+        [true, true, true, false, true, true, true, true],
+        "{:?}",
+        r.steps
+    );
+    let mut cov = aocheck::explore::coverage::Coverage::default();
+    cov.add(&case, &r);
+    assert_eq!(cov.verbs.get("execute"), Some(&1), "{:?}", cov.verbs);
+    assert_eq!(cov.verbs.get("create"), Some(&2), "{:?}", cov.verbs);
+    assert_eq!(cov.verbs.get("replace"), Some(&1), "{:?}", cov.verbs);
+    let garble = cov
+        .faults
+        .get("garble × create")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!(
+        (garble.declared, garble.fired),
+        (1, 1),
+        "{:?} {:?}",
+        r.faults,
+        r.steps
+    );
+    assert_eq!(cov.verbs.get("reserve"), Some(&1), "{:?}", cov.verbs);
+}
