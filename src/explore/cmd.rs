@@ -127,49 +127,20 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     opts.replays = a.replays;
     opts.run.sut = sut;
     opts.check_reference = sut_given;
-    let tty = std::io::stdout().is_terminal();
-    let mut last = std::time::Instant::now();
-    let mut progress = move |p: Progress| match p {
-        Progress::Schedule {
-            done,
-            findings,
-            elapsed,
-        } => {
-            let rate = done as f64 * 60.0 / elapsed.as_secs_f64().max(0.001);
-            if tty {
-                print!("\r  {done} schedules, {rate:.0}/min, {findings} finding(s)   ");
-                let _ = std::io::stdout().flush();
-            } else if last.elapsed() >= Duration::from_secs(5) {
-                last = std::time::Instant::now();
-                println!("  {done} schedules, {rate:.0}/min, {findings} finding(s)");
-            }
+    // A live bar when a person watches (standard error is a terminal), plain lines otherwise.
+    let mut meter = super::out_progress::Meter::new(
+        std::io::stderr().is_terminal(),
+        opts.schedules.or(opts.time.is_none().then_some(100)),
+        opts.time,
+    );
+    let mut progress = |p: Progress| {
+        for line in meter.lines(&p) {
+            println!("{line}");
         }
-        Progress::Finding { schedule, key } => {
-            if tty {
-                println!();
-            }
-            println!("  schedule {schedule}: {key}; shrinking");
-        }
-        Progress::Shrunk {
-            key,
-            before,
-            after,
-            cut_short,
-        } => {
-            println!(
-                "  {key}: shrunk from {before} to {after} steps{}",
-                if cut_short {
-                    " (cut short by --time)"
-                } else {
-                    ""
-                }
-            );
-        }
+        let _ = std::io::stdout().flush();
     };
     let x = super::explore(store, &opts, &mut progress).await;
-    if tty {
-        println!();
-    }
+    meter.finish();
     if let Err(e) = super::report::write(&out, &x, &opts, kind) {
         eprintln!(
             "error: writing the explore report to {}: {e}",

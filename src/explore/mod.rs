@@ -9,6 +9,7 @@
 //! | [`coverage`] | fault kinds × operations, crash points, held requests, profiles, verbs |
 //! | [`yaml`] | a case as a readable file that reads back as itself |
 //! | [`report`] | the explore report (JSON, Markdown, JUnit) |
+//! | [`out_progress`] | what a running exploration shows: a live bar, or plain lines |
 //!
 //! A schedule runs exactly as a case does (`runner::run_case`: a fresh provider, a fresh store
 //! namespace, every checker after every step); its verdict is its first finding, or none. What
@@ -17,6 +18,7 @@
 
 pub mod cmd;
 pub mod coverage;
+pub mod out_progress;
 pub mod report;
 pub mod rng;
 pub mod schedule;

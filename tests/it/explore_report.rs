@@ -131,3 +131,51 @@ async fn coverage_counts_the_steps_that_ran_not_those_drawn() {
     );
     assert_eq!(cov.verbs.get("reserve"), Some(&1), "{:?}", cov.verbs);
 }
+
+/// Runs the `aocheck` binary.
+fn aocheck(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+        .args(args)
+        .output()
+        .expect("aocheck runs")
+}
+
+fn utf8(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// Not on a terminal: the seed first, then plain progress lines at most every few seconds on
+/// standard output, and none of them in a report file.
+#[test]
+fn progress_is_plain_lines_off_a_terminal_and_stays_out_of_the_reports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("x");
+    let started = Instant::now();
+    let r = aocheck(&[
+        "explore",
+        "--seed",
+        "4",
+        "--time",
+        "7s",
+        "--store",
+        "memory",
+        "--out",
+        utf8(&out),
+    ]);
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(stdout.starts_with("aocheck: explore seed 4 "), "{stdout}");
+    let progress: Vec<&str> = stdout.lines().filter(|l| l.contains("/min,")).collect();
+    // One at most every 5 s of the run (and at least one: the run lasts past 5 s).
+    let most = took.as_secs() / 5 + 1;
+    assert!(
+        !progress.is_empty() && progress.len() as u64 <= most,
+        "{} progress lines in {took:?}: {stdout}",
+        progress.len()
+    );
+    assert!(progress[0].contains("/7.0s elapsed"), "{}", progress[0]);
+    for f in ["explore.json", "summary.md", "junit.xml"] {
+        let text = std::fs::read_to_string(out.join(f)).expect(f);
+        assert!(!text.contains("/min,"), "{f} holds a progress line");
+    }
+}
