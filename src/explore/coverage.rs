@@ -10,7 +10,7 @@
 use crate::case::{Case, Step};
 use crate::report::model::CaseReport;
 use fake_payments::faults::{Fault, Op as POp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every provider fault kind, as the fault vocabulary names it.
@@ -56,14 +56,14 @@ pub fn fault_kind(f: &Fault) -> &'static str {
 }
 
 /// Declared and fired counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {
     pub declared: u64,
     pub fired: u64,
 }
 
 /// The coverage of a run of schedules.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
     /// `kind × op` → counts.
     pub faults: BTreeMap<String, Count>,

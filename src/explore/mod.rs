@@ -8,7 +8,8 @@
 //! | [`shrink`] | smaller schedules while the same (checker, requirement) finding reproduces |
 //! | [`coverage`] | fault kinds × operations, crash points, held requests, profiles, verbs |
 //! | [`yaml`] | a case as a readable file that reads back as itself |
-//! | [`report`] | the explore report (JSON, Markdown, JUnit) |
+//! | [`report`] | the explore report (JSON, Markdown, JUnit), one model every format renders |
+//! | [`out_html`] | the explore report as one HTML page |
 //! | [`out_progress`] | what a running exploration shows: a live bar, or plain lines |
 //!
 //! A schedule runs exactly as a case does (`runner::run_case`: a fresh provider, a fresh store
@@ -18,6 +19,7 @@
 
 pub mod cmd;
 pub mod coverage;
+pub mod out_html;
 pub mod out_progress;
 pub mod report;
 pub mod rng;
@@ -33,13 +35,13 @@ use crate::store::AnyStore;
 use crate::sut::message::Op;
 use coverage::Coverage;
 use schedule::Workload;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a finding is, for reproduction: the checker that found it and the requirement.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Key {
     pub checker: String,
     pub requirement: Req,
@@ -167,7 +169,7 @@ impl ExploreOptions {
 }
 
 /// One finding of the exploration, shrunk.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Found {
     pub key: Key,
     /// The schedule that first found it, and at which step.
@@ -191,8 +193,10 @@ pub struct Found {
     /// The verdict of the shrunk schedule on aocheck's conforming reference (in process), when
     /// asked for.
     pub reference: Option<String>,
+    /// The shrunk schedule itself (`None` in a report read back from `explore.json`, which
+    /// names its file under `found/`).
     #[serde(skip)]
-    pub case: Case,
+    pub case: Option<Case>,
 }
 
 /// What an exploration found and exercised.
@@ -521,7 +525,7 @@ async fn shrink_finding(
         reproduced,
         replays,
         reference,
-        case: minimal,
+        case: Some(minimal),
     }
 }
 

@@ -179,3 +179,74 @@ fn progress_is_plain_lines_off_a_terminal_and_stays_out_of_the_reports() {
         assert!(!text.contains("/min,"), "{f} holds a progress line");
     }
 }
+
+/// An exploration with one finding whose every string came from a hostile implementation.
+fn hostile_exploration() -> aocheck::explore::Exploration {
+    let evil = "<script>alert(1)</script>";
+    let mut x = aocheck::explore::Exploration {
+        schedules: 3,
+        clean: 1,
+        lengths: vec![4, 6, 9],
+        median_steps: 6,
+        millis: 1200,
+        implementation: Some(
+            serde_json::json!({"name": format!("evil{evil}"), "version": "\"><b>1"}),
+        ),
+        ..Default::default()
+    };
+    x.undecided
+        .insert(format!("the implementation said {evil}"), 1);
+    x.findings.push(aocheck::explore::Found {
+        key: aocheck::explore::Key {
+            checker: "effect_as_asked".into(),
+            requirement: aocheck::aoc::Req::R004,
+        },
+        schedule: 2,
+        step: Some(3),
+        line: format!("[effect_as_asked] o1: the implementation said {evil}"),
+        schedules: 1,
+        steps_before: 9,
+        steps_after: 4,
+        shrink_tried: 12,
+        shrink_cut_short: false,
+        case_file: "EXPLORE-9-2-found.yaml".into(),
+        shrunk_line: format!("[effect_as_asked] o1: {evil} & more"),
+        reproduced: 3,
+        replays: 3,
+        reference: Some("pass".into()),
+        case: None,
+    });
+    x
+}
+
+#[test]
+fn the_html_report_escapes_what_the_implementation_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let x = hostile_exploration();
+    let o = opts(Knobs::default(), 9, 3);
+    aocheck::explore::report::write(dir.path(), &x, &o, "memory").expect("write");
+    let page = std::fs::read_to_string(dir.path().join("explore.html")).expect("explore.html");
+    assert!(!page.contains("<script"), "{page}");
+    assert!(!page.contains("<b>"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; more"));
+    // What the page must show: the seed, the finding and its file, the reasons, the coverage.
+    for want in [
+        "seed 9",
+        "href=\"found/EXPLORE-9-2-found.yaml\"",
+        "3/3",
+        "Undecided",
+        "<h2>Coverage</h2>",
+        "Never fired",
+    ] {
+        assert!(page.contains(want), "{want} missing: {page}");
+    }
+    // The other formats too.
+    let md = std::fs::read_to_string(dir.path().join("summary.md")).expect("summary.md");
+    assert!(!md.contains("<script"));
+    let junit = std::fs::read_to_string(dir.path().join("junit.xml")).expect("junit.xml");
+    assert!(!junit.contains("<script"));
+}
