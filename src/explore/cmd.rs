@@ -42,6 +42,26 @@ pub struct ExploreArgs {
     /// Replays of each shrunk schedule, to say how often it reproduces.
     #[arg(long, default_value_t = 5)]
     pub replays: u32,
+    /// Sign `explore.json` with this Ed25519 private key (PEM): `explore.dsse.json`, which
+    /// `aocheck verify` checks.
+    #[arg(long)]
+    pub sign: Option<PathBuf>,
+}
+
+/// Signs `out/explore.json` (the report given): `out/explore.dsse.json`.
+pub fn sign_report(
+    out: &std::path::Path,
+    report: &super::report::ExploreReport,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<(), String> {
+    let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    crate::cli::write_signed(
+        out,
+        "explore.json",
+        crate::report::attest::EXPLORE_PREDICATE_TYPE,
+        &value,
+        key,
+    )
 }
 
 /// `60s`, `5m`, `1h`, or plain seconds.
@@ -94,6 +114,10 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         eprintln!("error: --schedules 0 explores nothing; give 1 or more");
         return exit::INVALID_INPUT;
     }
+    let signing = match crate::cli::signing_key(a.sign.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let seed = crate::setup::seed_or_draw(a.seed);
     println!("aocheck: explore seed {seed} (reproduce with --seed {seed})");
     let run_id = format!("explore-{}", uuid::Uuid::now_v7().simple());
@@ -151,6 +175,15 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    if let Some(k) = &signing
+        && let Err(e) = sign_report(&out, &report, k)
+    {
+        eprintln!(
+            "error: signing the explore report in {}: {e}",
+            out.display()
+        );
+        return exit::INVALID_INPUT;
+    }
     let undecided = report.undecided_total();
     for f in &x.findings {
         println!(

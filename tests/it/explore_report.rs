@@ -250,3 +250,88 @@ fn the_html_report_escapes_what_the_implementation_said() {
     let junit = std::fs::read_to_string(dir.path().join("junit.xml")).expect("junit.xml");
     assert!(!junit.contains("<script"));
 }
+
+#[test]
+fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("k.pem");
+    assert_eq!(aocheck(&["keygen", utf8(&key)]).status.code(), Some(0));
+    let out = dir.path().join("x");
+    let r = aocheck(&[
+        "explore",
+        "--seed",
+        "4",
+        "--schedules",
+        "3",
+        "--store",
+        "memory",
+        "--out",
+        utf8(&out),
+        "--sign",
+        utf8(&key),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let envelope = out.join("explore.dsse.json");
+    let pubkey = dir.path().join("k.pem.pub");
+    let ok = aocheck(&["verify", utf8(&envelope), "--key", utf8(&pubkey)]);
+    let said = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("verified: explore report") && said.contains("seed 4"),
+        "{said}"
+    );
+    // The envelope carries explore.json as written, named as such.
+    let mut env: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&envelope).expect("envelope")).expect("JSON");
+    let payload = b64
+        .decode(env["payload"].as_str().expect("payload"))
+        .expect("base64");
+    let statement: serde_json::Value = serde_json::from_slice(&payload).expect("statement");
+    let written: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("explore.json")).expect("explore.json"),
+    )
+    .expect("JSON");
+    assert_eq!(statement["predicate"], written);
+    assert_eq!(statement["subject"][0]["name"], "explore.json");
+    // One byte of the payload changed: the schedule count.
+    let at = payload
+        .windows(13)
+        .position(|w| w == b"\"schedules\":3")
+        .expect("the count is in the payload")
+        + 12;
+    let mut changed = payload.clone();
+    changed[at] = b'4';
+    env["payload"] = serde_json::Value::String(b64.encode(&changed));
+    let tampered = dir.path().join("tampered.dsse.json");
+    std::fs::write(&tampered, serde_json::to_vec(&env).expect("JSON")).expect("write");
+    let bad = aocheck(&["verify", utf8(&tampered), "--key", utf8(&pubkey)]);
+    assert_eq!(
+        bad.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&bad.stdout)
+    );
+    // A key that cannot be read is refused before anything runs.
+    let r = aocheck(&[
+        "explore",
+        "--seed",
+        "4",
+        "--schedules",
+        "1",
+        "--store",
+        "memory",
+        "--out",
+        utf8(&out),
+        "--sign",
+        utf8(&dir.path().join("none.pem")),
+    ]);
+    assert_eq!(r.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--sign"));
+}
