@@ -1,4 +1,5 @@
-//! The command line: `run` (the suite, in process or through `--sut`), `cases check`, `sut
+//! The command line: `run` (the suite, in process or through `--sut`), `explore` and `merge`
+//! (seeded schedules, and the reports of their shards made one), `cases check`, `sut
 //! reference` (the reference as an `aocheck-sut/2` process), `keygen` and `verify` (signed
 //! evidence), and `store`, `profile` and `verify-history` to inspect what an implementation left.
 //! Exit codes are `crate::exit`'s.
@@ -28,6 +29,9 @@ pub enum Command {
     /// Explore seeded random fault schedules, judged by the invariants; shrink each finding to a
     /// case file.
     Explore(crate::explore::cmd::ExploreArgs),
+    /// Merge the explore reports of the shards of one exploration (`explore --shard K/N`) into
+    /// one report set in OUT.
+    Merge(crate::explore::merge::MergeArgs),
     /// Check case files: every defect at once, with file, case, field, line and fix.
     Cases {
         #[command(subcommand)]
@@ -368,6 +372,7 @@ pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
         Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
+        Command::Merge(a) => crate::explore::merge::merge_cmd(a),
         #[cfg(not(feature = "test-knobs"))]
         Command::Sut {
             what: SutCmd::Reference {},

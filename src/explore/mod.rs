@@ -10,6 +10,7 @@
 //! | [`yaml`] | a case as a readable file that reads back as itself |
 //! | [`report`] | the explore report (JSON, Markdown, JUnit), one model every format renders |
 //! | [`out_html`] | the explore report as one HTML page |
+//! | [`merge`] | the reports of the shards of one exploration made one |
 //! | [`out_progress`] | what a running exploration shows: a live bar, or plain lines |
 //!
 //! A schedule runs exactly as a case does (`runner::run_case`: a fresh provider, a fresh store
@@ -19,6 +20,7 @@
 
 pub mod cmd;
 pub mod coverage;
+pub mod merge;
 pub mod out_html;
 pub mod out_progress;
 pub mod report;

@@ -335,3 +335,139 @@ fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
     assert_eq!(r.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&r.stderr).contains("--sign"));
 }
+
+fn json_of(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON")
+}
+
+/// Explores shard `shard` of `seed` into `out`, `schedules` schedules.
+fn explore_shard(seed: &str, shard: &str, schedules: &str, out: &std::path::Path) -> i32 {
+    let r = aocheck(&[
+        "explore",
+        "--seed",
+        seed,
+        "--shard",
+        shard,
+        "--schedules",
+        schedules,
+        "--store",
+        "memory",
+        "--out",
+        utf8(out),
+    ]);
+    r.status.code().expect("an exit code")
+}
+
+#[test]
+fn shards_merge_into_one_report_and_shards_of_another_seed_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    // Seed 4's first schedules are all decided without a finding (see `explore`'s tests).
+    assert_eq!(explore_shard("4", "1/2", "3", &a), 0);
+    assert_eq!(explore_shard("4", "2/2", "3", &b), 0);
+    let key = dir.path().join("k.pem");
+    assert_eq!(aocheck(&["keygen", utf8(&key)]).status.code(), Some(0));
+    let out = dir.path().join("merged");
+    let r = aocheck(&[
+        "merge",
+        utf8(&out),
+        utf8(&a),
+        utf8(&b),
+        "--sign",
+        utf8(&key),
+    ]);
+    let said = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    for f in [
+        "explore.json",
+        "summary.md",
+        "junit.xml",
+        "explore.html",
+        "explore.dsse.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let (ja, jb, m) = (
+        json_of(&a.join("explore.json")),
+        json_of(&b.join("explore.json")),
+        json_of(&out.join("explore.json")),
+    );
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    for k in ["schedules", "clean", "unsupported", "millis"] {
+        assert_eq!(n(&m, k), n(&ja, k) + n(&jb, k), "{k}");
+    }
+    assert_eq!(n(&m, "schedules"), 6);
+    assert_eq!(
+        m["findings"].as_array().map(Vec::len),
+        Some(
+            ja["findings"].as_array().map_or(0, Vec::len)
+                + jb["findings"].as_array().map_or(0, Vec::len)
+        )
+    );
+    // Coverage is united: every verb and fault count is the sum of the shards'.
+    for (table, count) in [
+        ("verbs", None),
+        ("faults", Some("declared")),
+        ("faults", Some("fired")),
+    ] {
+        let keys: std::collections::BTreeSet<&String> = [&ja, &jb, &m]
+            .iter()
+            .flat_map(|j| {
+                j["coverage"][table]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|o| o.keys())
+            })
+            .collect();
+        assert!(!keys.is_empty(), "{table}");
+        for k in keys {
+            let of = |j: &serde_json::Value| {
+                let c = &j["coverage"][table][k.as_str()];
+                count.map_or(c.as_u64(), |f| c[f].as_u64()).unwrap_or(0)
+            };
+            assert_eq!(of(&m), of(&ja) + of(&jb), "{table} {k} {count:?}");
+        }
+    }
+    assert_eq!(m["shard"], "1,2/2");
+    assert_eq!(m["merged"]["missing"], serde_json::json!([]));
+    assert_eq!(m["seed"], 4);
+    let verify = aocheck(&[
+        "verify",
+        utf8(&out.join("explore.dsse.json")),
+        "--key",
+        utf8(&dir.path().join("k.pem.pub")),
+    ]);
+    assert_eq!(verify.status.code(), Some(0));
+    // One shard of two: merged, and the missing one named (never a pass).
+    let half = dir.path().join("half");
+    let r = aocheck(&["merge", utf8(&half), utf8(&a)]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("missing: 2"));
+    assert_eq!(
+        json_of(&half.join("explore.json"))["merged"]["missing"],
+        serde_json::json!([2])
+    );
+    // A shard of another seed is refused, naming its file and the field.
+    let c = dir.path().join("c");
+    assert!([0, 1, 2].contains(&explore_shard("5", "2/2", "1", &c)));
+    let refused = dir.path().join("refused");
+    let r = aocheck(&["merge", utf8(&refused), utf8(&a), utf8(&c)]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(utf8(&c.join("explore.json"))) && err.contains("field `seed`"),
+        "{err}"
+    );
+    assert!(!refused.join("explore.json").exists());
+    // The same shard twice, and a folder with no report.
+    let r = aocheck(&["merge", utf8(&refused), utf8(&a), utf8(&a)]);
+    assert_eq!(r.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("given twice"));
+    let r = aocheck(&["merge", utf8(&refused), utf8(&dir.path().join("none"))]);
+    assert_eq!(r.status.code(), Some(3));
+}
