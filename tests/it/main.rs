@@ -7,6 +7,7 @@ mod cli;
 mod domain;
 mod explore;
 mod explore_hermes;
+mod explore_report;
 mod hostile;
 mod layers;
 mod model;
