@@ -1,4 +1,5 @@
-//! The command line: `run` (the suite, in process or through `--sut`), `cases check`, `sut
+//! The command line: `run` (the suite, in process or through `--sut`), `explore` and `merge`
+//! (seeded schedules, and the reports of their shards made one), `cases check`, `sut
 //! reference` (the reference as an `aocheck-sut/2` process), `keygen` and `verify` (signed
 //! evidence), and `store`, `profile` and `verify-history` to inspect what an implementation left.
 //! Exit codes are `crate::exit`'s.
@@ -28,6 +29,9 @@ pub enum Command {
     /// Explore seeded random fault schedules, judged by the invariants; shrink each finding to a
     /// case file.
     Explore(crate::explore::cmd::ExploreArgs),
+    /// Merge the explore reports of the shards of one exploration (`explore --shard K/N`) into
+    /// one report set in OUT.
+    Merge(crate::explore::merge::MergeArgs),
     /// Check case files: every defect at once, with file, case, field, line and fix.
     Cases {
         #[command(subcommand)]
@@ -44,7 +48,8 @@ pub enum Command {
         #[arg(default_value = "aocheck-signing.pem")]
         path: PathBuf,
     },
-    /// Verify a signed report (DSSE envelope) with a public key.
+    /// Verify a signed report (DSSE envelope: `report.dsse.json`, `explore.dsse.json`) with a
+    /// public key.
     Verify {
         envelope: PathBuf,
         #[arg(long)]
@@ -166,18 +171,9 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let signing = match &a.sign {
-        Some(p) => match std::fs::read_to_string(p)
-            .map_err(|e| e.to_string())
-            .and_then(|t| crate::report::attest::signing_key(&t).map_err(|e| e.to_string()))
-        {
-            Ok(k) => Some(k),
-            Err(e) => {
-                eprintln!("error: --sign {}: {e}", p.display());
-                return exit::INVALID_INPUT;
-            }
-        },
-        None => None,
+    let signing = match signing_key(a.sign.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
     };
     let spec = a
         .store
@@ -311,21 +307,64 @@ pub fn write_reports(
     w("report.html", formats::html(report).as_bytes())?;
     if let Some(k) = key {
         let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
-        let env = crate::report::attest::sign(&value, k).map_err(|e| e.to_string())?;
-        w(
-            "report.dsse.json",
-            serde_json::to_string_pretty(&env)
-                .map_err(|e| e.to_string())?
-                .as_bytes(),
+        write_signed(
+            out,
+            "report.json",
+            crate::report::attest::PREDICATE_TYPE,
+            &value,
+            k,
         )?;
-        use ed25519_dalek::pkcs8::EncodePublicKey;
-        let pem = k
-            .verifying_key()
-            .to_public_key_pem(Default::default())
-            .map_err(|e| e.to_string())?;
-        w("signing-key.pub.pem", pem.as_bytes())?;
     }
     Ok(())
+}
+
+/// The private key of `--sign PATH` (none without it); a key that cannot be read is refused
+/// (exit 3) before anything runs.
+pub fn signing_key(
+    path: Option<&std::path::Path>,
+) -> Result<Option<ed25519_dalek::SigningKey>, u8> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(p)
+        .map_err(|e| e.to_string())
+        .and_then(|t| crate::report::attest::signing_key(&t).map_err(|e| e.to_string()))
+        .map(Some)
+        .map_err(|e| {
+            eprintln!("error: --sign {}: {e}", p.display());
+            exit::INVALID_INPUT
+        })
+}
+
+/// Signs the report written as `out/<name>` (`report` is its value): the envelope goes to
+/// `out/<stem>.dsse.json` and the public key to `out/signing-key.pub.pem`.
+pub fn write_signed(
+    out: &std::path::Path,
+    name: &str,
+    predicate_type: &str,
+    report: &serde_json::Value,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<(), String> {
+    use crate::report::attest;
+    let stem = name.strip_suffix(".json").unwrap_or(name);
+    let w = |file: String, body: &[u8]| {
+        std::fs::write(out.join(&file), body).map_err(|e| format!("{file}: {e}"))
+    };
+    let env = attest::statement_of(name, predicate_type, report)
+        .and_then(|st| attest::sign_statement(&st, key))
+        .map_err(|e| format!("signing {name}: {e}"))?;
+    w(
+        format!("{stem}.dsse.json"),
+        serde_json::to_string_pretty(&env)
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    )?;
+    use ed25519_dalek::pkcs8::EncodePublicKey;
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .map_err(|e| e.to_string())?;
+    w("signing-key.pub.pem".into(), pem.as_bytes())
 }
 
 /// Runs a parsed command; returns the exit code (see [`crate::exit`]).
@@ -333,6 +372,7 @@ pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
         Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
+        Command::Merge(a) => crate::explore::merge::merge_cmd(a),
         #[cfg(not(feature = "test-knobs"))]
         Command::Sut {
             what: SutCmd::Reference {},
@@ -437,6 +477,18 @@ pub async fn run(cli: Cli) -> u8 {
                 }
             };
             match crate::report::attest::verify(&env, &vk) {
+                Ok(r) if r["schema"] == crate::explore::report::SCHEMA => {
+                    println!(
+                        "verified: explore report {} (seed {}, shard {}, {} schedules, {} finding(s)) signed by {}",
+                        r["run_id"].as_str().unwrap_or("?"),
+                        r["seed"],
+                        r["shard"].as_str().unwrap_or("?"),
+                        r["schedules"],
+                        r["findings"].as_array().map_or(0, Vec::len),
+                        crate::report::attest::key_id(&vk)
+                    );
+                    exit::OK
+                }
                 Ok(r) => {
                     println!(
                         "verified: report {} ({} cases) signed by {}",

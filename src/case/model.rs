@@ -21,6 +21,16 @@ pub enum Expected {
 }
 
 impl Expect {
+    /// No expectation written (the step's default).
+    pub fn is_unset(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// `any`: the answer is not judged by its form, only by the invariants.
+    pub fn is_any(&self) -> bool {
+        matches!(self.parse(), Ok(Expected::Any))
+    }
+
     pub fn parse(&self) -> Result<Expected, String> {
         let Some(s) = &self.0 else {
             return Ok(Expected::Ok);
@@ -286,6 +296,11 @@ pub enum Step {
         /// A failure code suffix, e.g. `operator_outcome_unknown`.
         #[serde(default)]
         error: Option<String>,
+        /// `any`: whatever the connector answers is not judged by its form (a schedule of the
+        /// explorer, D65); what it did is judged by the invariants as always. Without it, the
+        /// answer must be `result` / `error`, or a success.
+        #[serde(default, skip_serializing_if = "Expect::is_unset")]
+        expect: Expect,
     },
     /// Cancels an Action's run; `status` is the binding status it must end in.
     OperatorCancel {
@@ -294,6 +309,9 @@ pub enum Step {
         instance: Option<String>,
         #[serde(default)]
         status: Option<String>,
+        /// `any`: a failed cancel is not a finding by itself (as for `operator_invoke`).
+        #[serde(default, skip_serializing_if = "Expect::is_unset")]
+        expect: Expect,
     },
     /// Replaces the operator policy (overlaid on the harness's fast defaults) and the resolver's
     /// tenant; every connector is rebuilt. `error` expects the policy to be refused.
@@ -332,6 +350,9 @@ pub enum Step {
         result: Option<String>,
         #[serde(default)]
         error: Option<String>,
+        /// `any`: as for `operator_invoke`.
+        #[serde(default, skip_serializing_if = "Expect::is_unset")]
+        expect: Expect,
     },
     /// Kills every connector process and reopens the store on a fresh handle: every binding must
     /// be there, unchanged, and later steps run on the reopened store. On the memory store, which

@@ -160,6 +160,37 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             | Step::OperatorDelegate { error, .. } => error.as_ref(),
             _ => None,
         };
+        // An operator step's answer is judged by `result` / `error` / `status`; `expect` only
+        // says `any` (judged by the invariants alone), and then nothing else about the answer.
+        let operator_expect = match s {
+            Step::OperatorInvoke {
+                expect,
+                result,
+                error,
+                ..
+            }
+            | Step::OperatorDelegate {
+                expect,
+                result,
+                error,
+                ..
+            } => Some((expect, result.is_some() || error.is_some())),
+            Step::OperatorCancel { expect, status, .. } => Some((expect, status.is_some())),
+            _ => None,
+        };
+        if let Some((e, judged)) = operator_expect
+            && !e.is_unset()
+            && (!e.is_any() || judged)
+        {
+            pending.push((
+                at("expect"),
+                format!(
+                    "{:?}: an operator step's answer is stated with result, error or status",
+                    e.0.as_deref().unwrap_or_default()
+                ),
+                "use expect: any alone, or result / error / status without expect",
+            ));
+        }
         if let Some(m) = unknown_error_code(error) {
             pending.push((
                 at("error"),

@@ -42,6 +42,26 @@ pub struct ExploreArgs {
     /// Replays of each shrunk schedule, to say how often it reproduces.
     #[arg(long, default_value_t = 5)]
     pub replays: u32,
+    /// Sign `explore.json` with this Ed25519 private key (PEM): `explore.dsse.json`, which
+    /// `aocheck verify` checks.
+    #[arg(long)]
+    pub sign: Option<PathBuf>,
+}
+
+/// Signs `out/explore.json` (the report given): `out/explore.dsse.json`.
+pub fn sign_report(
+    out: &std::path::Path,
+    report: &super::report::ExploreReport,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<(), String> {
+    let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    crate::cli::write_signed(
+        out,
+        "explore.json",
+        crate::report::attest::EXPLORE_PREDICATE_TYPE,
+        &value,
+        key,
+    )
 }
 
 /// `60s`, `5m`, `1h`, or plain seconds.
@@ -94,6 +114,10 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         eprintln!("error: --schedules 0 explores nothing; give 1 or more");
         return exit::INVALID_INPUT;
     }
+    let signing = match crate::cli::signing_key(a.sign.as_deref()) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let seed = crate::setup::seed_or_draw(a.seed);
     println!("aocheck: explore seed {seed} (reproduce with --seed {seed})");
     let run_id = format!("explore-{}", uuid::Uuid::now_v7().simple());
@@ -118,71 +142,60 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         Err(code) => return code,
     };
     let sut_given = sut.is_some();
-    let opts = ExploreOptions {
-        workload,
-        seed,
-        schedules: a.schedules,
-        time,
-        shard,
-        shrink_budget: a.shrink_budget,
-        tries: a.tries,
-        replays: a.replays,
-        run: crate::runner::RunOptions {
-            run_id,
-            seed,
-            knobs: crate::reference::Knobs::default(),
-            repro_store: None,
-            sut,
-            explore: true,
-        },
-        check_reference: sut_given,
-        stop_on_finding: false,
-    };
-    let tty = std::io::stdout().is_terminal();
-    let mut last = std::time::Instant::now();
-    let mut progress = move |p: Progress| match p {
-        Progress::Schedule {
-            done,
-            findings,
-            elapsed,
-        } => {
-            let rate = done as f64 * 60.0 / elapsed.as_secs_f64().max(0.001);
-            if tty {
-                print!("\r  {done} schedules, {rate:.0}/min, {findings} finding(s)   ");
-                let _ = std::io::stdout().flush();
-            } else if last.elapsed() >= Duration::from_secs(5) {
-                last = std::time::Instant::now();
-                println!("  {done} schedules, {rate:.0}/min, {findings} finding(s)");
-            }
+    let mut opts = ExploreOptions::new(workload, seed, run_id);
+    opts.schedules = a.schedules;
+    opts.time = time;
+    opts.shard = shard;
+    opts.shrink_budget = a.shrink_budget;
+    opts.tries = a.tries;
+    opts.replays = a.replays;
+    opts.run.sut = sut;
+    opts.check_reference = sut_given;
+    // A live bar when a person watches (standard error is a terminal), plain lines otherwise.
+    let mut meter = super::out_progress::Meter::new(
+        std::io::stderr().is_terminal(),
+        opts.schedules.or(opts.time.is_none().then_some(100)),
+        opts.time,
+    );
+    let mut progress = |p: Progress| {
+        for line in meter.lines(&p) {
+            println!("{line}");
         }
-        Progress::Finding { schedule, key } => {
-            if tty {
-                println!();
-            }
-            println!("  schedule {schedule}: {key}; shrinking");
-        }
-        Progress::Shrunk { key, before, after } => {
-            println!("  {key}: shrunk from {before} to {after} steps");
-        }
+        let _ = std::io::stdout().flush();
     };
     let x = super::explore(store, &opts, &mut progress).await;
-    if tty {
-        println!();
-    }
-    if let Err(e) = super::report::write(&out, &x, &opts, kind) {
+    meter.finish();
+    let report = match super::report::write(&out, &x, &opts, kind) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "error: writing the explore report to {}: {e}",
+                out.display()
+            );
+            return exit::INVALID_INPUT;
+        }
+    };
+    if let Some(k) = &signing
+        && let Err(e) = sign_report(&out, &report, k)
+    {
         eprintln!(
-            "error: writing the explore report to {}: {e}",
+            "error: signing the explore report in {}: {e}",
             out.display()
         );
         return exit::INVALID_INPUT;
     }
-    let undecided: u64 = x.undecided.values().sum();
+    let undecided = report.undecided_total();
     for f in &x.findings {
         println!(
-            "{}: {} → {} steps, reproduced {}/{}{}; replay: aocheck run --cases {}{}",
+            "{}: {} → {} steps{}, reproduced {}/{}{}; replay: aocheck run --cases {}{}",
             f.key,
             f.steps_before,
             f.steps_after,
+            if f.shrink_cut_short {
+                " (shrinking cut short by --time)"
+            } else {
+                ""
+            },
             f.reproduced,
             f.replays,
             f.reference
@@ -206,14 +219,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         x.unsupported,
         out.display()
     );
-    if !x.findings.is_empty() {
-        exit::REQUIREMENT_FAILED
-    } else if x.clean == 0 || undecided > 0 || x.unsupported > 0 {
-        // Something was not decided: never a pass.
-        exit::UNDECIDED
-    } else {
-        exit::OK
-    }
+    report.exit_code()
 }
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
 //! What the explored schedules exercised: fault kinds × operations (declared and fired), crash
 //! points, held-request endings, idempotency profiles and verbs, each with how often. What the
 //! vocabulary offers and no schedule fired is named, so a run that missed a kind says so.
+//!
+//! Only steps that ran count: a schedule's steps are read against the step log of the case
+//! report the runner returned, so a step the World skipped (it acts on an occurrence or
+//! submission the implementation never made) or never reached (the case stopped) exercised
+//! nothing, whatever the schedule drew.
 
 use crate::case::{Case, Step};
-use crate::report::model::FaultReport;
+use crate::report::model::CaseReport;
 use fake_payments::faults::{Fault, Op as POp};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every provider fault kind, as the fault vocabulary names it.
@@ -51,14 +56,14 @@ pub fn fault_kind(f: &Fault) -> &'static str {
 }
 
 /// Declared and fired counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {
     pub declared: u64,
     pub fired: u64,
 }
 
 /// The coverage of a run of schedules.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coverage {
     /// `kind × op` → counts.
     pub faults: BTreeMap<String, Count>,
@@ -71,10 +76,32 @@ pub struct Coverage {
     pub verbs: BTreeMap<String, u64>,
 }
 
+/// Which of the case's steps ran, read from the runner's step log: it has one line per step
+/// the runner came to, in order, `verb: what happened`, and a skipped step's says `skipped (…)`;
+/// the steps past the last line were never reached, and the lines past the steps (the end of
+/// the case waiting for background work) are no step's.
+pub fn ran(case: &Case, log: &[String]) -> Vec<bool> {
+    case.steps
+        .iter()
+        .zip(log.iter().map(Some).chain(std::iter::repeat(None)))
+        .map(|(s, line)| {
+            line.and_then(|l| l.strip_prefix(s.verb().as_str()))
+                .and_then(|l| l.strip_prefix(": "))
+                .is_some_and(|what| !what.starts_with("skipped ("))
+        })
+        .collect()
+}
+
 impl Coverage {
-    /// Adds one schedule: its case and the faults its report says fired (provider rules first,
-    /// in declaration order, as the runner reports them).
-    pub fn add(&mut self, case: &Case, faults: &[FaultReport]) {
+    /// Adds one schedule: its case and the report of its run, whose step log says which steps
+    /// ran and whose faults say which fired (provider rules first, one per rule armed, in
+    /// declaration order, as the runner reports them). A fault counts as declared when its
+    /// step ran (the rule was armed; a crash was performed) and as fired as the report says.
+    pub fn add(&mut self, case: &Case, report: &CaseReport) {
+        let ran = ran(case, &report.steps);
+        if !ran.contains(&true) {
+            return;
+        }
         *self
             .idempotency
             .entry(
@@ -84,12 +111,18 @@ impl Coverage {
                     .unwrap_or_else(|| "stripe-v1".into()),
             )
             .or_default() += 1;
+        let faults = &report.faults;
         let mut rules = faults.iter().filter(|f| f.what.starts_with("provider "));
-        // The runner reports each crash (in step order) and whether it landed: a crash at a
-        // hold landed only if the provider committed with nobody left to answer.
+        // The runner reports each crash of the case (in step order, reached or not) and whether
+        // it landed: a crash at a hold landed only if the provider committed with nobody left
+        // to answer.
         let mut crashes = faults.iter().filter(|f| f.what.starts_with("crash "));
         let mut before = "start".to_string();
         for (i, s) in case.steps.iter().enumerate() {
+            let crash = matches!(s, Step::Crash { .. }).then(|| crashes.next());
+            if !ran[i] {
+                continue;
+            }
             *self.verbs.entry(s.verb()).or_default() += 1;
             match s {
                 Step::ProviderFault { op, fault, .. } => {
@@ -123,7 +156,7 @@ impl Coverage {
                     };
                     let c = self.crash_points.entry(point).or_default();
                     c.declared += 1;
-                    c.fired += u64::from(crashes.next().is_some_and(|f| f.fired));
+                    c.fired += u64::from(crash.flatten().is_some_and(|f| f.fired));
                 }
                 Step::ProviderRelease {
                     reject,
@@ -189,9 +222,32 @@ impl Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::model::FaultReport;
 
     fn case(text: &str) -> Case {
         serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The report of a run of `c` whose step log is `steps` and whose faults are `faults`.
+    fn report(c: &Case, steps: &[&str], faults: &[FaultReport]) -> CaseReport {
+        let mut r = CaseReport::new(&c.id, &c.title, "x.yaml".as_ref(), vec![]);
+        r.steps = steps.iter().map(|s| s.to_string()).collect();
+        r.faults = faults.to_vec();
+        r
+    }
+
+    /// Every step of `c` ran, each `ok`.
+    fn all_ok(c: &Case, faults: &[FaultReport]) -> CaseReport {
+        let lines: Vec<String> = c
+            .steps
+            .iter()
+            .map(|s| format!("{}: ok", s.verb()))
+            .collect();
+        report(
+            c,
+            &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+            faults,
+        )
     }
 
     #[test]
@@ -204,7 +260,7 @@ mod tests {
             fired,
         };
         let mut cov = Coverage::default();
-        cov.add(&c, &[fr(true), fr(false)]);
+        cov.add(&c, &all_ok(&c, &[fr(true), fr(false)]));
         assert_eq!(
             cov.faults["garble × create"],
             Count {
@@ -243,7 +299,7 @@ mod tests {
             what: "crash e1 while hold h parks its request".into(),
             fired: true,
         };
-        cov.add(&c, &[landed]);
+        cov.add(&c, &all_ok(&c, &[landed]));
         assert_eq!(
             cov.crash_points["while the provider holds the request, then rejects"],
             Count {
@@ -252,5 +308,70 @@ mod tests {
             }
         );
         assert_eq!(cov.held["rejected"], 1);
+    }
+
+    #[test]
+    fn a_skipped_step_and_a_step_never_reached_count_for_nothing() {
+        let c = case(
+            "id: X\ntitle: t\nrequirements: [AOC-REQ-001]\nsteps:\n  - {do: join, executor: e1}\n  - {do: create, occurrence: o1, expect: any}\n  - {do: execute, occurrence: o1, expect: any}\n  - {do: provider_fault, op: get, fault: {type: garble}}\n  - {do: crash, executor: e1}\n  - {do: settle}\n",
+        );
+        // The creation was refused, so the execute was skipped; the case stopped at the fault
+        // (an error of the harness's): the crash and the settle were never reached, and a line
+        // of the end of the case follows.
+        let r = report(
+            &c,
+            &[
+                "join: ok",
+                "create: refused AOC-REQ-006",
+                "execute: skipped (occurrence \"o1\" was never made)",
+                "provider_fault: error: the provider cannot be reached",
+                "settle (end of case): refused (no requirement named)",
+            ],
+            &[FaultReport {
+                what: "crash e1".into(),
+                fired: true,
+            }],
+        );
+        assert_eq!(ran(&c, &r.steps), [true, true, false, true, false, false]);
+        let mut cov = Coverage::default();
+        cov.add(&c, &r);
+        assert_eq!(cov.verbs.get("join"), Some(&1));
+        assert_eq!(cov.verbs.get("create"), Some(&1));
+        assert_eq!(cov.verbs.get("execute"), None);
+        assert_eq!(cov.verbs.get("crash"), None);
+        assert_eq!(cov.verbs.get("settle"), None);
+        assert!(cov.crash_points.is_empty(), "{:?}", cov.crash_points);
+        // The fault's step ran, and no rule was armed by it: declared, never fired.
+        assert_eq!(
+            cov.faults["garble × get"],
+            Count {
+                declared: 1,
+                fired: 0
+            }
+        );
+        // The same schedule with every step run counts every step.
+        let mut all = Coverage::default();
+        all.add(&c, &all_ok(&c, &r.faults));
+        for verb in [
+            "join",
+            "create",
+            "execute",
+            "provider_fault",
+            "crash",
+            "settle",
+        ] {
+            assert_eq!(all.verbs.get(verb), Some(&1), "{verb}");
+        }
+        assert_eq!(
+            all.crash_points["after execute"],
+            Count {
+                declared: 1,
+                fired: 1
+            }
+        );
+        // A case that never came to its steps (unsupported) exercised nothing at all.
+        let mut none = Coverage::default();
+        none.add(&c, &report(&c, &[], &[]));
+        assert_eq!(none, Coverage::default());
     }
 }

@@ -8,7 +8,10 @@
 //! | [`shrink`] | smaller schedules while the same (checker, requirement) finding reproduces |
 //! | [`coverage`] | fault kinds × operations, crash points, held requests, profiles, verbs |
 //! | [`yaml`] | a case as a readable file that reads back as itself |
-//! | [`report`] | the explore report (JSON, Markdown, JUnit) |
+//! | [`report`] | the explore report (JSON, Markdown, JUnit), one model every format renders |
+//! | [`out_html`] | the explore report as one HTML page |
+//! | [`merge`] | the reports of the shards of one exploration made one |
+//! | [`out_progress`] | what a running exploration shows: a live bar, or plain lines |
 //!
 //! A schedule runs exactly as a case does (`runner::run_case`: a fresh provider, a fresh store
 //! namespace, every checker after every step); its verdict is its first finding, or none. What
@@ -17,6 +20,10 @@
 
 pub mod cmd;
 pub mod coverage;
+pub mod hermes;
+pub mod merge;
+pub mod out_html;
+pub mod out_progress;
 pub mod report;
 pub mod rng;
 pub mod schedule;
@@ -31,13 +38,13 @@ use crate::store::AnyStore;
 use crate::sut::message::Op;
 use coverage::Coverage;
 use schedule::Workload;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a finding is, for reproduction: the checker that found it and the requirement.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Key {
     pub checker: String,
     pub requirement: Req,
@@ -115,7 +122,9 @@ pub struct ExploreOptions {
     pub seed: u64,
     /// Stop after this many schedules of this shard …
     pub schedules: Option<u64>,
-    /// … or after this long (whichever comes first; neither: 100 schedules).
+    /// … or after this long (whichever comes first; neither: 100 schedules). The time bounds
+    /// the whole exploration: no schedule is drawn, no shrinking candidate tried and no replay
+    /// past the first started once it has passed (a case run already started finishes).
     pub time: Option<Duration>,
     /// This shard, `(k, n)` with 1 ≤ k ≤ n: schedule `i` belongs to it when `i % n == k - 1`.
     pub shard: (u64, u64),
@@ -134,8 +143,36 @@ pub struct ExploreOptions {
     pub stop_on_finding: bool,
 }
 
+impl ExploreOptions {
+    /// The command line's defaults: 100 schedules of the whole seed (shard 1/1), 400 shrinking
+    /// candidates per finding, each run twice before it is taken not to reproduce, 5 replays,
+    /// in process against the conforming reference, every finding shrunk.
+    pub fn new(workload: Workload, seed: u64, run_id: String) -> Self {
+        ExploreOptions {
+            workload,
+            seed,
+            schedules: None,
+            time: None,
+            shard: (1, 1),
+            shrink_budget: 400,
+            tries: 2,
+            replays: 5,
+            run: RunOptions {
+                run_id,
+                seed,
+                knobs: crate::reference::Knobs::default(),
+                repro_store: None,
+                sut: None,
+                explore: true,
+            },
+            check_reference: false,
+            stop_on_finding: false,
+        }
+    }
+}
+
 /// One finding of the exploration, shrunk.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Found {
     pub key: Key,
     /// The schedule that first found it, and at which step.
@@ -148,16 +185,21 @@ pub struct Found {
     pub steps_before: usize,
     pub steps_after: usize,
     pub shrink_tried: u32,
+    /// The time budget ran out before shrinking (or the replays after it) finished: the case
+    /// file is the smallest schedule found until then, and `replays` says how many ran.
+    pub shrink_cut_short: bool,
     pub case_file: String,
     pub shrunk_line: String,
-    /// How often the shrunk schedule reproduced the finding, of `replays`.
+    /// How often the shrunk schedule reproduced the finding, of `replays` (those that ran).
     pub reproduced: u32,
     pub replays: u32,
     /// The verdict of the shrunk schedule on aocheck's conforming reference (in process), when
     /// asked for.
     pub reference: Option<String>,
+    /// The shrunk schedule itself (`None` in a report read back from `explore.json`, which
+    /// names its file under `found/`).
     #[serde(skip)]
-    pub case: Case,
+    pub case: Option<Case>,
 }
 
 /// What an exploration found and exercised.
@@ -201,6 +243,8 @@ pub enum Progress {
         key: Key,
         before: usize,
         after: usize,
+        /// The time budget cut the shrinking short.
+        cut_short: bool,
     },
 }
 
@@ -282,6 +326,7 @@ pub async fn explore(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Exploration {
     let started = Instant::now();
+    let deadline = opts.time.map(|t| started + t);
     let mut attempt = 0u64;
     let mut next_attempt = || {
         attempt += 1;
@@ -313,7 +358,7 @@ pub async fn explore(
         x.schedules += 1;
         x.indices.push(index);
         x.lengths.push(case.steps.len());
-        x.coverage.add(&case, &r.faults);
+        x.coverage.add(&case, &r);
         match outcome(&r) {
             Outcome::Clean => x.clean += 1,
             Outcome::Unsupported(_) => x.unsupported += 1,
@@ -338,6 +383,7 @@ pub async fn explore(
                         key.clone(),
                         step,
                         line,
+                        deadline,
                         &mut next_attempt,
                     )
                     .await;
@@ -345,6 +391,7 @@ pub async fn explore(
                         key: key.clone(),
                         before: f.steps_before,
                         after: f.steps_after,
+                        cut_short: f.shrink_cut_short,
                     });
                     found.insert(key, x.findings.len());
                     x.findings.push(f);
@@ -387,16 +434,24 @@ async fn shrink_finding(
     key: Key,
     step: Option<usize>,
     line: String,
+    deadline: Option<Instant>,
     next_attempt: &mut impl FnMut() -> u64,
 ) -> Found {
     let tries = opts.tries.max(1);
+    let past = || deadline.is_some_and(|d| Instant::now() >= d);
+    // Set when the time ran out between the runs of one candidate (shrinking stops there).
+    let mut interrupted = false;
     // A candidate is kept when it shows the finding and would replay as a case file: every
     // fault it declares fired and the harness decided it (a hold some other fault took, or a
     // fault no request reached, is leniency a schedule has and a case file has not). Only when
     // neither the schedule nor any smaller candidate is such is the finding shrunk under the
     // schedule's leniency (its replays then say how often the file reproduces).
     let mut reproduces = async |c: &Case, strict: bool| {
-        for _ in 0..tries {
+        for i in 0..tries {
+            if i > 0 && past() {
+                interrupted = true;
+                return false;
+            }
             let r = run_schedule(store, c, &opts.run, next_attempt()).await;
             if shows(&r, &key)
                 && (!strict || (r.harness.is_none() && r.faults.iter().all(|f| f.fired)))
@@ -406,17 +461,24 @@ async fn shrink_finding(
         }
         false
     };
-    let mut shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
-        reproduces(c, true).await
-    })
+    let mut shrunk = shrink::shrink(
+        case.clone(),
+        opts.shrink_budget,
+        deadline,
+        async |c: &Case| reproduces(c, true).await,
+    )
     .await;
-    if shrunk.kept == 0 && !reproduces(case, true).await {
-        let strict = shrunk.tried;
-        shrunk = shrink::shrink(case.clone(), opts.shrink_budget, async |c: &Case| {
-            reproduces(c, false).await
-        })
+    if shrunk.kept == 0 && !past() && !reproduces(case, true).await {
+        let (tried, cut) = (shrunk.tried, shrunk.cut_short);
+        shrunk = shrink::shrink(
+            case.clone(),
+            opts.shrink_budget,
+            deadline,
+            async |c: &Case| reproduces(c, false).await,
+        )
         .await;
-        shrunk.tried += strict;
+        shrunk.tried += tried;
+        shrunk.cut_short |= cut;
     }
     let mut minimal = shrunk.case;
     // The file a person replays: named for what it found, judged by that requirement.
@@ -430,11 +492,19 @@ async fn shrink_finding(
         case.steps.len(),
         minimal.steps.len(),
     ));
+    let mut cut_short = shrunk.cut_short || interrupted;
     let mut reproduced = 0;
+    let mut replays = 0;
     let mut shrunk_line = String::new();
     // Replayed as `aocheck run --cases FILE` runs the file written (its declared faults must
-    // fire, nothing is skipped): what the person who reads it will see.
-    for _ in 0..opts.replays {
+    // fire, nothing is skipped): what the person who reads it will see. Past the time budget,
+    // one replay still runs, so the file written is known to reproduce or not.
+    for i in 0..opts.replays {
+        if i > 0 && past() {
+            cut_short = true;
+            break;
+        }
+        replays += 1;
         let r = run_as(store, &minimal, &opts.run, next_attempt(), false).await;
         if let Some(f) = r
             .failures
@@ -471,11 +541,12 @@ async fn shrink_finding(
         steps_before: case.steps.len(),
         steps_after: minimal.steps.len(),
         shrink_tried: shrunk.tried,
+        shrink_cut_short: cut_short,
         shrunk_line,
         reproduced,
-        replays: opts.replays,
+        replays,
         reference,
-        case: minimal,
+        case: Some(minimal),
     }
 }
 

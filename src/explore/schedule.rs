@@ -19,18 +19,26 @@ use std::collections::BTreeSet;
 pub enum Workload {
     /// The AOC coordination domain and the payment provider.
     Aoc,
+    /// The Hermes operator connector and fake-hermes (`explore::hermes`).
+    Hermes,
+    /// Both, alternating by schedule index (even: AOC, odd: Hermes).
+    All,
 }
 
 impl Workload {
     pub fn parse(s: &str) -> Option<Workload> {
         match s {
             "aoc" => Some(Workload::Aoc),
+            "hermes" => Some(Workload::Hermes),
+            "all" => Some(Workload::All),
             _ => None,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             Workload::Aoc => "aoc",
+            Workload::Hermes => "hermes",
+            Workload::All => "all",
         }
     }
 }
@@ -203,7 +211,11 @@ const AMOUNTS: [i64; 4] = [1250, 1, 99_999, 4200];
 /// Schedule `index` of `seed`: the same pair gives the same case, byte for byte. `ops`, when
 /// given, is what the implementation declares: no step needs another operation.
 pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet<Op>>) -> Case {
-    let Workload::Aoc = workload;
+    match workload {
+        Workload::Aoc => {}
+        Workload::All if index.is_multiple_of(2) => {}
+        Workload::Hermes | Workload::All => return super::hermes::generate(seed, index, ops),
+    }
     let mut rng = Rng::schedule(seed, index);
     let idempotency = match rng.weighted(&[6, 3, 1]) {
         0 => None,

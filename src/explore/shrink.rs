@@ -10,6 +10,7 @@
 use super::schedule::file_name;
 use crate::case::{Case, Step};
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 /// The smaller schedules to try next, largest cut first; each is valid.
 pub fn candidates(c: &Case) -> Vec<Case> {
@@ -143,6 +144,14 @@ pub fn candidates(c: &Case) -> Vec<Case> {
             }
         }
     }
+    // A whole held Hermes start (`explore::hermes::held_span`).
+    for i in 0..c.steps.len() {
+        if let Some(end) = super::hermes::held_span(&c.steps, i) {
+            let mut steps = c.steps.clone();
+            steps.drain(i..=end);
+            push(steps);
+        }
+    }
     // Runs of steps, halving.
     let n = c.steps.len();
     let mut size = n / 2;
@@ -271,7 +280,8 @@ pub fn fair(steps: &[Step]) -> bool {
             return false;
         }
     }
-    true
+    // The Hermes side's holds, start faults and waits (`explore::hermes::fair`).
+    super::hermes::fair(steps)
 }
 
 /// Whether a step acts on, or creates, the occurrence `label`.
@@ -403,21 +413,30 @@ pub struct Shrunk {
     pub tried: u32,
     /// Candidates kept (each smaller than the one before).
     pub kept: u32,
+    /// The time ran out with candidates left to try: `case` is the smallest found until then.
+    pub cut_short: bool,
 }
 
 /// Shrinks `start` while `reproduces` says the finding is still there, trying at most `budget`
-/// candidates.
+/// candidates and none once `until` has passed (the exploration's time budget: the smallest
+/// schedule found so far is kept).
 pub async fn shrink(
     start: Case,
     budget: u32,
+    until: Option<Instant>,
     mut reproduces: impl AsyncFnMut(&Case) -> bool,
 ) -> Shrunk {
     let mut best = start;
     let mut tried = 0;
     let mut kept = 0;
+    let mut cut_short = false;
     'outer: loop {
         for cand in candidates(&best) {
             if tried >= budget {
+                break 'outer;
+            }
+            if until.is_some_and(|t| Instant::now() >= t) {
+                cut_short = true;
                 break 'outer;
             }
             tried += 1;
@@ -433,6 +452,7 @@ pub async fn shrink(
         case: best,
         tried,
         kept,
+        cut_short,
     }
 }
 
@@ -474,7 +494,7 @@ mod tests {
                 continue;
             }
             let before = c.steps.len();
-            let s = rt.block_on(shrink(c, 500, async |x: &Case| {
+            let s = rt.block_on(shrink(c, 500, None, async |x: &Case| {
                 needs_lost_reply_then_execute(x)
             }));
             assert!(needs_lost_reply_then_execute(&s.case), "{index}");
@@ -634,11 +654,39 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let c = generate(Workload::Aoc, 5, 1, None);
         let mut runs = 0;
-        let s = rt.block_on(shrink(c, 3, async |_: &Case| {
+        let s = rt.block_on(shrink(c, 3, None, async |_: &Case| {
             runs += 1;
             false
         }));
         assert!(s.tried <= 3 && runs <= 3);
         assert_eq!(s.kept, 0);
+        assert!(!s.cut_short);
+    }
+
+    #[test]
+    fn a_deadline_stops_shrinking_and_keeps_the_smallest_so_far() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let c = generate(Workload::Aoc, 5, 1, None);
+        let before = c.steps.len();
+        // The first candidate reproduces (and is kept); the time is up after it.
+        let until = Instant::now() + std::time::Duration::from_millis(200);
+        let mut runs = 0;
+        let s = rt.block_on(shrink(c, 1000, Some(until), async |_: &Case| {
+            runs += 1;
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            true
+        }));
+        assert_eq!((s.tried, s.kept, runs), (1, 1, 1));
+        assert!(s.cut_short);
+        assert!(s.case.steps.len() < before);
+        // A deadline already past tries nothing, and says so.
+        let c = generate(Workload::Aoc, 5, 1, None);
+        let s = rt.block_on(shrink(c, 1000, Some(Instant::now()), async |_: &Case| true));
+        assert_eq!(
+            (s.tried, s.cut_short, s.case.steps.len()),
+            (0, true, before)
+        );
     }
 }

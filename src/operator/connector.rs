@@ -56,6 +56,22 @@ pub enum ConnectorDefect {
     IdentityInArgs,
     /// Publishes a manifest that does not require AIP approval.
     ManifestWithoutApproval,
+    /// Takes an unbound start claim recorded under its own instance id, which this process did
+    /// not make (the instance was restarted after it claimed), for a start that never left, and
+    /// starts again. The dead process's start may have reached Hermes (a kill while Hermes held
+    /// it): a second run for one source Action. Only a kill during a held start followed by a
+    /// replay on the restarted instance shows it; no fixed case builds that combination.
+    RestartTakesOwnClaim,
+}
+
+/// Whether provider news may move a binding (AOC-REQ-005): a resolved binding never moves, an
+/// unresolved one (`outcome_unknown`) only to a terminal state the provider reports (`terminal`);
+/// progress (`stopping`, an approval prompt) never takes it back.
+fn may_move(b: &Binding, terminal: bool) -> bool {
+    match b.status {
+        BindingStatus::OutcomeUnknown => terminal,
+        s => !s.is_terminal(),
+    }
 }
 
 /// The connector for one Hermes endpoint.
@@ -69,6 +85,8 @@ pub struct Connector<S: Store> {
     clock: Arc<dyn Clock>,
     defect: Option<ConnectorDefect>,
     resolver: Option<Resolver>,
+    /// The start claims this process made (kept only under `RestartTakesOwnClaim`).
+    made: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 const CAS_ATTEMPTS: u32 = 32;
@@ -100,6 +118,7 @@ impl<S: Store> Connector<S> {
             clock,
             defect: None,
             resolver: None,
+            made: Default::default(),
         })
     }
 
@@ -456,6 +475,7 @@ impl<S: Store> Connector<S> {
                         claimed_at: now,
                         expires_at: now + self.policy.start_claim_ttl_ms,
                     };
+                    self.remember(&claim.claim_id);
                     let mut claimed = b.clone();
                     claimed.start_claim = Some(claim.clone());
                     claimed.updated_at = now;
@@ -480,10 +500,15 @@ impl<S: Store> Connector<S> {
                 Some(c) => {
                     // Someone else's unbound claim: never stolen. Wait until it is bound or
                     // terminal; once it expires unbound, the start's outcome is unknown.
-                    if self.now() >= c.expires_at
-                        && self.defect == Some(ConnectorDefect::StealExpiredClaim)
-                    {
-                        // The defect: take the expired claim over and start again.
+                    let steal = match self.defect {
+                        Some(ConnectorDefect::StealExpiredClaim) => self.now() >= c.expires_at,
+                        Some(ConnectorDefect::RestartTakesOwnClaim) => {
+                            c.instance_id == self.instance_id && !self.remembers(&c.claim_id)
+                        }
+                        _ => false,
+                    };
+                    if steal {
+                        // The defect: take the (expired, or "own") claim over and start again.
                         let mut stolen = b.clone();
                         let now = self.now();
                         let claim = StartClaim {
@@ -492,6 +517,7 @@ impl<S: Store> Connector<S> {
                             claimed_at: now,
                             expires_at: now + self.policy.start_claim_ttl_ms,
                         };
+                        self.remember(&claim.claim_id);
                         stolen.start_claim = Some(claim.clone());
                         if self
                             .store
@@ -528,6 +554,19 @@ impl<S: Store> Connector<S> {
                 }
             }
         }
+    }
+
+    /// Under `RestartTakesOwnClaim`: this process made the claim `id`.
+    fn remember(&self, id: &str) {
+        if self.defect == Some(ConnectorDefect::RestartTakesOwnClaim)
+            && let Ok(mut m) = self.made.lock()
+        {
+            m.insert(id.to_string());
+        }
+    }
+
+    fn remembers(&self, id: &str) -> bool {
+        self.made.lock().is_ok_and(|m| m.contains(id))
     }
 
     async fn start_as_claimer(
@@ -596,6 +635,13 @@ impl<S: Store> Connector<S> {
     fn apply_event(b: &mut Binding, ev: &Value) {
         let name = ev["event"].as_str().unwrap_or("unknown").to_string();
         b.next_sequence += 1;
+        let terminal = matches!(
+            name.as_str(),
+            "run.completed" | "run.failed" | "run.cancelled"
+        );
+        if !may_move(b, terminal) {
+            return;
+        }
         b.last_event = Some(name.clone());
         match name.as_str() {
             "approval.request" => {
@@ -705,6 +751,9 @@ impl<S: Store> Connector<S> {
                     let b = match status.as_str() {
                         "queued" | "running" => None,
                         "waiting_for_approval" => Some(self.update(key, |b| {
+                            if !may_move(b, false) {
+                                return Ok(());
+                            }
                             if b.status != BindingStatus::WaitingForApproval {
                                 b.approval_generation += 1;
                             }
@@ -723,13 +772,16 @@ impl<S: Store> Connector<S> {
                             .await?,
                         ),
                         "stopping" => {
-                            self.update(key, |b| {
-                                b.status = BindingStatus::Cancelling;
-                                b.last_event = Some("run.stopping".into());
+                            let b = self.update(key, |b| {
+                                if may_move(b, false) {
+                                    b.status = BindingStatus::Cancelling;
+                                    b.last_event = Some("run.stopping".into());
+                                }
                                 Ok(())
                             })
                             .await?;
-                            None
+                            // Unresolved already (a cancel's grace ran out): stays so.
+                            b.status.is_terminal().then_some(b)
                         }
                         "completed" | "failed" | "cancelled" => Some(self.update(key, |b| {
                             let ev = json!({"event": format!("run.{status}"), "output": doc["output"], "error": doc["error"]});

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://aocheck.dev/conformance-report/v1";
+/// The predicate of a signed `explore.json` (`aocheck explore --sign`, `aocheck merge --sign`).
+pub const EXPLORE_PREDICATE_TYPE: &str = "https://aocheck.dev/explore-report/v1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum AttestError {
@@ -92,18 +94,32 @@ pub fn key_id(k: &VerifyingKey) -> String {
 /// The statement for a report (as JSON): subject = `report.json` with the SHA-256 of the report's
 /// canonical bytes.
 pub fn statement(report: &Value) -> Result<Value, AttestError> {
+    statement_of("report.json", PREDICATE_TYPE, report)
+}
+
+/// The statement for a report written as the file `name`, of the predicate type given.
+pub fn statement_of(
+    name: &str,
+    predicate_type: &str,
+    report: &Value,
+) -> Result<Value, AttestError> {
     let digest = crate::digest::digest_of(report)?;
     Ok(json!({
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": "report.json", "digest": {"sha256": digest.hex()}}],
-        "predicateType": PREDICATE_TYPE,
+        "subject": [{"name": name, "digest": {"sha256": digest.hex()}}],
+        "predicateType": predicate_type,
         "predicate": report,
     }))
 }
 
 /// Signs a report into an envelope.
 pub fn sign(report: &Value, key: &SigningKey) -> Result<Envelope, AttestError> {
-    let payload = crate::digest::canonical_bytes(&statement(report)?)?;
+    sign_statement(&statement(report)?, key)
+}
+
+/// Signs a statement (see [`statement_of`]) into an envelope.
+pub fn sign_statement(statement: &Value, key: &SigningKey) -> Result<Envelope, AttestError> {
+    let payload = crate::digest::canonical_bytes(statement)?;
     let sig: Signature = key.sign(&pae(PAYLOAD_TYPE, &payload));
     let b64 = base64::engine::general_purpose::STANDARD;
     Ok(Envelope {

@@ -6,6 +6,8 @@ mod cases;
 mod cli;
 mod domain;
 mod explore;
+mod explore_hermes;
+mod explore_report;
 mod hostile;
 mod layers;
 mod model;
