@@ -21,7 +21,8 @@ pub struct ExploreArgs {
     /// How many schedules (of this shard) to run.
     #[arg(long)]
     pub schedules: Option<u64>,
-    /// How long to explore, e.g. `60s`, `5m` (with --schedules: whichever ends first).
+    /// How long to explore, e.g. `60s`, `5m` (with --schedules: whichever ends first),
+    /// shrinking included: past it, each finding keeps the smallest schedule found so far.
     #[arg(long)]
     pub time: Option<String>,
     /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).

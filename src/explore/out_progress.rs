@@ -105,6 +105,9 @@ impl Meter {
                 )]
             }
             Progress::Finding { schedule, key } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(format!("shrinking {key}"));
+                }
                 self.say(format!("  schedule {schedule}: {key}; shrinking"))
             }
             Progress::Shrunk {
