@@ -240,10 +240,12 @@ impl Gen<'_> {
                     instance,
                     ..
                 } => {
-                    if self.m.actions.insert(action.clone(), o.clone()).is_none()
-                        && self.m.script.is_some_and(Script::prompts)
-                    {
-                        self.m.prompting.insert(action.clone());
+                    // The first input is the Action's (a changed one is a collision).
+                    if !self.m.actions.contains_key(action) {
+                        self.m.actions.insert(action.clone(), o.clone());
+                        if self.m.script.is_some_and(Script::prompts) {
+                            self.m.prompting.insert(action.clone());
+                        }
                     }
                     self.restart(instance);
                 }
@@ -432,10 +434,15 @@ impl Gen<'_> {
         self.keep(block)
     }
 
+    /// A replay of an Action, at times with another input under the same Action id (seed 000
+    /// item 3: an idempotency collision; nothing new may start).
     fn replay(&mut self) -> bool {
-        let Some((a, o)) = self.action() else {
+        let Some((a, mut o)) = self.action() else {
             return false;
         };
+        if self.rng.chance(1, 8) {
+            o.push_str(", changed");
+        }
         let p = self.instance();
         self.keep(vec![invoke(&a, &o, p, false)])
     }
@@ -950,6 +957,7 @@ mod tests {
         let mut choices = BTreeSet::new();
         let mut restarts = 0;
         let mut kills_at_hold = 0;
+        let mut changed = 0;
         for index in 0..600 {
             let c = generate(11, index, None);
             let mut killed: BTreeSet<String> = BTreeSet::new();
@@ -964,6 +972,9 @@ mod tests {
                     } => {
                         choices.insert(ch.clone());
                     }
+                    Step::OperatorInvoke {
+                        objective: Some(o), ..
+                    } if o.ends_with(", changed") => changed += 1,
                     Step::OperatorKill { instance } => {
                         killed.insert(instance.clone());
                         if c.steps[..i]
@@ -1024,6 +1035,7 @@ mod tests {
             restarts > 20 && kills_at_hold > 20,
             "{restarts} {kills_at_hold}"
         );
+        assert!(changed > 0, "no replay with another input");
     }
 
     fn fault_name(f: &Fault) -> String {
