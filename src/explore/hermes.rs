@@ -285,8 +285,9 @@ impl Gen<'_> {
                 }
                 Step::OperatorConfigure { policy, .. } => {
                     self.m.delegation = policy.contains_key("delegation_enabled");
-                    // Every connector is rebuilt.
+                    // Every connector is stopped; each starts again at its next step.
                     self.m.killed.clear();
+                    self.m.used.clear();
                 }
                 _ => {}
             }
