@@ -214,6 +214,17 @@ impl Gen<'_> {
         INSTANCES[self.rng.below(INSTANCES.len() as u64) as usize]
     }
 
+    /// The instance a replay runs on: at times one that was killed (it starts again, with
+    /// nothing in memory of what it did before), otherwise any.
+    fn replayer(&mut self) -> &'static str {
+        let killed: Vec<&'static str> = self.m.killed.iter().copied().collect();
+        if !killed.is_empty() && self.rng.chance(1, 2) {
+            killed[self.rng.below(killed.len() as u64) as usize]
+        } else {
+            self.instance()
+        }
+    }
+
     fn action(&mut self) -> Option<(String, String)> {
         let all: Vec<(String, String)> = self
             .m
@@ -326,9 +337,11 @@ impl Gen<'_> {
             };
         }
         let resumable = if self.m.prompting.is_empty() { 2 } else { 14 };
+        // A killed instance makes replays (restarts) likelier.
+        let replays = if self.m.killed.is_empty() { 8 } else { 14 };
         let w: [u32; 13] = [
             10,        // 0 a new Action, at times after a fault for its start or stream
-            8,         // 1 a replay of an Action, on any instance (a killed one restarts)
+            replays,   // 1 a replay of an Action, on any instance (a killed one restarts)
             6,         // 2 concurrent replays in the background
             6,         // 3 a start Hermes holds (a kill, a replay, then a release)
             5,         // 4 a kill
@@ -444,7 +457,7 @@ impl Gen<'_> {
         if self.rng.chance(1, 8) {
             o.push_str(", changed");
         }
-        let p = self.instance();
+        let p = self.replayer();
         self.keep(vec![invoke(&a, &o, p, false)])
     }
 
