@@ -214,6 +214,17 @@ impl Gen<'_> {
         INSTANCES[self.rng.below(INSTANCES.len() as u64) as usize]
     }
 
+    /// The instance a replay runs on: at times one that was killed (it starts again, with
+    /// nothing in memory of what it did before), otherwise any.
+    fn replayer(&mut self) -> &'static str {
+        let killed: Vec<&'static str> = self.m.killed.iter().copied().collect();
+        if !killed.is_empty() && self.rng.chance(1, 2) {
+            killed[self.rng.below(killed.len() as u64) as usize]
+        } else {
+            self.instance()
+        }
+    }
+
     fn action(&mut self) -> Option<(String, String)> {
         let all: Vec<(String, String)> = self
             .m
@@ -240,10 +251,12 @@ impl Gen<'_> {
                     instance,
                     ..
                 } => {
-                    if self.m.actions.insert(action.clone(), o.clone()).is_none()
-                        && self.m.script.is_some_and(Script::prompts)
-                    {
-                        self.m.prompting.insert(action.clone());
+                    // The first input is the Action's (a changed one is a collision).
+                    if !self.m.actions.contains_key(action) {
+                        self.m.actions.insert(action.clone(), o.clone());
+                        if self.m.script.is_some_and(Script::prompts) {
+                            self.m.prompting.insert(action.clone());
+                        }
                     }
                     self.restart(instance);
                 }
@@ -283,8 +296,9 @@ impl Gen<'_> {
                 }
                 Step::OperatorConfigure { policy, .. } => {
                     self.m.delegation = policy.contains_key("delegation_enabled");
-                    // Every connector is rebuilt.
+                    // Every connector is stopped; each starts again at its next step.
                     self.m.killed.clear();
+                    self.m.used.clear();
                 }
                 _ => {}
             }
@@ -323,9 +337,11 @@ impl Gen<'_> {
             };
         }
         let resumable = if self.m.prompting.is_empty() { 2 } else { 14 };
+        // A killed instance makes replays (restarts) likelier.
+        let replays = if self.m.killed.is_empty() { 8 } else { 14 };
         let w: [u32; 13] = [
             10,        // 0 a new Action, at times after a fault for its start or stream
-            8,         // 1 a replay of an Action, on any instance (a killed one restarts)
+            replays,   // 1 a replay of an Action, on any instance (a killed one restarts)
             6,         // 2 concurrent replays in the background
             6,         // 3 a start Hermes holds (a kill, a replay, then a release)
             5,         // 4 a kill
@@ -432,11 +448,16 @@ impl Gen<'_> {
         self.keep(block)
     }
 
+    /// A replay of an Action, at times with another input under the same Action id (seed 000
+    /// item 3: an idempotency collision; nothing new may start).
     fn replay(&mut self) -> bool {
-        let Some((a, o)) = self.action() else {
+        let Some((a, mut o)) = self.action() else {
             return false;
         };
-        let p = self.instance();
+        if self.rng.chance(1, 8) {
+            o.push_str(", changed");
+        }
+        let p = self.replayer();
         self.keep(vec![invoke(&a, &o, p, false)])
     }
 
@@ -950,6 +971,7 @@ mod tests {
         let mut choices = BTreeSet::new();
         let mut restarts = 0;
         let mut kills_at_hold = 0;
+        let mut changed = 0;
         for index in 0..600 {
             let c = generate(11, index, None);
             let mut killed: BTreeSet<String> = BTreeSet::new();
@@ -964,6 +986,9 @@ mod tests {
                     } => {
                         choices.insert(ch.clone());
                     }
+                    Step::OperatorInvoke {
+                        objective: Some(o), ..
+                    } if o.ends_with(", changed") => changed += 1,
                     Step::OperatorKill { instance } => {
                         killed.insert(instance.clone());
                         if c.steps[..i]
@@ -1024,6 +1049,7 @@ mod tests {
             restarts > 20 && kills_at_hold > 20,
             "{restarts} {kills_at_hold}"
         );
+        assert!(changed > 0, "no replay with another input");
     }
 
     fn fault_name(f: &Fault) -> String {
