@@ -35,8 +35,8 @@ row = {"variant": variant, "seed": int(seed), "found": f is not None,
        "schedules": d["schedules"], "seconds_to_first": None}
 if f:
     row.update({
-        "seconds_to_first": (d.get("first_finding_millis") or 0) / 1000,
-        "schedules_to_first": d.get("schedules_to_first"),
+        "seconds_to_first": f["found_after_millis"] / 1000,
+        "schedules_to_first": f["found_after_schedules"],
         "key": f"{f['key']['checker']} {f['key']['requirement']}",
         "steps": f"{f['steps_before']} -> {f['steps_after']}",
         "reproduced": f"{f['reproduced']}/{f['replays']}",

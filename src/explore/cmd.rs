@@ -43,6 +43,9 @@ pub struct ExploreArgs {
     /// Replays of each shrunk schedule, to say how often it reproduces.
     #[arg(long, default_value_t = 5)]
     pub replays: u32,
+    /// Stop at the first finding (after shrinking it): how long finding it takes.
+    #[arg(long)]
+    pub stop_on_finding: bool,
     /// Sign `explore.json` with this Ed25519 private key (PEM): `explore.dsse.json`, which
     /// `aocheck verify` checks.
     #[arg(long)]
@@ -152,6 +155,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     opts.replays = a.replays;
     opts.run.sut = sut;
     opts.check_reference = sut_given;
+    opts.stop_on_finding = a.stop_on_finding;
     // A live bar when a person watches (standard error is a terminal), plain lines otherwise.
     let mut meter = super::out_progress::Meter::new(
         std::io::stderr().is_terminal(),

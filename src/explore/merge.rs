@@ -405,6 +405,8 @@ mod tests {
                 requirement: crate::aoc::Req::R004,
             },
             schedule,
+            found_after_millis: 0,
+            found_after_schedules: 0,
             step: None,
             line: String::new(),
             schedules: 1,

@@ -177,6 +177,12 @@ pub struct Found {
     pub key: Key,
     /// The schedule that first found it, and at which step.
     pub schedule: u64,
+    /// How long the exploration had run, and how many schedules, when the schedule that first
+    /// found it ended (before shrinking).
+    #[serde(default)]
+    pub found_after_millis: u64,
+    #[serde(default)]
+    pub found_after_schedules: u64,
     pub step: Option<usize>,
     pub line: String,
     /// Schedules (of this run) whose first finding had this key.
@@ -375,7 +381,8 @@ pub async fn explore(
                         schedule: index,
                         key: key.clone(),
                     });
-                    let f = shrink_finding(
+                    let found_after_millis = started.elapsed().as_millis() as u64;
+                    let mut f = shrink_finding(
                         &store,
                         opts,
                         &case,
@@ -387,6 +394,8 @@ pub async fn explore(
                         &mut next_attempt,
                     )
                     .await;
+                    f.found_after_millis = found_after_millis;
+                    f.found_after_schedules = x.schedules;
                     progress(Progress::Shrunk {
                         key: key.clone(),
                         before: f.steps_before,
@@ -535,6 +544,8 @@ async fn shrink_finding(
         case_file: format!("{}-found.yaml", minimal.id),
         key,
         schedule: index,
+        found_after_millis: 0,
+        found_after_schedules: 0,
         step,
         line,
         schedules: 1,

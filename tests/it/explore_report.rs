@@ -202,6 +202,8 @@ fn hostile_exploration() -> aocheck::explore::Exploration {
             requirement: aocheck::aoc::Req::R004,
         },
         schedule: 2,
+        found_after_millis: 0,
+        found_after_schedules: 0,
         step: Some(3),
         line: format!("[effect_as_asked] o1: the implementation said {evil}"),
         schedules: 1,
