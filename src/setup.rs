@@ -101,3 +101,52 @@ fn process_spec(
         },
     })
 }
+
+/// The private key of `--sign PATH` (none without it); a key that cannot be read is refused
+/// (exit 3) before anything runs.
+pub fn signing_key(
+    path: Option<&std::path::Path>,
+) -> Result<Option<ed25519_dalek::SigningKey>, u8> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(p)
+        .map_err(|e| e.to_string())
+        .and_then(|t| crate::report::attest::signing_key(&t).map_err(|e| e.to_string()))
+        .map(Some)
+        .map_err(|e| {
+            eprintln!("error: --sign {}: {e}", p.display());
+            crate::exit::INVALID_INPUT
+        })
+}
+
+/// Signs the report written as `out/<name>` (`report` is its value): the envelope goes to
+/// `out/<stem>.dsse.json` and the public key to `out/signing-key.pub.pem`.
+pub fn write_signed(
+    out: &std::path::Path,
+    name: &str,
+    predicate_type: &str,
+    report: &serde_json::Value,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<(), String> {
+    use crate::report::attest;
+    let stem = name.strip_suffix(".json").unwrap_or(name);
+    let w = |file: String, body: &[u8]| {
+        std::fs::write(out.join(&file), body).map_err(|e| format!("{file}: {e}"))
+    };
+    let env = attest::statement_of(name, predicate_type, report)
+        .and_then(|st| attest::sign_statement(&st, key))
+        .map_err(|e| format!("signing {name}: {e}"))?;
+    w(
+        format!("{stem}.dsse.json"),
+        serde_json::to_string_pretty(&env)
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    )?;
+    use ed25519_dalek::pkcs8::EncodePublicKey;
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(Default::default())
+        .map_err(|e| e.to_string())?;
+    w("signing-key.pub.pem".into(), pem.as_bytes())
+}

@@ -115,6 +115,7 @@ class Executor:
                 CREATE TABLE IF NOT EXISTS occurrences (
                     id TEXT PRIMARY KEY, creation_key TEXT UNIQUE, body TEXT, binding TEXT,
                     binding_digest TEXT, request_digest TEXT, action TEXT UNIQUE);
+                CREATE TABLE IF NOT EXISTS creation_aliases (creation_key TEXT PRIMARY KEY, occurrence TEXT);
                 CREATE TABLE IF NOT EXISTS entries (
                     occurrence TEXT, seq INTEGER, prev TEXT, digest TEXT, body TEXT,
                     PRIMARY KEY (occurrence, seq));
@@ -352,13 +353,19 @@ class Executor:
 
         def run(db):
             self.fence(db)
-            row = db.execute("SELECT id FROM occurrences WHERE creation_key = ?", (key,)).fetchone()
+            row = (db.execute("SELECT id FROM occurrences WHERE creation_key = ?", (key,)).fetchone()
+                   or db.execute("SELECT occurrence FROM creation_aliases WHERE creation_key = ?",
+                                 (key,)).fetchone())
             if row is not None:
                 return row[0]  # AOC-REQ-002: the same creation binding is the same occurrence
             if action is not None:
                 row = db.execute("SELECT id FROM occurrences WHERE action = ?", (action,)).fetchone()
                 if row is not None:
-                    return row[0]  # the action fence: this action already is an occurrence
+                    # The action fence: this action already is an occurrence. The key that was
+                    # answered with it is now a creation binding of it too, so its retries (with
+                    # or without the action) return it as well.
+                    db.execute("INSERT INTO creation_aliases VALUES (?, ?)", (key, row[0]))
+                    return row[0]
             occ_id = "occ_" + uuid.uuid4().hex
             binding = {
                 "profile_id": self.profile["id"], "profile_version": self.profile["version"],
@@ -446,11 +453,25 @@ class Executor:
                                          "at": self.now})
         self.tx(run)
 
-    def send(self, occ_id):
-        attempt = self.permits.get(occ_id)
-        if attempt is None:
-            raise Invalid("this process holds no entry permit for %s" % occ_id)
-        occ = self.occurrence(self.db, occ_id)
+    def take_permit(self, occ_id):
+        """One entry permit is one provider request (AOC-REQ-001): the first send spends it, so a
+        second send of the same entry, raced or later, is refused. An entry whose outcome was
+        decided while its request was unsent is never sent after it (AOC-REQ-011)."""
+        with self.lock:
+            if occ_id not in self.permits:
+                raise Refused("AOC-REQ-001", "no entry admitted to this process and not yet sent for %s"
+                              % occ_id)
+            db = self.connect()
+            try:
+                occ = self.occurrence(db, occ_id)
+                phase = self.fold(occ_id, db)["phase"]
+            finally:
+                db.close()
+            if phase not in ("entered", "acknowledged"):
+                raise Refused("AOC-REQ-011", "%s: the entry is no longer in flight; it is never sent" % phase)
+            return self.permits.pop(occ_id), occ
+
+    def send(self, occ_id, attempt, occ):
         try:
             result = self.call("POST", "/v1/payments", json.loads(occ["body"]),
                                key=json.loads(occ["binding"])["native_key"])
@@ -459,18 +480,19 @@ class Executor:
         self.record(occ_id, {"type": "response", "attempt": attempt}, result, False)
 
     def op_send(self, f):
+        occ_id = f["occurrence"]
+        attempt, occ = self.take_permit(occ_id)
         if f.get("background"):
-            t = threading.Thread(target=self.send, args=(f["occurrence"],), daemon=True)
+            t = threading.Thread(target=self.send, args=(occ_id, attempt, occ), daemon=True)
             t.start()
             self.background.append(t)
         else:
-            self.send(f["occurrence"])
+            self.send(occ_id, attempt, occ)
         return {}
 
     def op_execute(self, f):
         self.op_enter(f)
-        self.send(f["occurrence"])
-        return {}
+        return self.op_send({"occurrence": f["occurrence"]})
 
     def op_settle(self, f):
         for t in self.background:
@@ -495,15 +517,18 @@ class Executor:
         occ_id = f["occurrence"]
         st = self.fold(occ_id, self.db)
         occ = self.occurrence(self.db, occ_id)
+        # A lookup of the acknowledged payment, or else a listing filtered by the key: what was
+        # asked is recorded as such, whatever came back (a failed listing is not a lookup).
+        if st["ref"]:
+            path, listing = "/v1/payments/" + st["ref"], False
+        else:
+            path, listing = "/v1/payments?idempotency_key=" + json.loads(occ["binding"])["native_key"], True
         try:
-            if st["ref"]:
-                result, listing = self.call("GET", "/v1/payments/" + st["ref"]), False
-            else:
-                key = json.loads(occ["binding"])["native_key"]
-                result, listing = self.call("GET", "/v1/payments?idempotency_key=" + key), True
+            result = self.call("GET", path)
         except OSError as e:
-            result, listing = e, False
-        self.record(occ_id, {"type": "status_query"}, result, listing)
+            result = e
+        self.record(occ_id, {"type": "status_query", "asked": "listing" if listing else "lookup"},
+                    result, listing)
         return {}
 
     def op_release(self, f):
@@ -554,7 +579,7 @@ class Executor:
                 if ev["kind"]["type"] == "response":
                     kind, env["attempt"] = "response", ev["kind"]["attempt"]
                 else:
-                    kind = "listing" if ev["native"].get("type") == "listing" else "lookup"
+                    kind = ev["kind"]["asked"]
                 bound = dict(ev["bound_to"], provider_ref=None)
                 expected = {k: v for k, v in self.binding_of(occ_id).items()
                             if k not in ("key_rule", "status_source")}

@@ -59,7 +59,7 @@ pub fn sign_report(
     key: &ed25519_dalek::SigningKey,
 ) -> Result<(), String> {
     let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
-    crate::cli::write_signed(
+    crate::setup::write_signed(
         out,
         "explore.json",
         crate::report::attest::EXPLORE_PREDICATE_TYPE,
@@ -118,7 +118,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         eprintln!("error: --schedules 0 explores nothing; give 1 or more");
         return exit::INVALID_INPUT;
     }
-    let signing = match crate::cli::signing_key(a.sign.as_deref()) {
+    let signing = match crate::setup::signing_key(a.sign.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,
     };

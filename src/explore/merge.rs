@@ -286,7 +286,7 @@ pub struct MergeArgs {
 }
 
 pub fn merge_cmd(a: MergeArgs) -> u8 {
-    let signing = match crate::cli::signing_key(a.sign.as_deref()) {
+    let signing = match crate::setup::signing_key(a.sign.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,
     };
