@@ -326,13 +326,12 @@ impl Gen<'_> {
     /// Draws one block and keeps it if it is valid; false if nothing was kept.
     fn step(&mut self) -> bool {
         if self.m.actions.is_empty() && self.m.children.is_empty() {
-            // Something to act on first (at times under a script of its own).
-            return match self.rng.weighted(&[5, 3, 2, 1, 1, 2]) {
+            // Something to act on first (a script alone would leave nothing to judge).
+            return match self.rng.weighted(&[8, 2, 1, 1, 2]) {
                 0 => self.start(),
-                1 => self.script(),
-                2 => self.held(),
-                3 => self.delegate(),
-                4 => self.concurrent(),
+                1 => self.held(),
+                2 => self.delegate(),
+                3 => self.concurrent(),
                 _ => self.prompt(),
             };
         }
@@ -372,6 +371,14 @@ impl Gen<'_> {
     }
 
     fn script(&mut self) -> bool {
+        match self.script_step() {
+            Some(s) => self.keep(vec![s]),
+            None => false,
+        }
+    }
+
+    /// Another script than the one in force.
+    fn script_step(&mut self) -> Option<Step> {
         let k = *self.rng.pick(&[
             Script::Default,
             Script::Tool,
@@ -381,10 +388,7 @@ impl Gen<'_> {
             Script::Long,
             Script::Fails,
         ]);
-        if self.m.script == Some(k) {
-            return false;
-        }
-        self.keep(vec![Step::HermesScript { script: k.json() }])
+        (self.m.script != Some(k)).then(|| Step::HermesScript { script: k.json() })
     }
 
     /// The fault, if any, that the start of a new Action meets: on the start itself, on its
@@ -438,7 +442,11 @@ impl Gen<'_> {
             return self.replay();
         };
         let p = self.instance();
-        let mut block: Vec<Step> = self.start_fault().into_iter().collect();
+        let mut block = Vec::new();
+        if self.rng.chance(1, 4) {
+            block.extend(self.script_step());
+        }
+        block.extend(self.start_fault());
         if self.rng.chance(1, 4) {
             block.push(invoke(&a, &o, p, true));
             block.push(Step::OperatorSettle {});
