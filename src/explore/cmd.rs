@@ -12,7 +12,8 @@ use std::time::Duration;
 pub struct ExploreArgs {
     #[command(flatten)]
     pub sut: crate::setup::SutArgs,
-    /// What to explore: `aoc` (the coordination domain and the payment provider).
+    /// What to explore: `aoc` (the coordination domain and the payment provider), `hermes` (the
+    /// Hermes operator connector and fake-hermes) or `all` (the two by turns).
     #[arg(long, default_value = "aoc")]
     pub workload: String,
     /// The seed (printed first; the same seed gives the same schedules).
@@ -94,7 +95,10 @@ pub fn parse_shard(s: &str) -> Option<(u64, u64)> {
 
 pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     let Some(workload) = Workload::parse(&a.workload) else {
-        eprintln!("error: --workload {:?} is unknown; use aoc", a.workload);
+        eprintln!(
+            "error: --workload {:?} is unknown; use aoc, hermes or all",
+            a.workload
+        );
         return exit::INVALID_INPUT;
     };
     let Some(shard) = parse_shard(&a.shard) else {

@@ -289,21 +289,22 @@ async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_cle
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn combination_only_defects_are_found_through_the_protocol() {
     use futures_util::StreamExt;
-    let dir = tempfile::tempdir().expect("tempdir");
     let picked = [
         (Variant::SuccessorReads5xxAsFailed, 1u64),
         (Variant::RebindAfterTakeover, 1),
     ];
     let wrong: Vec<String> = futures_util::stream::iter(picked)
         .map(|(v, seed)| {
-            let dir = dir.path().to_path_buf();
             async move {
+                // A folder (and so a store) of its own: two explorations at once must not share
+                // a lane.
+                let dir = tempfile::tempdir().expect("tempdir");
                 let name = serde_json::to_value(v)
                     .ok()
                     .and_then(|n| n.as_str().map(str::to_string))
                     .expect("a variant has a name");
                 let mut o = options(Knobs::default(), seed, 400);
-                o.run.sut = Some(process(&name, &dir));
+                o.run.sut = Some(process(&name, dir.path()));
                 let x = explore(memory(), &o, &mut |_| {}).await;
                 let Some(f) = x.findings.first() else {
                     return Some(format!(
