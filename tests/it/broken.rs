@@ -50,6 +50,19 @@ async fn suite_on(
     run_suite(&cases, store, &opts, &mut |_| {}).await
 }
 
+/// The whole suite on a durable store of its own (so that every case runs, seed 000 item 10
+/// included).
+pub(crate) async fn suite_on_sqlite(
+    variant: Variant,
+    connector_defect: Option<ConnectorDefect>,
+) -> Report {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(AnyStore::Sqlite(
+        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
+    ));
+    suite_on(store, variant, connector_defect, &[]).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_passes_every_case_and_evaluates_every_requirement() {
     // On a durable store, so that seed 000 item 10 (durability) is exercised too.
@@ -99,11 +112,7 @@ async fn each_honest_alternative_passes_every_case(
     variant: Variant,
 ) {
     assert!(Variant::HONEST.contains(&variant));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(AnyStore::Sqlite(
-        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
-    ));
-    let r = suite_on(store, variant, None, &[]).await;
+    let r = suite_on_sqlite(variant, None).await;
     let bad: Vec<_> = r
         .cases
         .iter()
@@ -176,11 +185,7 @@ async fn a_combination_only_defect_passes_the_fixed_suite(
     variant: Variant,
 ) {
     assert!(Variant::COMBINATION.contains(&variant));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(AnyStore::Sqlite(
-        aocheck::store::sqlite::SqliteStore::open(dir.path().join("store.db")).expect("sqlite"),
-    ));
-    let r = suite_on(store, variant, None, &[]).await;
+    let r = suite_on_sqlite(variant, None).await;
     let bad: Vec<_> = r
         .cases
         .iter()
