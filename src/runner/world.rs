@@ -659,7 +659,33 @@ impl World {
                     (None, false, true) => fake_payments::app::ReleaseAction::ProceedMismatched,
                     (None, false, false) => fake_payments::app::ReleaseAction::Proceed,
                 };
+                // The requests let go are decided (committed or rejected, in the ledger) before
+                // the next step: a lookup after the release must not race ahead of the commit
+                // of a request whose sender is gone (no reply tells the harness it happened).
+                let parked: Vec<u64> = self.provider.holds()[hold.as_str()]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|p| p["request_seq"].as_u64()).collect())
+                    .unwrap_or_default();
                 self.provider.release(hold, action);
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                loop {
+                    let ledger = self.provider.ledger();
+                    let decided = parked.iter().all(|seq| {
+                        ledger
+                            .requests
+                            .iter()
+                            .any(|r| r.seq == *seq && r.status != 0)
+                    });
+                    if decided {
+                        break;
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(SutError::Harness(format!(
+                            "the requests released at hold {hold:?} were not decided within 10 s"
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
             }
             Step::ProviderStatus { occurrence, status } => {
                 let o = self.occ(occurrence)?;
