@@ -300,7 +300,11 @@ fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
         &std::fs::read_to_string(out.join("explore.json")).expect("explore.json"),
     )
     .expect("JSON");
-    assert_eq!(statement["predicate"], written);
+    // Compared as canonical JSON: a whole rate (`300.0`) is written `300.0` in the file and
+    // `300` in the canonical payload, the same number.
+    let canonical =
+        |v: &serde_json::Value| serde_json_canonicalizer::to_string(v).expect("canonical JSON");
+    assert_eq!(canonical(&statement["predicate"]), canonical(&written));
     assert_eq!(statement["subject"][0]["name"], "explore.json");
     // One byte of the payload changed: the schedule count.
     let at = payload
