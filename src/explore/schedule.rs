@@ -1086,6 +1086,18 @@ impl Gen<'_> {
     }
 }
 
+/// Test support for every workload: 100 schedules drawn by `draw` against `ops` each need no
+/// other operation and draw something.
+#[cfg(test)]
+pub(crate) fn stay_within(ops: &BTreeSet<Op>, draw: impl Fn(u64, &BTreeSet<Op>) -> Case) {
+    for index in 0..100 {
+        let c = draw(index, ops);
+        let need = crate::runner::required_ops(&c);
+        assert!(need.is_subset(ops), "schedule {index} needs {need:?}");
+        assert!(c.steps.len() >= 2, "schedule {index} drew nothing");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1131,12 +1143,9 @@ mod tests {
             Op::Execute,
         ]
         .into();
-        for index in 0..100 {
-            let c = generate(Workload::Aoc, 9, index, Some(&ops));
-            let need = crate::runner::required_ops(&c);
-            assert!(need.is_subset(&ops), "schedule {index} needs {need:?}");
-            assert!(c.steps.len() >= 2, "schedule {index} drew nothing");
-        }
+        stay_within(&ops, |index, ops| {
+            generate(Workload::Aoc, 9, index, Some(ops))
+        });
     }
 
     #[test]
