@@ -669,14 +669,7 @@ impl World {
                 self.provider.release(hold, action);
                 let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
                 loop {
-                    let ledger = self.provider.ledger();
-                    let decided = parked.iter().all(|seq| {
-                        ledger
-                            .requests
-                            .iter()
-                            .any(|r| r.seq == *seq && r.status != 0)
-                    });
-                    if decided {
+                    if self.provider.decided(&parked) {
                         break;
                     }
                     if tokio::time::Instant::now() >= deadline {

@@ -303,6 +303,17 @@ impl Handle {
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
         self.0.holds.release(name, action)
     }
+    /// Whether every request of `seqs` has been decided (its record carries a status), read
+    /// under the lock without copying the ledger.
+    pub fn decided(&self, seqs: &[u64]) -> bool {
+        let d = self.lock();
+        seqs.iter().all(|seq| {
+            d.ledger
+                .requests
+                .iter()
+                .any(|r| r.seq == *seq && r.status != 0)
+        })
+    }
     /// Requests parked per hold name.
     pub fn holds(&self) -> Value {
         self.0.holds.list()
