@@ -9,7 +9,7 @@ use crate::aoc::binding::ProviderBinding;
 use crate::aoc::composition::{AadpAccounting, BypassPath, CompositionStatus, composition_status};
 use crate::aoc::error::{DomainError, LimitKind, Refusal, RefusalKind};
 use crate::aoc::history::{
-    CallerLabels, ChainedEntry, EntryBody, Outcome, ReleaseReason, RemedyOf, verify_chain,
+    CallerLabels, ChainedEntry, EntryBody, Outcome, ReleaseReason, RemedyOf, verify_chain_with,
 };
 use crate::aoc::ids::{
     AdmissionId, AttemptId, ExecutorId, Holder, LaneId, OccurrenceId, OwnerToken,
@@ -162,6 +162,9 @@ pub struct Domain<S: Store> {
     /// Last known state per occurrence, for deciding without a read. Never trusted for a refusal
     /// or an adoption; an append from a stale state fails its length check and is re-decided.
     cache: Arc<std::sync::Mutex<std::collections::HashMap<OccurrenceId, OccurrenceState>>>,
+    /// History entries already verified (a read verifies the whole chain; an entry it verified
+    /// before, equal in every field, is not hashed again).
+    verified: Arc<crate::aoc::history::Verified>,
     /// Test-only: a deliberate defect, so that the harness can be shown to catch it. Always
     /// `None` outside `tests/it/broken.rs`.
     defect: Option<Defect>,
@@ -198,6 +201,7 @@ impl<S: Store> Clone for Domain<S> {
             config: self.config.clone(),
             clock: self.clock.clone(),
             cache: self.cache.clone(),
+            verified: self.verified.clone(),
             defect: self.defect,
         }
     }
@@ -266,6 +270,7 @@ impl<S: Store> Domain<S> {
             config: Arc::new(config),
             clock,
             cache: Arc::default(),
+            verified: Arc::default(),
             defect: None,
         })
     }
@@ -462,7 +467,7 @@ impl<S: Store> Domain<S> {
             .await
             .map_err(DomainError::Store)?
             .ok_or_else(|| refused(Some(occ), Req::R002, RefusalKind::UnknownOccurrence))?;
-        verify_chain(&entries).map_err(|b| DomainError::Corrupt {
+        verify_chain_with(&entries, &self.verified).map_err(|b| DomainError::Corrupt {
             occurrence: occ.clone(),
             detail: b.to_string(),
         })?;
@@ -481,7 +486,7 @@ impl<S: Store> Domain<S> {
         occ: &OccurrenceId,
         entries: &[ChainedEntry],
     ) -> Result<OccurrenceState, DomainError> {
-        verify_chain(entries).map_err(|b| DomainError::Corrupt {
+        verify_chain_with(entries, &self.verified).map_err(|b| DomainError::Corrupt {
             occurrence: occ.clone(),
             detail: b.to_string(),
         })?;

@@ -47,6 +47,11 @@ pub struct ExploreArgs {
     /// Stop at the first finding (after shrinking it): how long finding it takes.
     #[arg(long)]
     pub stop_on_finding: bool,
+    /// Schedules run at once (default: the number of cores; through the protocol, twice that,
+    /// since its processes mostly wait). Results are taken in schedule order: the report does
+    /// not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// Sign `explore.json` with this Ed25519 private key (PEM): `explore.dsse.json`, which
     /// `aocheck verify` checks.
     #[arg(long)]
@@ -160,6 +165,18 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     opts.run.sut = sut;
     opts.check_reference = sut_given;
     opts.stop_on_finding = a.stop_on_finding;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    opts.jobs = match a.jobs {
+        Some(0) => {
+            eprintln!(
+                "error: --jobs 0: at least one schedule must run at a time; use --jobs 1 or more"
+            );
+            return exit::INVALID_INPUT;
+        }
+        Some(j) => j,
+        None if opts.run.sut.is_some() => 2 * cores,
+        None => cores,
+    };
     // A live bar when a person watches (standard error is a terminal), plain lines otherwise.
     let mut meter = super::out_progress::Meter::new(
         std::io::stderr().is_terminal(),

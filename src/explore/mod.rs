@@ -141,6 +141,10 @@ pub struct ExploreOptions {
     pub check_reference: bool,
     /// Stop at the first finding (after shrinking it).
     pub stop_on_finding: bool,
+    /// Schedules run at once (each on its own provider, store namespace and processes; the
+    /// results are taken in schedule order, so the report is the same for any number). A
+    /// finding is shrunk alone, with the schedules already started finishing beside it.
+    pub jobs: usize,
 }
 
 impl ExploreOptions {
@@ -167,6 +171,7 @@ impl ExploreOptions {
             },
             check_reference: false,
             stop_on_finding: false,
+            jobs: 1,
         }
     }
 }
@@ -352,15 +357,41 @@ pub async fn explore(
     };
     let (k, n) = opts.shard;
     let mut index = k.saturating_sub(1);
+    let mut more = true;
+    let mut started_count = 0u64;
     let mut found: BTreeMap<Key, usize> = BTreeMap::new();
+    // Schedules in flight, polled together and taken in order; before a finding is shrunk,
+    // those already started are run to their end and wait in `ready` (in order).
+    let mut flight = futures_util::stream::FuturesOrdered::new();
+    let mut ready: std::collections::VecDeque<(u64, Case, CaseReport)> = Default::default();
     loop {
-        if limit.is_some_and(|l| x.schedules >= l)
-            || opts.time.is_some_and(|t| started.elapsed() >= t)
-        {
-            break;
+        while more && ready.len() + flight.len() < opts.jobs.max(1) {
+            if limit.is_some_and(|l| started_count >= l)
+                || opts.time.is_some_and(|t| started.elapsed() >= t)
+            {
+                more = false;
+                break;
+            }
+            let case = schedule::generate(opts.workload, opts.seed, index, ops.as_ref());
+            let (st, o, a) = (store.clone(), opts.run.clone(), next_attempt());
+            let i = index;
+            flight.push_back(async move {
+                let r = run_schedule(&st, &case, &o, a).await;
+                (i, case, r)
+            });
+            started_count += 1;
+            match index.checked_add(n.max(1)) {
+                Some(i) => index = i,
+                None => more = false,
+            }
         }
-        let case = schedule::generate(opts.workload, opts.seed, index, ops.as_ref());
-        let r = run_schedule(&store, &case, &opts.run, next_attempt()).await;
+        let next = match ready.pop_front() {
+            Some(done) => Some(done),
+            None => futures_util::StreamExt::next(&mut flight).await,
+        };
+        let Some((index, case, r)) = next else {
+            break;
+        };
         x.schedules += 1;
         x.indices.push(index);
         x.lengths.push(case.steps.len());
@@ -382,6 +413,15 @@ pub async fn explore(
                         key: key.clone(),
                     });
                     let found_after_millis = started.elapsed().as_millis() as u64;
+                    // The schedules started after it finish first (shrinking runs alone), or,
+                    // when the exploration stops at this finding, are dropped unjudged.
+                    if opts.stop_on_finding {
+                        flight = futures_util::stream::FuturesOrdered::new();
+                    } else {
+                        while let Some(done) = futures_util::StreamExt::next(&mut flight).await {
+                            ready.push_back(done);
+                        }
+                    }
                     let mut f = shrink_finding(
                         &store,
                         opts,
@@ -416,10 +456,6 @@ pub async fn explore(
             findings: x.findings.len(),
             elapsed: started.elapsed(),
         });
-        match index.checked_add(n.max(1)) {
-            Some(i) => index = i,
-            None => break,
-        }
     }
     x.lengths.sort_unstable();
     x.median_steps = x.lengths.get(x.lengths.len() / 2).copied().unwrap_or(0);

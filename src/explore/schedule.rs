@@ -177,6 +177,23 @@ struct Gen<'a> {
     /// concentrate on a few kinds and reach the long chains a uniform mix rarely builds.
     swarm: [u32; 19],
     fault_swarm: [u32; 10],
+    /// A story some schedules follow: one occurrence's way through a long chain (see
+    /// `Gen::story`), and how far it has come.
+    story: Option<Story>,
+}
+
+/// One occurrence's way through the chain a uniform mix of steps rarely builds: its request
+/// left unknown (a lost reply, a committed 5xx, a 5xx), a day passes and the provider forgets
+/// its idempotency index, a successor takes the lane over, asks the provider, and acts on the
+/// occurrence (executes, releases, enters or sends it again). Each link is a step the mix draws
+/// anyway; the story only draws them in order, about one occurrence.
+#[derive(Clone, Debug)]
+struct Story {
+    /// The occurrence, once the story has chosen one.
+    occurrence: Option<String>,
+    /// The next link: 0 the unknown request, 1 the day and the forgetting, 2 the question to
+    /// the provider, 3 the act.
+    link: u8,
 }
 
 /// A swarm multiplier: left out, as drawn, or three times as often.
@@ -269,7 +286,15 @@ pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet
         admissions,
         swarm,
         fault_swarm,
+        story: None,
     };
+    // A quarter of the schedules follow a story.
+    if g.rng.chance(1, 4) {
+        g.story = Some(Story {
+            occurrence: None,
+            link: 0,
+        });
+    }
     g.run();
     g.case.steps = g.steps;
     g.case
@@ -367,6 +392,10 @@ impl Gen<'_> {
         if self.m.occs.is_empty() {
             return self.create_new();
         }
+        // A story's next link, mostly (other steps come between its links).
+        if self.story.is_some() && self.rng.chance(2, 3) {
+            return self.story();
+        }
         // Mostly, an occurrence moves on (so requests reach the provider, where the faults
         // are); otherwise anything in the vocabulary.
         if self.rng.chance(1, 2) {
@@ -420,6 +449,112 @@ impl Gen<'_> {
             17 => self.admission(),
             _ => self.aadp_expire(),
         }
+    }
+
+    /// The story's next link (the story ends after its act, or when a link cannot be kept).
+    fn story(&mut self) -> bool {
+        let Some(Story { occurrence, link }) = self.story.clone() else {
+            return false;
+        };
+        let kept = match (link, occurrence) {
+            (0, _) => {
+                // An occurrence not yet executed, or a new one.
+                let fresh: Vec<String> = self
+                    .m
+                    .originals
+                    .iter()
+                    .filter(|o| self.m.phase.get(*o).copied().unwrap_or(0) < 2)
+                    .cloned()
+                    .collect();
+                if fresh.is_empty() {
+                    let ok = self.create_new();
+                    if !ok {
+                        self.story = None;
+                    }
+                    return ok;
+                }
+                let occurrence = self.rng.pick(&fresh).clone();
+                let fault = match self.rng.weighted(&[3, 2, 1]) {
+                    0 => Fault::CommitThenDrop,
+                    1 => Fault::CommitThen {
+                        status: *self.rng.pick(&[500, 502, 503]),
+                    },
+                    _ => Fault::Reject {
+                        status: *self.rng.pick(&[500, 502, 503]),
+                    },
+                };
+                let block = vec![
+                    Step::ProviderFault {
+                        op: POp::Create,
+                        fault,
+                        nth: None,
+                        times: None,
+                    },
+                    act(Act::Execute, occurrence.clone(), None, any()),
+                ];
+                let ok = self.try_push(block);
+                if ok {
+                    self.m.phase.insert(occurrence.clone(), 2);
+                    self.story = Some(Story {
+                        occurrence: Some(occurrence),
+                        link: 1,
+                    });
+                }
+                ok
+            }
+            (1, Some(o)) => {
+                let ms = 86_400_001;
+                let forgets = if self.rng.chance(2, 3) { Some(o) } else { None };
+                let ok = self.try_push(vec![
+                    Step::Advance { ms },
+                    Step::ProviderExpire {
+                        occurrence: forgets,
+                    },
+                ]);
+                if ok {
+                    self.m.advanced = self.m.advanced.saturating_add(ms);
+                    // The lease has lapsed: a successor takes the lane over first.
+                    self.m.current = None;
+                    if let Some(s) = self.story.as_mut() {
+                        s.link = 2;
+                    }
+                }
+                ok
+            }
+            (2, Some(o)) => {
+                let mut block = Vec::new();
+                if self.rng.chance(1, 4) {
+                    let op = *self.rng.pick(&[POp::Get, POp::List]);
+                    block.push(self.fault_step(op));
+                }
+                block.push(act(Act::Reconcile, o, None, any()));
+                let ok = self.try_push(block);
+                if ok && let Some(s) = self.story.as_mut() {
+                    s.link = 3;
+                }
+                ok
+            }
+            (_, Some(o)) => {
+                let step = match self.rng.weighted(&[3, 3, 1, 1]) {
+                    0 => act(Act::Execute, o, None, any()),
+                    1 => Step::Release {
+                        occurrence: o,
+                        executor: None,
+                        reason: Some(self.rng.pick(&REASONS).to_string()),
+                        expect: any(),
+                    },
+                    2 => act(Act::Enter, o, None, any()),
+                    _ => act(Act::Send, o, None, any()),
+                };
+                self.story = None;
+                self.try_push(vec![step])
+            }
+            (_, None) => false,
+        };
+        if !kept {
+            self.story = None;
+        }
+        kept
     }
 
     /// Seed 003's admission queue: submit, claim, link a claimed submission to an occurrence
@@ -1146,6 +1281,49 @@ mod tests {
         stay_within(&ops, |index, ops| {
             generate(Workload::Aoc, 9, index, Some(ops))
         });
+    }
+
+    /// Whether `steps` hold the story's chain about one occurrence, in order: an execute after
+    /// a fault on its request, a day and the provider forgetting, a reconciliation, an act.
+    fn tells_the_forget_story(steps: &[Step]) -> bool {
+        let mut link = 0;
+        let mut occ = String::new();
+        for (i, s) in steps.iter().enumerate() {
+            let next = steps.get(i + 1);
+            match (link, s, next) {
+                (0, Step::ProviderFault { .. }, Some(Step::Execute { occurrence, .. })) => {
+                    occ = occurrence.clone();
+                    link = 1;
+                }
+                (1, Step::Advance { ms }, Some(Step::ProviderExpire { .. })) if *ms > RETENTION => {
+                    link = 2
+                }
+                (2, Step::Reconcile { occurrence, .. }, _) if *occurrence == occ => link = 3,
+                (3, s, _) if s.occurrence() == Some(&occ) => {
+                    return matches!(
+                        s,
+                        Step::Execute { .. }
+                            | Step::Release { .. }
+                            | Step::Enter { .. }
+                            | Step::Send { .. }
+                    );
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+    const RETENTION: u64 = super::super::shrink::RETENTION_MS;
+
+    #[test]
+    fn some_schedules_follow_an_occurrence_through_the_forget_chain() {
+        let told = (0..400)
+            .filter(|i| tells_the_forget_story(&generate(Workload::Aoc, 13, *i, None).steps))
+            .count();
+        // A quarter of the schedules follow the story; most reach its end.
+        assert!(told >= 40, "{told} of 400");
+        // Without the story, the chain is rare.
+        assert!(told <= 200, "{told} of 400");
     }
 
     #[test]

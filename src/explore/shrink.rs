@@ -9,6 +9,7 @@
 
 use super::schedule::file_name;
 use crate::case::{Case, Step};
+use fake_payments::faults::Op as POp;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -181,11 +182,48 @@ pub fn candidates(c: &Case) -> Vec<Case> {
             push(steps);
         }
     }
+    // An execution only entered, with the faults armed for its request gone (they would fire
+    // on nothing, and a candidate whose faults do not all fire is not taken).
+    for (i, s) in c.steps.iter().enumerate() {
+        let Step::Execute {
+            occurrence,
+            executor,
+            expect,
+        } = s
+        else {
+            continue;
+        };
+        let mut armed = Vec::new();
+        for j in (0..i).rev() {
+            match &c.steps[j] {
+                Step::ProviderFault {
+                    op: POp::Create | POp::Any,
+                    ..
+                } => armed.push(j),
+                Step::Execute { .. } | Step::Send { .. } | Step::Race { .. } => break,
+                _ => {}
+            }
+        }
+        if armed.is_empty() {
+            continue;
+        }
+        let mut steps = c.steps.clone();
+        steps[i] = Step::Enter {
+            occurrence: occurrence.clone(),
+            executor: executor.clone(),
+            expect: expect.clone(),
+        };
+        for j in armed {
+            steps.remove(j);
+        }
+        push(steps);
+    }
     // The configuration made plainer.
-    if c.config.action_fence || c.config.idempotency.is_some() {
+    if c.config.action_fence || c.config.idempotency.is_some() || c.config.aadp.is_some() {
         let mut x = c.clone();
         x.config.action_fence = false;
         x.config.idempotency = None;
+        x.config.aadp = None;
         if crate::case::validate(&file_name(&x.id), &x).is_empty() {
             out.push(x);
         }
@@ -363,6 +401,18 @@ fn simpler(s: &Step) -> Vec<Option<Step>> {
                 amount: None,
                 simulate: simulate.clone(),
                 labels: Default::default(),
+                expect: expect.clone(),
+            }));
+        }
+        // An execution only entered: what it sends may be what the finding does not need.
+        Step::Execute {
+            occurrence,
+            executor,
+            expect,
+        } => {
+            out.push(Some(Step::Enter {
+                occurrence: occurrence.clone(),
+                executor: executor.clone(),
                 expect: expect.clone(),
             }));
         }

@@ -36,6 +36,7 @@ fn options(knobs: Knobs, seed: u64, schedules: u64) -> ExploreOptions {
         },
         check_reference: true,
         stop_on_finding: true,
+        jobs: 2,
     }
 }
 
@@ -107,29 +108,32 @@ async fn find(v: Variant, seed: u64, schedules: u64) -> Exploration {
     .await
 }
 
-/// The combination-only variants whose chain (an unresolved entry, a day past the provider's
-/// retention, the lease lapsing and a successor taking over, the provider forgetting, a lookup,
-/// then a release or an entry) the generator draws about once in 500 to 800 schedules: beyond
-/// this test's budget, and shrunk to 9 steps at times. `benches/explore-find.sh` measures them
-/// through the protocol (five seeds, 60 s each); issue 22 keeps them open.
-const BEYOND_THE_TEST_BUDGET: [Variant; 2] =
-    [Variant::ResendAfterForget, Variant::ReleaseAfterForget];
-
-/// What is wrong with the exploration of one broken variant (`None`: found, shrunk to at most 8
-/// steps, reproduced when its file is replayed, and passing on the reference).
+/// What is wrong with the exploration of one broken variant (`None`: found, its shortest finding
+/// shrunk to at most 8 steps, reproduced when its file is replayed, and passing on the
+/// reference). `resend_after_forget` shows through two invariants: a second charge (9 steps,
+/// each needed: a committed request whose reply was lost, a day, the provider forgetting, a
+/// lookup, the entry sent again) and a race its re-entry loses (7 steps).
 async fn explored(v: Variant) -> Option<String> {
-    // Seeds 1, 2, 3 in turn, 400 schedules each, until one finds it.
+    // Seeds 1, 2, 3 in turn, 400 schedules each, until one finds it in at most 8 steps. A
+    // variant may show through more than one invariant: the shortest finding is the case a
+    // person reads.
     let mut tried = Vec::new();
-    let mut x = find(v, 1, 400).await;
-    for seed in 2..=3 {
-        if !x.findings.is_empty() {
+    let mut shortest: Option<aocheck::explore::Found> = None;
+    for seed in 1..=3 {
+        let x = find(v, seed, 400).await;
+        tried.push((x.schedules, x.undecided.values().sum::<u64>()));
+        if let Some(f) = x.findings.into_iter().min_by_key(|f| f.steps_after)
+            && shortest
+                .as_ref()
+                .is_none_or(|s| f.steps_after < s.steps_after)
+        {
+            shortest = Some(f);
+        }
+        if shortest.as_ref().is_some_and(|f| f.steps_after <= 8) {
             break;
         }
-        tried.push((x.schedules, x.undecided.values().sum::<u64>()));
-        x = find(v, seed, 400).await;
     }
-    let Some(f) = x.findings.first() else {
-        tried.push((x.schedules, x.undecided.values().sum::<u64>()));
+    let Some(f) = shortest else {
         return Some(format!(
             "{v:?}: no finding from seeds 1 to 3 (schedules and undecided per seed: {tried:?})"
         ));
@@ -163,12 +167,7 @@ async fn every_broken_variant_is_found_and_shrunk_to_a_short_case() {
     let variants: Vec<Variant> = Variant::BROKEN
         .into_iter()
         .chain(Variant::COMBINATION)
-        .filter(|v| !BEYOND_THE_TEST_BUDGET.contains(v))
         .collect();
-    assert_eq!(
-        variants.len(),
-        Variant::BROKEN.len() + Variant::COMBINATION.len() - BEYOND_THE_TEST_BUDGET.len()
-    );
     let wrong: Vec<String> = futures_util::stream::iter(variants)
         .map(explored)
         .buffer_unordered(2)
@@ -275,7 +274,9 @@ async fn through_the_protocol_a_broken_variant_is_found_and_the_reference_is_cle
         "the declared operations were learned: {:?}",
         x.operations
     );
-    let mut o = options(Knobs::default(), 2, budget(40));
+    // 100 schedules: seed 2 kills an executor while the provider holds its request (and then
+    // commits) first in its 61st to 100th.
+    let mut o = options(Knobs::default(), 2, budget(100));
     o.run.sut = Some(process("conforming", dir.path()));
     o.stop_on_finding = false;
     let x = explore(memory(), &o, &mut |_| {}).await;
@@ -306,7 +307,9 @@ async fn combination_only_defects_are_found_through_the_protocol() {
                 let mut o = options(Knobs::default(), seed, 400);
                 o.run.sut = Some(process(&name, dir.path()));
                 let x = explore(memory(), &o, &mut |_| {}).await;
-                let Some(f) = x.findings.first() else {
+                // A variant may show through more than one invariant: the shortest finding is the case a
+                // person reads.
+                let Some(f) = x.findings.iter().min_by_key(|f| f.steps_after) else {
                     return Some(format!(
                         "{name}, seed {seed}: no finding in {} schedules ({:?})",
                         x.schedules, x.undecided
@@ -362,12 +365,53 @@ fn the_command_writes_its_report_and_refuses_bad_flags() {
         (vec!["explore", "--time", "1d"], "--time"),
         (vec!["explore", "--workload", "nope"], "--workload"),
         (vec!["explore", "--schedules", "0"], "--schedules"),
+        (vec!["explore", "--jobs", "0"], "--jobs"),
     ] {
         let r = run(&args);
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(3), "{args:?}: {err}");
         assert!(err.contains(flag), "{args:?}: {err}");
     }
+}
+
+/// Schedules run at once are taken in order: one at a time or three, the same exploration
+/// (schedules, counts, coverage, findings and their shrunk cases).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_does_not_depend_on_how_many_schedules_run_at_once() {
+    let run = async |jobs: usize| {
+        let mut o = options(Knobs::broken(Variant::ReplayUnknown, None), 1, 40);
+        o.stop_on_finding = false;
+        o.jobs = jobs;
+        explore(memory(), &o, &mut |_| {}).await
+    };
+    let (one, three) = (run(1).await, run(3).await);
+    assert!(
+        !one.findings.is_empty(),
+        "replay_unknown found in 40 schedules"
+    );
+    assert_eq!(one.indices, three.indices);
+    assert_eq!(
+        (one.clean, &one.undecided, one.unsupported),
+        (three.clean, &three.undecided, three.unsupported)
+    );
+    assert_eq!(one.coverage, three.coverage);
+    let found = |x: &aocheck::explore::Exploration| {
+        x.findings
+            .iter()
+            // The case's steps and configuration (its description quotes the ids minted).
+            .map(|f| {
+                let case = f.case.as_ref().map(|c| (c.steps.clone(), c.config.clone()));
+                (
+                    f.key.to_string(),
+                    f.schedule,
+                    f.schedules,
+                    f.steps_after,
+                    case,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found(&one), found(&three));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,7 @@ fn exploring(defect: Option<ConnectorDefect>, seed: u64) -> ExploreOptions {
         run: run_options(Knobs::broken(Variant::Conforming, defect), seed, true),
         check_reference: true,
         stop_on_finding: true,
+        jobs: 2,
     }
 }
 

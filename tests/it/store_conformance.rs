@@ -6,7 +6,9 @@
 use crate::support;
 
 use aocheck::aoc::error::LimitKind;
-use aocheck::aoc::history::{ChainedEntry, EntryBody, ReleaseReason, verify_chain};
+use aocheck::aoc::history::{
+    ChainedEntry, EntryBody, ReleaseReason, Verified, verify_chain, verify_chain_with,
+};
 use aocheck::aoc::ids::{Generation, Millis, OccurrenceId};
 use aocheck::aoc::lease::{AcquireMode, LeaseError};
 use aocheck::aoc::{DomainError, Phase, RefusalKind, Req};
@@ -633,4 +635,23 @@ async fn records_compare_and_set_with_exactly_one_racing_winner(
             Some(2)
         );
     }
+}
+
+/// The domain's cache of verified entries spares the hash of an entry equal in every field to
+/// one it verified, never of one rewritten under its old digest.
+#[test]
+fn an_entry_rewritten_under_its_verified_digest_is_still_caught() {
+    let id = OccurrenceId::mint();
+    let first = created(&id, "l", &Digest::of_bytes(b"k"));
+    let second = next_entry(&first, 2);
+    let verified = Verified::default();
+    verify_chain_with(&[first.clone(), second.clone()], &verified).expect("chain");
+    let mut forged = second.clone();
+    forged.body = EntryBody::Released {
+        generation: Generation(3),
+        reason: ReleaseReason::OwnerAbandoned,
+        at: Millis(T0 + 2),
+    };
+    assert!(verify_chain_with(&[first.clone(), forged], &verified).is_err());
+    verify_chain_with(&[first, second], &verified).expect("the honest chain still verifies");
 }
