@@ -6,9 +6,9 @@
 # finding, schedules run until it, the finding's checker and requirement, the steps it was
 # shrunk to, how often the shrunk case reproduced, and the reference's verdict on it.
 # Run from the repository root after `cargo build --release --features test-knobs` (the broken
-# variants exist only with that feature). VARIANTS, SEEDS and TIME override the defaults.
+# variants exist only with that feature). VARIANTS, SEEDS, TIME and BIN override the defaults.
 set -eu
-BIN="$PWD/target/release/aocheck"
+BIN=${BIN:-"$PWD/target/release/aocheck"}
 [ -x "$BIN" ] || { echo "build it first: cargo build --release --features test-knobs" >&2; exit 3; }
 COMBINATION="successor_resends_after_5xx rebind_after_takeover retired_retries_late_5xx resend_after_forget release_after_forget successor_reads_5xx_as_failed"
 BROKEN="replay_unknown retired_enters rebind_account release_on_timeout restore_authority overwrite_history trust_unauthenticated trust_reply_account reset_unknown_to_queued resend_same_key rosy_state drop_observation prohibited_claim aadp_expiry_releases labels_mint no_action_fence remedy_reuses_grant replacement_reenters"

@@ -354,9 +354,10 @@ pub async fn run(cli: Cli) -> u8 {
                             .join(", ")
                     };
                     eprintln!(
-                        "error: --variant {variant:?}: use conforming; an honest alternative ({}); a broken domain variant ({}); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval)",
+                        "error: --variant {variant:?}: use conforming; an honest alternative ({}); a broken domain variant ({}); a combination-only one ({}); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval, restart_takes_own_claim)",
                         names(&crate::reference::Variant::HONEST),
-                        names(&crate::reference::Variant::BROKEN)
+                        names(&crate::reference::Variant::BROKEN),
+                        names(&crate::reference::Variant::COMBINATION)
                     );
                     exit::INVALID_INPUT
                 }

@@ -191,6 +191,13 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     };
     let x = super::explore(store, &opts, &mut progress).await;
     meter.finish();
+    if let Some(why) = &x.not_started {
+        eprintln!(
+            "error: the implementation could not be started, so nothing was explored (its first process, asked to join, {why}); check the --sut command (its stderr is in {})",
+            out.join("sut").display()
+        );
+        return exit::UNREACHABLE;
+    }
     let report = match super::report::write(&out, &x, &opts, kind) {
         Ok(r) => r,
         Err(e) => {

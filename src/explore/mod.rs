@@ -141,9 +141,9 @@ pub struct ExploreOptions {
     pub check_reference: bool,
     /// Stop at the first finding (after shrinking it).
     pub stop_on_finding: bool,
-    /// Schedules run at once (each on its own provider, store namespace and processes; the
-    /// results are taken in schedule order, so the report is the same for any number). A
-    /// finding is shrunk alone, with the schedules already started finishing beside it.
+    /// Schedules run at once, each its own task (on its own provider, store namespace and
+    /// processes); the results are taken in schedule order, so the report is the same for any
+    /// number. A finding is shrunk while the schedules already started go on beside it.
     pub jobs: usize,
 }
 
@@ -216,6 +216,10 @@ pub struct Found {
 /// What an exploration found and exercised.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Exploration {
+    /// The implementation could not be started (its probe schedule, one join, was unreachable):
+    /// why. Nothing was explored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_started: Option<String>,
     pub schedules: u64,
     pub clean: u64,
     pub findings: Vec<Found>,
@@ -294,13 +298,9 @@ async fn run_as(
 
 /// The operations the implementation declares, learned from one probe schedule (a join);
 /// `None` in process, where the reference supports every one.
-async fn probe(
-    store: &Arc<AnyStore>,
-    opts: &RunOptions,
-    attempt: u64,
-) -> (Option<BTreeSet<Op>>, Option<serde_json::Value>) {
+async fn probe(store: &Arc<AnyStore>, opts: &RunOptions, attempt: u64) -> Probe {
     if opts.sut.is_none() {
-        return (None, None);
+        return Probe::default();
     }
     let case: Case = Case {
         id: "EXPLORE-PROBE".into(),
@@ -327,7 +327,24 @@ async fn probe(
                 })
                 .collect::<BTreeSet<Op>>()
         });
-    (ops, r.implementation.clone())
+    // A process that cannot even start explores nothing: every schedule would be undecided.
+    let not_started = (r.harness_cause == Some(crate::report::model::HarnessCause::Unreachable))
+        .then(|| r.harness.clone())
+        .flatten();
+    Probe {
+        ops,
+        implementation: r.implementation.clone(),
+        not_started,
+    }
+}
+
+/// What the probe schedule learned of the implementation.
+#[derive(Default)]
+struct Probe {
+    ops: Option<BTreeSet<Op>>,
+    implementation: Option<serde_json::Value>,
+    /// Why its processes could not be started and answer a join (nothing is explored then).
+    not_started: Option<String>,
 }
 
 /// Explores: draws this shard's schedules from the seed, runs each, shrinks each new finding.
@@ -343,7 +360,11 @@ pub async fn explore(
         attempt += 1;
         attempt
     };
-    let (ops, implementation) = probe(&store, &opts.run, next_attempt()).await;
+    let Probe {
+        ops,
+        implementation,
+        not_started,
+    } = probe(&store, &opts.run, next_attempt()).await;
     let mut x = Exploration {
         operations: ops
             .as_ref()
@@ -351,6 +372,11 @@ pub async fn explore(
         implementation,
         ..Exploration::default()
     };
+    if not_started.is_some() {
+        x.not_started = not_started;
+        x.millis = started.elapsed().as_millis() as u64;
+        return x;
+    }
     let limit = match (opts.schedules, opts.time) {
         (None, None) => Some(100),
         (s, _) => s,
@@ -360,12 +386,12 @@ pub async fn explore(
     let mut more = true;
     let mut started_count = 0u64;
     let mut found: BTreeMap<Key, usize> = BTreeMap::new();
-    // Schedules in flight, polled together and taken in order; before a finding is shrunk,
-    // those already started are run to their end and wait in `ready` (in order).
-    let mut flight = futures_util::stream::FuturesOrdered::new();
-    let mut ready: std::collections::VecDeque<(u64, Case, CaseReport)> = Default::default();
+    // Schedules in flight, oldest first, each its own task (the cores share them); results are
+    // taken in schedule order.
+    let mut flight: std::collections::VecDeque<(u64, Case, tokio::task::JoinHandle<CaseReport>)> =
+        Default::default();
     loop {
-        while more && ready.len() + flight.len() < opts.jobs.max(1) {
+        while more && flight.len() < opts.jobs.max(1) {
             if limit.is_some_and(|l| started_count >= l)
                 || opts.time.is_some_and(|t| started.elapsed() >= t)
             {
@@ -373,24 +399,37 @@ pub async fn explore(
                 break;
             }
             let case = schedule::generate(opts.workload, opts.seed, index, ops.as_ref());
-            let (st, o, a) = (store.clone(), opts.run.clone(), next_attempt());
-            let i = index;
-            flight.push_back(async move {
-                let r = run_schedule(&st, &case, &o, a).await;
-                (i, case, r)
-            });
+            let (st, c, o, a) = (
+                store.clone(),
+                case.clone(),
+                opts.run.clone(),
+                next_attempt(),
+            );
+            let task = tokio::spawn(async move { run_schedule(&st, &c, &o, a).await });
+            flight.push_back((index, case, task));
             started_count += 1;
             match index.checked_add(n.max(1)) {
                 Some(i) => index = i,
                 None => more = false,
             }
         }
-        let next = match ready.pop_front() {
-            Some(done) => Some(done),
-            None => futures_util::StreamExt::next(&mut flight).await,
-        };
-        let Some((index, case, r)) = next else {
+        let Some((index, case, task)) = flight.pop_front() else {
             break;
+        };
+        let r = match task.await {
+            Ok(r) => r,
+            // The schedule's task panicked: a harness defect, never a pass.
+            Err(e) => {
+                let mut r = CaseReport::new(
+                    &case.id,
+                    &case.title,
+                    std::path::Path::new(&schedule::file_name(&case.id)),
+                    case.requirements.clone(),
+                );
+                r.verdict = Verdict::HarnessError;
+                r.harness = Some(format!("the schedule's task ended: {e}"));
+                r
+            }
         };
         x.schedules += 1;
         x.indices.push(index);
@@ -413,13 +452,11 @@ pub async fn explore(
                         key: key.clone(),
                     });
                     let found_after_millis = started.elapsed().as_millis() as u64;
-                    // The schedules started after it finish first (shrinking runs alone), or,
-                    // when the exploration stops at this finding, are dropped unjudged.
+                    // When the exploration stops at this finding, the schedules started after
+                    // it are stopped unjudged (otherwise they go on beside the shrinking).
                     if opts.stop_on_finding {
-                        flight = futures_util::stream::FuturesOrdered::new();
-                    } else {
-                        while let Some(done) = futures_util::StreamExt::next(&mut flight).await {
-                            ready.push_back(done);
+                        for (_, _, t) in flight.drain(..) {
+                            t.abort();
                         }
                     }
                     let mut f = shrink_finding(

@@ -65,6 +65,18 @@ pub struct RunOptions {
     pub explore: bool,
 }
 
+/// `w` as one shell word: as it is when it has nothing a shell reads, else single-quoted.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 fn sut_err(e: &SutError) -> String {
     e.to_string()
 }
@@ -302,7 +314,13 @@ pub async fn run_case(
         case: case.id.clone(),
     });
     let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
-    report.repro = format!("aocheck run --case {} --seed {}", case.id, opts.seed);
+    // A case outside the shipped folder is named by its file too (`--cases FILE`).
+    let from = if lc.path.starts_with("cases") {
+        String::new()
+    } else {
+        format!("--cases {} ", shell_word(&lc.path.display().to_string()))
+    };
+    report.repro = format!("aocheck run {from}--case {} --seed {}", case.id, opts.seed);
     if let Some(st) = &opts.repro_store {
         report.repro.push_str(&format!(" --store {st}"));
     }

@@ -69,7 +69,7 @@ pub enum To<'a> {
 }
 
 /// The one boundary the runner drives.
-pub trait Sut: Send + std::fmt::Debug {
+pub trait Sut: Send + Sync + std::fmt::Debug {
     /// What the implementation said about itself at `init`.
     fn hello(&self) -> &Hello;
     /// Starts a new executor generation `name` (a process, or an in-process executor) and sends

@@ -209,6 +209,12 @@ async fn a_shrunk_case_file_replays_with_aocheck_run() {
         "{:?}",
         broken.cases[0]
     );
+    // The reproduction names the file: the case is not in the shipped folder.
+    let repro = &broken.cases[0].repro;
+    assert!(
+        repro.starts_with("aocheck run --cases ") && repro.contains(&f.case_file),
+        "{repro}"
+    );
     assert!(
         broken.cases[0]
             .failures
@@ -360,6 +366,22 @@ fn the_command_writes_its_report_and_refuses_bad_flags() {
     for f in ["explore.json", "summary.md", "junit.xml"] {
         assert!(out.join(f).is_file(), "{f}");
     }
+    // An implementation that cannot start is said at once (exit 4), not explored for its budget.
+    let dead = run(&[
+        "explore",
+        "--sut",
+        "sh -c 'echo no such implementation >&2; exit 3'",
+        "--schedules",
+        "500",
+        "--out",
+        dir.path().join("dead").to_str().expect("utf-8 path"),
+    ]);
+    let err = String::from_utf8_lossy(&dead.stderr);
+    assert_eq!(dead.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("could not be started") && err.contains("no such implementation"),
+        "{err}"
+    );
     for (args, flag) in [
         (vec!["explore", "--shard", "0/2"], "--shard"),
         (vec!["explore", "--time", "1d"], "--time"),
