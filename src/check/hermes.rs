@@ -119,8 +119,18 @@ pub(crate) fn judge_operator(
                 format!("{runs} Hermes runs started for one source Action (ground truth)"),
             );
         }
-        if b.run_id.is_none() && b.status == BindingStatus::Failed {
+        // no_failure_without_evidence examines every start that left no run id: a binding that
+        // says `failed` (a claim the ledger can refute) or `outcome_unknown` (where it could
+        // have said `failed` and did not).
+        if b.run_id.is_none()
+            && matches!(
+                b.status,
+                BindingStatus::Failed | BindingStatus::OutcomeUnknown
+            )
+        {
             facts.saw(Req::R009);
+        }
+        if b.run_id.is_none() && b.status == BindingStatus::Failed {
             if runs > 0 {
                 v(
                     "no_failure_without_evidence",

@@ -28,6 +28,38 @@ pub const FAULT_KINDS: [&str; 11] = [
     "hold",
 ];
 
+/// The Hermes fault kinds the Hermes workload draws, by route (`hermes <kind> × <route>` in the
+/// table): what its coverage must show fired.
+pub const HERMES_FAULTS: [(&str, &str); 19] = [
+    ("hold", "start"),
+    ("commit_then", "start"),
+    ("commit_then_drop", "start"),
+    ("reject", "start"),
+    ("start_without_run_id", "start"),
+    ("events404", "events"),
+    ("garble_frame", "events"),
+    ("drop_stream", "events"),
+    ("forget", "status"),
+    ("reject", "status"),
+    ("delay", "status"),
+    ("reject", "approval"),
+    ("commit_then", "approval"),
+    ("commit_then_drop", "approval"),
+    ("delay", "approval"),
+    ("stop_stuck", "stop"),
+    ("complete_races_stop", "stop"),
+    ("reject", "stop"),
+    ("commit_then", "stop"),
+];
+
+/// A Hermes fault's kind (its `type`).
+pub fn hermes_fault_kind(f: &fake_hermes::faults::Fault) -> String {
+    serde_json::to_value(f)
+        .ok()
+        .and_then(|v| v["type"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// The operations each fault kind applies to (the provider's own rule: effect faults on effects,
 /// listing faults on listings).
 pub fn applies(kind: &str) -> &'static [POp] {
@@ -113,6 +145,7 @@ impl Coverage {
             .or_default() += 1;
         let faults = &report.faults;
         let mut rules = faults.iter().filter(|f| f.what.starts_with("provider "));
+        let mut hermes_rules = faults.iter().filter(|f| f.what.starts_with("hermes "));
         // The runner reports each crash of the case (in step order, reached or not) and whether
         // it landed: a crash at a hold landed only if the provider committed with nobody left
         // to answer.
@@ -133,6 +166,27 @@ impl Coverage {
                         .or_default();
                     c.declared += 1;
                     c.fired += u64::from(fired);
+                }
+                Step::HermesFault { route, fault, .. } => {
+                    let fired = hermes_rules.next().is_some_and(|f| f.fired);
+                    let c = self
+                        .faults
+                        .entry(format!(
+                            "hermes {} × {}",
+                            hermes_fault_kind(fault),
+                            route.label()
+                        ))
+                        .or_default();
+                    c.declared += 1;
+                    c.fired += u64::from(fired);
+                }
+                Step::OperatorKill { .. } => {
+                    let c = self
+                        .crash_points
+                        .entry(format!("connector instance killed after {before}"))
+                        .or_default();
+                    c.declared += 1;
+                    c.fired += 1;
                 }
                 Step::Crash { at_hold, .. } => {
                     let point = match at_hold {
@@ -177,21 +231,38 @@ impl Coverage {
                 }
                 _ => {}
             }
-            if !matches!(s, Step::ProviderFault { .. } | Step::Crash { .. }) {
+            if !matches!(
+                s,
+                Step::ProviderFault { .. }
+                    | Step::Crash { .. }
+                    | Step::HermesFault { .. }
+                    | Step::OperatorKill { .. }
+            ) {
                 before = s.verb();
             }
         }
     }
 
-    /// Every `kind × op` the vocabulary offers that no schedule fired.
+    /// Every `kind × op` the vocabulary offers that no schedule fired: the payment provider's
+    /// when a schedule of the AOC workload ran, Hermes's when one of the Hermes workload did.
     pub fn never_fired(&self) -> Vec<String> {
-        FAULT_KINDS
-            .iter()
-            .flat_map(|k| {
-                applies(k)
-                    .iter()
-                    .map(move |op| format!("{k} × {}", op.label()))
+        let ran = |hermes: bool| {
+            self.verbs.keys().any(|v| {
+                let h = v.starts_with("operator_") || v.starts_with("hermes_");
+                h == hermes && v != "settle"
             })
+        };
+        let payments = FAULT_KINDS.iter().flat_map(|k| {
+            applies(k)
+                .iter()
+                .map(move |op| format!("{k} × {}", op.label()))
+        });
+        let hermes = HERMES_FAULTS
+            .iter()
+            .map(|(k, r)| format!("hermes {k} × {r}"));
+        payments
+            .filter(|_| ran(false))
+            .chain(hermes.filter(|_| ran(true)))
             .filter(|key| self.faults.get(key).is_none_or(|c| c.fired == 0))
             .collect()
     }
@@ -287,6 +358,49 @@ mod tests {
         assert!(missing.contains(&"incomplete_listing × list".to_string()));
         assert!(!missing.contains(&"garble × create".to_string()));
         assert!(missing.contains(&"hold × create".to_string()));
+    }
+
+    #[test]
+    fn hermes_faults_and_connector_kills_are_counted_and_missed_ones_named() {
+        let c = case(
+            "id: X\ntitle: t\nrequirements: [AOC-REQ-010]\nsteps:\n  - {do: hermes_fault, route: start, fault: {type: commit_then_drop}}\n  - {do: hermes_fault, route: stop, fault: {type: stop_stuck}}\n  - {do: operator_kill, instance: p1}\n",
+        );
+        let f = |what: &str, fired| FaultReport {
+            what: what.into(),
+            fired,
+        };
+        let mut cov = Coverage::default();
+        cov.add(
+            &c,
+            &all_ok(
+                &c,
+                &[
+                    f("hermes start commit_then_drop", true),
+                    f("hermes stop stop_stuck", false),
+                    f("kill connector p1", true),
+                ],
+            ),
+        );
+        assert_eq!(
+            cov.faults["hermes commit_then_drop × start"],
+            Count {
+                declared: 1,
+                fired: 1
+            }
+        );
+        assert_eq!(cov.faults["hermes stop_stuck × stop"].fired, 0);
+        assert_eq!(
+            cov.crash_points["connector instance killed after start"].fired,
+            1
+        );
+        let missing = cov.never_fired();
+        assert!(missing.contains(&"hermes stop_stuck × stop".to_string()));
+        assert!(!missing.contains(&"hermes commit_then_drop × start".to_string()));
+        // No schedule of the AOC workload ran: none of the payment provider's pairs is named.
+        assert!(
+            missing.iter().all(|m| m.starts_with("hermes ")),
+            "{missing:?}"
+        );
     }
 
     #[test]
