@@ -130,16 +130,14 @@ pub(crate) fn judge_operator(
         {
             facts.saw(Req::R009);
         }
-        if b.run_id.is_none() && b.status == BindingStatus::Failed {
-            if runs > 0 {
-                v(
-                    "no_failure_without_evidence",
-                    Req::R009,
-                    format!(
-                        "binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)"
-                    ),
-                );
-            }
+        if b.run_id.is_none() && b.status == BindingStatus::Failed && runs > 0 {
+            v(
+                "no_failure_without_evidence",
+                Req::R009,
+                format!(
+                    "binding says the start failed, but Hermes started {runs} run(s) for it (ground truth)"
+                ),
+            );
         }
         let Some(run) = &b.run_id else {
             continue;
