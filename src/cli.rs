@@ -171,6 +171,10 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         Ok(o) => o,
         Err(code) => return code,
     };
+    let _held = match crate::setup::lock_out(&out) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let signing = match crate::setup::signing_key(a.sign.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,

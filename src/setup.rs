@@ -39,6 +39,39 @@ pub fn out_dir(out: Option<&PathBuf>, kind: &str, run_id: &str) -> Result<PathBu
     Ok(out)
 }
 
+/// Holds `out` for this run alone: two runs writing one folder would delete each other's
+/// per-case stores under their processes. The lock (`out/.aocheck.lock`) is released when the
+/// returned file is dropped, or when the process ends, however it ends.
+pub fn lock_out(out: &Path) -> Result<std::fs::File, u8> {
+    let path = out.join(".aocheck.lock");
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: cannot create {}: {e}", path.display());
+            return Err(exit::INVALID_INPUT);
+        }
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!(
+                "error: --out {}: another aocheck run is writing this folder; give this run its own --out",
+                out.display()
+            );
+            Err(exit::INVALID_INPUT)
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            eprintln!("error: cannot lock {}: {e}", path.display());
+            Err(exit::INVALID_INPUT)
+        }
+    }
+}
+
 /// How to reach an implementation that aocheck did not write (`run` and `explore` alike).
 #[derive(clap::Args, Debug)]
 pub struct SutArgs {

@@ -138,6 +138,10 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         Ok(o) => o,
         Err(code) => return code,
     };
+    let _held = match crate::setup::lock_out(&out) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     let spec = a
         .store
         .clone()

@@ -366,6 +366,27 @@ fn the_command_writes_its_report_and_refuses_bad_flags() {
     for f in ["explore.json", "summary.md", "junit.xml"] {
         assert!(out.join(f).is_file(), "{f}");
     }
+    // A folder another run is writing is refused (their per-case stores would collide).
+    let busy = dir.path().join("busy");
+    std::fs::create_dir_all(&busy).expect("mkdir");
+    let lock = std::fs::File::create(busy.join(".aocheck.lock")).expect("lock file");
+    lock.try_lock().expect("the test holds the lock");
+    let second = run(&[
+        "explore",
+        "--schedules",
+        "2",
+        "--store",
+        "memory",
+        "--out",
+        busy.to_str().expect("utf-8 path"),
+    ]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("another aocheck run is writing this folder"),
+        "{err}"
+    );
+    drop(lock);
     // An implementation that cannot start is said at once (exit 4), not explored for its budget.
     let dead = run(&[
         "explore",
