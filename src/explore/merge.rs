@@ -216,7 +216,7 @@ pub fn merge(shards: &[Shard], run_id: &str) -> Result<ExploreReport, MergeError
         stores.insert(r.store.clone());
     }
     m.findings.sort_by_key(|x| x.schedule);
-    m.never_fired = m.coverage.never_fired();
+    m.never_fired = m.coverage.never_fired(&m.workload);
     m.median_steps = report::median(&m.step_counts);
     m.schedules_per_minute = report::per_minute(m.schedules, m.millis);
     m.store = stores.into_iter().collect::<Vec<_>>().join(", ");

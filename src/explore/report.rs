@@ -113,7 +113,7 @@ impl ExploreReport {
             unsupported: x.unsupported,
             findings: x.findings.clone(),
             coverage: x.coverage.clone(),
-            never_fired: x.coverage.never_fired(),
+            never_fired: x.coverage.never_fired(o.workload.name()),
             step_counts,
             median_steps: x.median_steps,
             millis: x.millis,

@@ -293,6 +293,15 @@ async fn setup(
     Ok((world, server, provider))
 }
 
+/// The case file as a repro names it: relative to the working folder when it lies under it.
+fn repro_case_path(path: &std::path::Path) -> std::path::PathBuf {
+    let cwd = std::env::current_dir().ok();
+    match cwd.as_deref().map(|c| path.strip_prefix(c)) {
+        Some(Ok(rel)) if path.is_absolute() => rel.to_path_buf(),
+        _ => path.to_path_buf(),
+    }
+}
+
 /// Runs one case against a store. Never panics on SUT behaviour: findings become the verdict.
 pub async fn run_case(
     store: Arc<AnyStore>,
@@ -314,11 +323,13 @@ pub async fn run_case(
         case: case.id.clone(),
     });
     let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
-    // A case outside the shipped folder is named by its file too (`--cases FILE`).
-    let from = if lc.path.starts_with("cases") {
+    // A case outside the shipped folder is named by its file too (`--cases FILE`), relative
+    // to the working folder where it lies under it (no machine path in a report).
+    let shown = repro_case_path(&lc.path);
+    let from = if shown.starts_with("cases") {
         String::new()
     } else {
-        format!("--cases {} ", shell_word(&lc.path.display().to_string()))
+        format!("--cases {} ", shell_word(&shown.display().to_string()))
     };
     report.repro = format!("aocheck run {from}--case {} --seed {}", case.id, opts.seed);
     if let Some(st) = &opts.repro_store {
