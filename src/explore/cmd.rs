@@ -127,6 +127,13 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         eprintln!("error: --schedules 0 explores nothing; give 1 or more");
         return exit::INVALID_INPUT;
     }
+    // Every flag is checked before the output folder is made (a refused command leaves nothing).
+    if a.jobs == Some(0) {
+        eprintln!(
+            "error: --jobs 0: at least one schedule must run at a time; use --jobs 1 or more"
+        );
+        return exit::INVALID_INPUT;
+    }
     let signing = match crate::setup::signing_key(a.sign.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,
@@ -171,12 +178,6 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     opts.stop_on_finding = a.stop_on_finding;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     opts.jobs = match a.jobs {
-        Some(0) => {
-            eprintln!(
-                "error: --jobs 0: at least one schedule must run at a time; use --jobs 1 or more"
-            );
-            return exit::INVALID_INPUT;
-        }
         Some(j) => j,
         None if opts.run.sut.is_some() => 2 * cores,
         None => cores,

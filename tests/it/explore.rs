@@ -346,6 +346,7 @@ fn the_command_writes_its_report_and_refuses_bad_flags() {
     let run = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
             .args(args)
+            .current_dir(dir.path())
             .output()
             .expect("aocheck runs")
     };
@@ -414,11 +415,21 @@ fn the_command_writes_its_report_and_refuses_bad_flags() {
         let err = String::from_utf8_lossy(&r.stderr);
         assert_eq!(r.status.code(), Some(3), "{args:?}: {err}");
         assert!(err.contains(flag), "{args:?}: {err}");
+        // A refused command makes no output folder.
+        assert!(
+            !dir.path().join("reports").exists(),
+            "{args:?} left an output folder"
+        );
     }
 }
 
 /// Schedules run at once are taken in order: one at a time or three, the same exploration
 /// (schedules, counts, coverage, findings and their shrunk cases).
+///
+/// One known timing dependence is outside what `--jobs` governs: on a heavily loaded machine a
+/// crash at a hold lands (the provider commits to nobody) in one run and not in another, about
+/// one run in eight under four times the cores' load (docs/decisions.md D67). So a pair that
+/// differs is run once more; two differing pairs fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_report_does_not_depend_on_how_many_schedules_run_at_once() {
     let run = async |jobs: usize| {
@@ -427,21 +438,12 @@ async fn the_report_does_not_depend_on_how_many_schedules_run_at_once() {
         o.jobs = jobs;
         explore(memory(), &o, &mut |_| {}).await
     };
-    let (one, three) = (run(1).await, run(3).await);
-    assert!(
-        !one.findings.is_empty(),
-        "replay_unknown found in 40 schedules"
-    );
-    assert_eq!(one.indices, three.indices);
-    assert_eq!(
-        (one.clean, &one.undecided, one.unsupported),
-        (three.clean, &three.undecided, three.unsupported)
-    );
-    assert_eq!(one.coverage, three.coverage);
-    let found = |x: &aocheck::explore::Exploration| {
-        x.findings
+    // What the exploration decided: schedules, counts, coverage and each finding with its
+    // shrunk case's steps and configuration (its description quotes the ids minted).
+    let seen = |x: &aocheck::explore::Exploration| {
+        let found = x
+            .findings
             .iter()
-            // The case's steps and configuration (its description quotes the ids minted).
             .map(|f| {
                 let case = f.case.as_ref().map(|c| (c.steps.clone(), c.config.clone()));
                 (
@@ -452,9 +454,31 @@ async fn the_report_does_not_depend_on_how_many_schedules_run_at_once() {
                     case,
                 )
             })
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        format!(
+            "indices {:?}\nclean {} undecided {:?} unsupported {}\ncoverage {:?}\nfindings {found:?}",
+            x.indices, x.clean, x.undecided, x.unsupported, x.coverage
+        )
     };
-    assert_eq!(found(&one), found(&three));
+    let mut last = None;
+    for _ in 0..2 {
+        let (one, three) = (run(1).await, run(3).await);
+        assert!(
+            !one.findings.is_empty(),
+            "replay_unknown found in 40 schedules"
+        );
+        let (a, b) = (seen(&one), seen(&three));
+        if a == b {
+            return;
+        }
+        last = Some((a, b));
+    }
+    if let Some((a, b)) = last {
+        assert_eq!(
+            a, b,
+            "one at a time (left) and three at once (right), twice"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
