@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "aocheck",
-    version,
+    version = crate::VERSION,
     about = "Conformance harness for agent executors (AOC profile)"
 )]
 pub struct Cli {
@@ -32,6 +32,18 @@ pub enum Command {
     /// Merge the explore reports of the shards of one exploration (`explore --shard K/N`) into
     /// one report set in OUT.
     Merge(crate::explore::merge::MergeArgs),
+    /// Compare two run reports (plain, signed, or their folders): regressions, fixes, new and
+    /// removed cases, changed missing-knowledge flags. Exit 1 on a regression.
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        /// Verify signed reports with this public key first.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// `markdown` (a pull-request comment) or `json`.
+        #[arg(long, default_value = "markdown")]
+        format: String,
+    },
     /// Check case files: every defect at once, with file, case, field, line and fix.
     Cases {
         #[command(subcommand)]
@@ -119,10 +131,29 @@ pub struct RunArgs {
     pub sign: Option<PathBuf>,
     #[command(flatten)]
     pub sut: crate::setup::SutArgs,
-    /// Seconds the whole run may take; past them every process is killed, no report is
-    /// written, and the exit is 4 with a message saying how far the run got.
+    /// Seconds the whole run may take; past them every process is killed and the report of the
+    /// cases that ended is written, the rest `not_run`, the run marked `incomplete` (exit 6
+    /// unless a case that ended failed).
     #[arg(long)]
     pub timeout: Option<u64>,
+    /// Known failures (TOML, `[[expected]]` entries). Default: `aocheck.toml` in the working
+    /// folder when there is one.
+    #[arg(long)]
+    pub expect: Option<PathBuf>,
+    /// An expected failure that did not fail (an unexpected pass) fails the run.
+    #[arg(long)]
+    pub strict: bool,
+    /// An earlier run's report (`report.json`, `report.dsse.json` or its folder): the run ends
+    /// with a diff against it (`diff.md`, `diff.json`), and a regression fails the run.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// The public key a signed baseline is verified with.
+    #[arg(long, requires = "baseline")]
+    pub baseline_key: Option<PathBuf>,
+    /// Run only part K of N of the cases (every N-th from the K-th, in suite order); `aocheck
+    /// merge` joins the parts' reports.
+    #[arg(long)]
+    pub shard: Option<String>,
 }
 
 async fn run_suite_cmd(a: RunArgs) -> u8 {
@@ -165,6 +196,74 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
                     .requirements
                     .iter()
                     .any(|r| crate::aoc::Req::parse(r).is_some_and(|q| wanted_reqs.contains(&q))))
+    });
+    // Expectations name ids of the whole suite (a filter does not void an entry).
+    let all_ids: std::collections::BTreeSet<String> =
+        cases.iter().map(|c| c.case.id.clone()).collect();
+    let expect_file = a.expect.clone().or_else(|| {
+        let d = PathBuf::from("aocheck.toml");
+        d.is_file().then_some(d)
+    });
+    let expectations = match &expect_file {
+        None => None,
+        Some(f) => match crate::ci::expect::load(f, &all_ids) {
+            Ok(x) => {
+                println!(
+                    "aocheck: expectations from {} ({} known failure(s))",
+                    x.file,
+                    x.entries.len()
+                );
+                Some(x)
+            }
+            Err(defects) => {
+                for d in &defects {
+                    eprintln!("error: {d}");
+                }
+                eprintln!(
+                    "{} defect(s) in the expectations; nothing was run",
+                    defects.len()
+                );
+                return exit::INVALID_INPUT;
+            }
+        },
+    };
+    if a.strict && expectations.is_none() {
+        eprintln!("error: --strict needs an expectations file (--expect FILE or ./aocheck.toml)");
+        return exit::INVALID_INPUT;
+    }
+    let baseline = match &a.baseline {
+        None => None,
+        Some(b) => match crate::ci::diff::read_report(b, a.baseline_key.as_deref()) {
+            Ok(x) => Some(x),
+            Err((code, e)) => {
+                eprintln!("error: --baseline {e}");
+                return code;
+            }
+        },
+    };
+    let shard = match &a.shard {
+        None => None,
+        Some(s) => match crate::explore::cmd::parse_shard(s) {
+            Some(k) => Some(k),
+            None => {
+                eprintln!("error: --shard {s:?}: use K/N with 1 ≤ K ≤ N, e.g. 2/4");
+                return exit::INVALID_INPUT;
+            }
+        },
+    };
+    let shard = shard.map(|(k, n)| {
+        let whole = crate::report::model::Shard {
+            k,
+            n,
+            suite_digest: crate::runner::test_input_digest(&cases),
+            suite_cases: cases.len(),
+        };
+        let mut i = 0u64;
+        cases.retain(|_| {
+            i += 1;
+            (i - 1) % n == k - 1
+        });
+        whole
     });
     let run_id = format!("run-{}", uuid::Uuid::now_v7().simple());
     let out = match crate::setup::out_dir(a.out.as_ref(), "runs", &run_id) {
@@ -243,22 +342,37 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         }
         progress(e)
     };
-    let run = crate::runner::run_suite(&cases, store, &opts, &mut progress);
-    let report = match a.timeout {
+    let done = std::sync::Mutex::new(Vec::new());
+    let run = crate::runner::run_suite_into(&cases, store.clone(), &opts, &mut progress, &done);
+    let mut stopped = None;
+    match a.timeout {
         None => run.await,
-        Some(secs) => match tokio::time::timeout(std::time::Duration::from_secs(secs), run).await {
-            Ok(r) => r,
-            Err(_) => {
-                // Dropping the run kills every implementation process it started.
-                eprintln!(
-                    "error: the run did not finish within --timeout {secs} s: {} of {} case(s) finished; every process was killed and no report was written",
-                    finished.load(std::sync::atomic::Ordering::SeqCst),
+        Some(secs) => {
+            if tokio::time::timeout(std::time::Duration::from_secs(secs), run)
+                .await
+                .is_err()
+            {
+                // Dropping the run killed every implementation process it started.
+                let ended = finished.load(std::sync::atomic::Ordering::SeqCst);
+                let why = format!(
+                    "stopped by --timeout {secs} s: {ended} of {} case(s) ended; the rest are not_run",
                     cases.len()
                 );
-                return exit::UNREACHABLE;
+                eprintln!(
+                    "error: the run did not finish within --timeout {secs} s: {ended} of {} case(s) ended; every process was killed; the report lists the rest as not_run",
+                    cases.len()
+                );
+                stopped = Some(why);
             }
-        },
-    };
+        }
+    }
+    let reports = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut report = crate::runner::assemble(&cases, reports, store.as_ref(), &opts);
+    report.incomplete = stopped;
+    report.shard = shard;
+    if let Some(x) = &expectations {
+        report.expectations = Some(crate::ci::expect::apply(x, &report, a.strict));
+    }
     if let Err(e) = write_reports(&report, &out, signing.as_ref()) {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;
@@ -280,7 +394,32 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
                 .collect::<Vec<_>>()
                 .join("; ")
         );
-        println!("  reproduce: {}", c.repro);
+        if c.repro.is_empty() {
+            println!("  not run: the run was stopped before this case ended");
+        } else {
+            println!("  reproduce: {}", c.repro);
+        }
+    }
+    if let Some(x) = &report.expectations {
+        println!(
+            "expectations ({}): {} expected failure(s), {} unexpected failure(s), {} unexpected pass(es){}, {} entr(ies) not exercised",
+            x.file,
+            x.expected_failures.len(),
+            x.unexpected_failures.len(),
+            x.unexpected_passes.len(),
+            if x.strict {
+                " (--strict: they fail the run)"
+            } else {
+                ""
+            },
+            x.not_exercised.len()
+        );
+        for e in &x.unexpected_passes {
+            println!(
+                "  unexpected pass: {e} covered no failure; remove it from {}",
+                x.file
+            );
+        }
     }
     println!(
         "{} passed, {} failed, {} other; reports in {}",
@@ -289,37 +428,85 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         report.summary.other,
         out.display()
     );
-    exit::of_report(&report)
+    let mut code = exit::of_report(&report);
+    if let Some((old, side)) = &baseline {
+        let new_side = crate::ci::diff::Side {
+            file: crate::runner::repro_case_path(&out.join("report.json"))
+                .display()
+                .to_string(),
+            run_id: report.run_id.clone(),
+            test_input_digest: report.test_input_digest.clone(),
+            signature: "plain".into(),
+        };
+        let d = crate::ci::diff::diff(old, side.clone(), &report, new_side);
+        let md = crate::ci::diff::markdown(&d);
+        let json = serde_json::to_string_pretty(&d).unwrap_or_default();
+        for (name, body) in [("diff.md", md.as_str()), ("diff.json", json.as_str())] {
+            if let Err(e) = std::fs::write(out.join(name), body) {
+                eprintln!("error: writing {name} to {}: {e}", out.display());
+                return exit::INVALID_INPUT;
+            }
+        }
+        println!(
+            "against the baseline {}: {} regression(s), {} fix(es); diff.md and diff.json in {}",
+            side.file,
+            d.regressions.len(),
+            d.fixes.len(),
+            out.display()
+        );
+        for r in &d.regressions {
+            println!(
+                "  regression: {} {}: {} → {}",
+                r.requirement,
+                r.case,
+                r.from.label(),
+                r.to.label()
+            );
+        }
+        if d.has_regression() && code != exit::REQUIREMENT_FAILED {
+            code = exit::REQUIREMENT_FAILED;
+        }
+    }
+    code
 }
 
-/// Writes every format (and the signed envelope when a key is given).
-pub fn write_reports(
-    report: &crate::report::model::Report,
-    out: &std::path::Path,
-    key: Option<&ed25519_dalek::SigningKey>,
-) -> Result<(), String> {
-    use crate::report::formats;
-    let w = |name: &str, body: &[u8]| {
-        std::fs::write(out.join(name), body).map_err(|e| format!("{name}: {e}"))
-    };
-    w(
-        "report.json",
-        formats::json(report).map_err(|e| e.to_string())?.as_bytes(),
-    )?;
-    w("junit.xml", formats::junit(report).as_bytes())?;
-    w("summary.md", formats::markdown(report).as_bytes())?;
-    w("report.html", formats::html(report).as_bytes())?;
-    if let Some(k) = key {
-        let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
-        crate::setup::write_signed(
-            out,
-            "report.json",
-            crate::report::attest::PREDICATE_TYPE,
-            &value,
-            k,
-        )?;
+pub use crate::ci::write_reports;
+
+fn diff_cmd(
+    old: &std::path::Path,
+    new: &std::path::Path,
+    key: Option<&std::path::Path>,
+    format: &str,
+) -> u8 {
+    if format != "markdown" && format != "json" {
+        eprintln!("error: --format {format:?}: use markdown or json");
+        return exit::INVALID_INPUT;
     }
-    Ok(())
+    let read = |p: &std::path::Path| crate::ci::diff::read_report(p, key);
+    let ((o, os), (n, ns)) = match (read(old), read(new)) {
+        (Ok(o), Ok(n)) => (o, n),
+        (Err((code, e)), _) | (_, Err((code, e))) => {
+            eprintln!("error: {e}");
+            return code;
+        }
+    };
+    let d = crate::ci::diff::diff(&o, os, &n, ns);
+    if format == "json" {
+        match serde_json::to_string_pretty(&d) {
+            Ok(j) => println!("{j}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::INVALID_INPUT;
+            }
+        }
+    } else {
+        print!("{}", crate::ci::diff::markdown(&d));
+    }
+    if d.has_regression() {
+        exit::REQUIREMENT_FAILED
+    } else {
+        exit::OK
+    }
 }
 
 /// Runs a parsed command; returns the exit code (see [`crate::exit`]).
@@ -327,7 +514,22 @@ pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
         Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
-        Command::Merge(a) => crate::explore::merge::merge_cmd(a),
+        Command::Merge(a) => {
+            if a.shards
+                .first()
+                .is_some_and(|p| crate::ci::merge::is_run_report(p))
+            {
+                crate::ci::merge::merge_cmd(a)
+            } else {
+                crate::explore::merge::merge_cmd(a)
+            }
+        }
+        Command::Diff {
+            old,
+            new,
+            key,
+            format,
+        } => diff_cmd(&old, &new, key.as_deref(), &format),
         #[cfg(not(feature = "test-knobs"))]
         Command::Sut {
             what: SutCmd::Reference {},

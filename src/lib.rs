@@ -28,9 +28,19 @@
 //! boundary; [`case`], [`check`], [`runner`] and [`report`] on top; [`cli`] and [`exit`] for the
 //! binary. The entry points are re-exported below.
 
+/// The version `aocheck --version` prints: the package version and the git commit it was built
+/// from (`build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AOCHECK_GIT_COMMIT"),
+    ")"
+);
+
 pub mod aoc;
 pub mod case;
 pub mod check;
+pub mod ci;
 pub mod cli;
 pub mod clock;
 pub mod digest;

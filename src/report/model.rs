@@ -227,6 +227,49 @@ pub struct Report {
     pub cases: Vec<CaseReport>,
     pub summary: Summary,
     pub disclaimer: String,
+    /// Set when the run was stopped (`--timeout`) before every case ended: why. The cases that
+    /// did not end are listed with the verdict `not_run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+    /// The part of the suite this run judged (`--shard K/N`): every N-th case from the K-th.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// What the run made of an expectations file (`--expect`, `aocheck.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<ExpectationsOutcome>,
+}
+
+/// What a run made of an expectations file (the rules: `crate::ci::expect`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectationsOutcome {
+    pub file: String,
+    /// Failed cases every failed requirement of which an entry covers.
+    pub expected_failures: Vec<String>,
+    /// Failed cases with a failure no entry covers (these fail the run).
+    pub unexpected_failures: Vec<String>,
+    /// Entries (named as in the file) that covered no failure although a case they name ran.
+    pub unexpected_passes: Vec<String>,
+    /// Entries whose cases did not run (filtered out, or not run): neither expected nor passing.
+    pub not_exercised: Vec<String>,
+    /// Whether an unexpected pass fails the run (`--strict`).
+    pub strict: bool,
+}
+
+impl ExpectationsOutcome {
+    /// Whether the run fails for a requirement once the expected failures are set aside.
+    pub fn fails(&self) -> bool {
+        !self.unexpected_failures.is_empty() || (self.strict && !self.unexpected_passes.is_empty())
+    }
+}
+
+/// One part of a sharded run: cases `k-1`, `k-1+n`, … of the suite (in file order), and the
+/// digest of the whole suite's case files, so that shards of different suites are not merged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub k: u64,
+    pub n: u64,
+    pub suite_digest: String,
+    pub suite_cases: usize,
 }
 
 /// The footer of a run judged through the protocol, of an implementation that is not aocheck's

@@ -294,7 +294,7 @@ async fn setup(
 }
 
 /// The case file as a repro names it: relative to the working folder when it lies under it.
-fn repro_case_path(path: &std::path::Path) -> std::path::PathBuf {
+pub fn repro_case_path(path: &std::path::Path) -> std::path::PathBuf {
     let cwd = std::env::current_dir().ok();
     match cwd.as_deref().map(|c| path.strip_prefix(c)) {
         Some(Ok(rel)) if path.is_absolute() => rel.to_path_buf(),
@@ -629,23 +629,50 @@ pub(crate) fn control_token() -> Result<String, String> {
     Ok(format!("ctl_{}", hex::encode(b)))
 }
 
+/// The digest of the case files a run judges: each case's id and the SHA-256 of its file's bytes,
+/// in order.
+pub fn test_input_digest(cases: &[LoadedCase]) -> String {
+    let inputs: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|c| serde_json::json!({"id": c.case.id, "sha256": crate::digest::Digest::of_bytes(&c.bytes).hex()}))
+        .collect();
+    crate::digest::digest_of(&inputs)
+        .map(|d| d.to_string())
+        .unwrap_or_default()
+}
+
+/// Runs the cases in order and returns the run's report.
 pub async fn run_suite(
     cases: &[LoadedCase],
     store: Arc<AnyStore>,
     opts: &RunOptions,
     emit: &mut (dyn FnMut(RunEvent) + Send),
 ) -> crate::report::model::Report {
-    use crate::report::model::{DISCLAIMER, Report, SCHEMA, Summary};
-    use crate::store::Store;
+    let done = std::sync::Mutex::new(Vec::new());
+    run_suite_into(cases, store.clone(), opts, emit, &done).await;
+    let reports = done.into_inner().unwrap_or_else(|p| p.into_inner());
+    assemble(cases, reports, store.as_ref(), opts)
+}
+
+/// Runs the cases in order, putting each case's report in `done` as it ends (what a run stopped
+/// by `--timeout` still has).
+pub async fn run_suite_into(
+    cases: &[LoadedCase],
+    store: Arc<AnyStore>,
+    opts: &RunOptions,
+    emit: &mut (dyn FnMut(RunEvent) + Send),
+    done: &std::sync::Mutex<Vec<CaseReport>>,
+) {
     emit(RunEvent::RunStarted {
         run_id: opts.run_id.clone(),
         seed: opts.seed,
         cases: cases.iter().map(|c| c.case.id.clone()).collect(),
     });
-    let mut reports = Vec::new();
     for lc in cases {
-        reports.push(run_case(store.clone(), lc, opts, emit).await);
+        let r = run_case(store.clone(), lc, opts, emit).await;
+        done.lock().unwrap_or_else(|p| p.into_inner()).push(r);
     }
+    let reports = done.lock().unwrap_or_else(|p| p.into_inner());
     let pass = reports
         .iter()
         .filter(|c| c.verdict == Verdict::Pass)
@@ -659,13 +686,37 @@ pub async fn run_suite(
         failed: fail,
         other: reports.len() - pass - fail,
     });
-    let inputs: Vec<serde_json::Value> = cases
+}
+
+/// The run's report from its cases' reports (in the cases' order; a case with no report, one a
+/// stopped run never ended, is `not_run`).
+pub fn assemble(
+    cases: &[LoadedCase],
+    mut reports: Vec<CaseReport>,
+    store: &AnyStore,
+    opts: &RunOptions,
+) -> crate::report::model::Report {
+    use crate::report::model::{DISCLAIMER, Report, SCHEMA, Summary};
+    use crate::store::Store;
+    for lc in cases.iter().skip(reports.len()) {
+        let mut r = CaseReport::new(
+            &lc.case.id,
+            &lc.case.title,
+            &lc.path,
+            lc.case.requirements.clone(),
+        );
+        r.repro = String::new();
+        reports.push(r);
+    }
+    let pass = reports
         .iter()
-        .map(|c| serde_json::json!({"id": c.case.id, "sha256": crate::digest::Digest::of_bytes(&c.bytes).hex()}))
-        .collect();
-    let test_input_digest = crate::digest::digest_of(&inputs)
-        .map(|d| d.to_string())
-        .unwrap_or_default();
+        .filter(|c| c.verdict == Verdict::Pass)
+        .count();
+    let fail = reports
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .count();
+    let test_input_digest = test_input_digest(cases);
     let mut implementation = match &opts.sut {
         Some(spec) => reports
             .iter()
@@ -702,5 +753,8 @@ pub async fn run_suite(
         },
         cases: reports,
         disclaimer,
+        incomplete: None,
+        shard: None,
+        expectations: None,
     }
 }

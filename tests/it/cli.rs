@@ -218,10 +218,11 @@ fn undecided_cases_exit_2_and_unreachable_implementations_exit_4() {
 }
 
 /// `--timeout` bounds the whole run: an implementation that never answers (here within each
-/// request's own 10 s deadline) is cut off at the run's deadline with exit 4 and a message that
-/// says how far the run got; its process does not outlive the run.
+/// request's own 10 s deadline) is cut off at the run's deadline with exit 6 (incomplete), a
+/// message that says how far the run got, and the report of what ended (here nothing: both cases
+/// `not_run`); its process does not outlive the run.
 #[test]
-fn a_run_past_its_timeout_exits_4_and_says_how_far_it_got() {
+fn a_run_past_its_timeout_exits_6_reports_and_says_how_far_it_got() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tag = format!("sleep {}", 40_000 + std::process::id() % 10_000);
     let started = std::time::Instant::now();
@@ -238,15 +239,26 @@ fn a_run_past_its_timeout_exits_4_and_says_how_far_it_got() {
         "--out",
         dir.path().to_str().expect("utf8"),
     ]);
-    assert_eq!(code, 4, "{err}");
+    assert_eq!(code, 6, "{err}");
     assert!(
-        err.contains("did not finish within --timeout 2 s")
-            && err.contains("of 2 case(s) finished"),
+        err.contains("did not finish within --timeout 2 s") && err.contains("0 of 2 case(s) ended"),
         "{err}"
     );
     // A guard against a run that ignores its deadline, not a speed target.
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
-    assert!(!dir.path().join("report.json").exists());
+    let r: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("report.json")).expect("the partial report"),
+    )
+    .expect("json");
+    assert!(r["incomplete"].is_string(), "{r:#}");
+    assert!(
+        r["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .all(|c| c["verdict"] == "not_run"),
+        "{r:#}"
+    );
     std::thread::sleep(std::time::Duration::from_millis(200));
     let alive = std::fs::read_dir("/proc")
         .into_iter()

@@ -12,6 +12,7 @@ mod hostile;
 mod layers;
 mod model;
 mod operator;
+mod pipeline;
 mod protocol;
 mod providers;
 mod python_sut;

@@ -168,6 +168,9 @@ fn junit_marks_failures_errors_and_skips() {
         },
         cases: vec![fail, err, skip],
         disclaimer: String::new(),
+        incomplete: None,
+        shard: None,
+        expectations: None,
     };
     let x = aocheck::report::formats::junit(&report);
     assert!(x.contains(r#"failures="1" errors="1" skipped="1""#), "{x}");
