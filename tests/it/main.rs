@@ -17,6 +17,7 @@ mod protocol;
 mod providers;
 mod python_sut;
 mod report;
+mod schema;
 mod store_conformance;
 mod successor_process;
 #[allow(dead_code)]
