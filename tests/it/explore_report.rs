@@ -76,10 +76,7 @@ async fn the_time_budget_bounds_shrinking_and_the_report_says_it_was_cut() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     aocheck::explore::report::write(dir.path(), &x, &o, "memory").expect("write");
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("explore.json")).expect("explore.json"),
-    )
-    .expect("explore.json parses");
+    let json = json_of(&dir.path().join("explore.json"));
     assert_eq!(json["findings"][0]["shrink_cut_short"], true);
     let summary = std::fs::read_to_string(dir.path().join("summary.md")).expect("summary");
     assert!(
@@ -342,7 +339,42 @@ fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("--sign"));
 }
 
+/// Whether the explore schema accepts `v` (for the refusals).
+fn explore_schema_accepts(v: &serde_json::Value) -> bool {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("explore.json");
+    std::fs::write(&f, serde_json::to_vec(v).expect("json")).expect("write");
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/schema/explore.schema.json");
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))")
+        .arg(&f)
+        .arg(&schema)
+        .output()
+        .expect("python3")
+        .status
+        .success()
+}
+
+/// An `explore.json`, checked against `reports/schema/explore.schema.json` by an independent
+/// validator (PyPI's jsonschema): every field listed, no other.
 fn json_of(path: &std::path::Path) -> serde_json::Value {
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/schema/explore.schema.json");
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))")
+        .arg(path)
+        .arg(&schema)
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "{} does not satisfy the explore schema: {}",
+        path.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON")
 }
 
@@ -403,6 +435,16 @@ fn shards_merge_into_one_report_and_shards_of_another_seed_are_refused() {
         json_of(&b.join("explore.json")),
         json_of(&out.join("explore.json")),
     );
+    // The schema allows no field it does not list, at the top or in the merge block.
+    for at in ["", "/merged", "/coverage"] {
+        let mut bad = m.clone();
+        bad.pointer_mut(at)
+            .and_then(|x| x.as_object_mut())
+            .expect("an object")
+            .insert("extra".into(), serde_json::Value::Bool(true));
+        assert!(!explore_schema_accepts(&bad), "extra at {at:?} accepted");
+    }
+    assert!(explore_schema_accepts(&m));
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
     for k in ["schedules", "clean", "unsupported", "millis"] {
         assert_eq!(n(&m, k), n(&ja, k) + n(&jb, k), "{k}");
