@@ -347,3 +347,27 @@ fn the_readme_adding_things_table_names_paths_that_exist() {
         "the \"## Adding things\" table names only {checked} paths: was it found?"
     );
 }
+
+/// `aocheck --version` names the version and the git commit the binary was built from (the
+/// commit of this checkout, when it is one).
+#[test]
+fn the_version_names_the_commit() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+        .arg("--version")
+        .output()
+        .expect("aocheck runs");
+    assert_eq!(o.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let commit = head.unwrap_or_else(|| "unknown".into());
+    assert_eq!(
+        said,
+        format!("aocheck {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    );
+}

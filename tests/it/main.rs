@@ -8,6 +8,7 @@ mod domain;
 mod explore;
 mod explore_hermes;
 mod explore_report;
+mod fake_bins;
 mod hostile;
 mod layers;
 mod model;

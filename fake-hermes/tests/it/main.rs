@@ -1,5 +1,4 @@
 //! fake-hermes integration tests: one binary, one module per area.
 
 mod api;
-mod binary;
 mod observed;

@@ -1,4 +1,3 @@
 //! fake-payments integration tests: one binary, one module per area.
 
 mod api;
-mod binary;
