@@ -240,6 +240,40 @@ fn mark(v: Verdict) -> &'static str {
 }
 
 /// `summary.md`: requirement verdicts, failing cases with their reproduction command.
+/// What a reader must know before the tables: a run stopped early, a shard, the expectations.
+fn run_notes(r: &Report) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(why) = &r.incomplete {
+        v.push(format!(
+            "Incomplete run: {why}. The cases it never ended are listed as not_run."
+        ));
+    }
+    if let Some(sh) = &r.shard {
+        v.push(format!(
+            "Shard {}/{} of a {}-case suite (suite digest {}); `aocheck merge` joins the shards.",
+            sh.k, sh.n, sh.suite_cases, sh.suite_digest
+        ));
+    }
+    if let Some(x) = &r.expectations {
+        let list = |l: &[String]| {
+            if l.is_empty() {
+                "none".to_string()
+            } else {
+                l.join(", ")
+            }
+        };
+        v.push(format!(
+            "Expectations ({}): expected failures: {}; unexpected failures: {}; unexpected passes: {}{}.",
+            x.file,
+            list(&x.expected_failures),
+            list(&x.unexpected_failures),
+            list(&x.unexpected_passes),
+            if x.strict { " (--strict: they fail the run)" } else { "" }
+        ));
+    }
+    v
+}
+
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -267,6 +301,9 @@ pub fn markdown(r: &Report) -> String {
             md(r.implementation["version"].as_str().unwrap_or("?")),
             md(r.implementation["command"].as_str().unwrap_or("?"))
         );
+    }
+    for line in run_notes(r) {
+        let _ = writeln!(s, "> {}\n", md(&line));
     }
     let _ = writeln!(s, "| requirement | verdict | cases |\n|---|---|---|");
     for q in &r.requirements {
@@ -405,6 +442,9 @@ pub fn html(r: &Report) -> String {
         h(&r.schema)
     );
     let _ = write!(s, "<p><em>{}</em></p>", h(&r.disclaimer));
+    for line in run_notes(r) {
+        let _ = write!(s, "<p><strong>{}</strong></p>", h(&line));
+    }
     // Matrix.
     s.push_str("<h2>Requirements × cases</h2><table><tr><th>requirement</th><th>verdict</th>");
     for c in &r.cases {

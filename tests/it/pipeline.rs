@@ -164,6 +164,11 @@ fn a_pipeline_lists_known_failures_sees_a_fix_and_diffs_it() {
         strings(&r2["expectations"]["unexpected_passes"]),
         ["expected[0] (case = \"AOC-CASE-003\")"]
     );
+    let summary = std::fs::read_to_string(dir.join("second/summary.md")).expect("summary");
+    assert!(
+        summary.contains("unexpected passes: expected\\[0\\] (case = \"AOC-CASE-003\")"),
+        "{summary}"
+    );
     let strict = run_variant(dir, "trust_unauthenticated", "strict", &["--strict"]);
     assert_eq!(strict.status.code(), Some(1), "{}", text(&strict));
 
@@ -412,4 +417,15 @@ fn a_run_stopped_by_its_timeout_still_reports() {
     for f in ["junit.xml", "summary.md", "report.html"] {
         assert!(dir.join("partial").join(f).is_file(), "{f}");
     }
+    // The page a person reads says so before anything else.
+    let summary = std::fs::read_to_string(dir.join("partial/summary.md")).expect("summary");
+    assert!(
+        summary.contains("> Incomplete run: stopped by --timeout 1 s"),
+        "{summary}"
+    );
+    let page = std::fs::read_to_string(dir.join("partial/report.html")).expect("page");
+    assert!(
+        page.contains("<strong>Incomplete run: stopped by --timeout 1 s"),
+        "{page}"
+    );
 }
