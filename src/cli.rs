@@ -373,7 +373,12 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
     if let Some(x) = &expectations {
         report.expectations = Some(crate::ci::expect::apply(x, &report, a.strict));
     }
-    if let Err(e) = write_reports(&report, &out, signing.as_ref()) {
+    if let Err(e) = write_reports(
+        &report,
+        &out,
+        signing.as_ref(),
+        baseline.as_ref().map(|(r, _)| r),
+    ) {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }

@@ -175,7 +175,7 @@ pub fn merge_cmd(a: crate::explore::merge::MergeArgs) -> u8 {
         );
         return exit::INVALID_INPUT;
     }
-    if let Err(e) = super::write_reports(&merged, &out, signing.as_ref()) {
+    if let Err(e) = super::write_reports(&merged, &out, signing.as_ref(), None) {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }

@@ -4,12 +4,15 @@
 pub mod diff;
 pub mod expect;
 pub mod merge;
+pub mod sarif;
 
-/// Writes every format (and the signed envelope when a key is given).
+/// Writes every format (and the signed envelope when a key is given); `report.sarif` marks its
+/// results against `baseline` when one is given.
 pub fn write_reports(
     report: &crate::report::model::Report,
     out: &std::path::Path,
     key: Option<&ed25519_dalek::SigningKey>,
+    baseline: Option<&crate::report::model::Report>,
 ) -> Result<(), String> {
     use crate::report::formats;
     let w = |name: &str, body: &[u8]| {
@@ -20,6 +23,14 @@ pub fn write_reports(
         formats::json(report).map_err(|e| e.to_string())?.as_bytes(),
     )?;
     w("junit.xml", formats::junit(report).as_bytes())?;
+    // Case files are named relative to the working folder (or absolute, as given).
+    let read = |f: &str| std::fs::read_to_string(f).ok();
+    w(
+        "report.sarif",
+        serde_json::to_string_pretty(&sarif::sarif(report, baseline, &read))
+            .map_err(|e| e.to_string())?
+            .as_bytes(),
+    )?;
     w("summary.md", formats::markdown(report).as_bytes())?;
     w("report.html", formats::html(report).as_bytes())?;
     if let Some(k) = key {

