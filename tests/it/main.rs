@@ -3,6 +3,7 @@
 
 mod broken;
 mod cases;
+mod ci_action;
 mod cli;
 mod domain;
 mod explore;
