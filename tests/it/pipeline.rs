@@ -521,3 +521,75 @@ fn a_run_stopped_by_its_timeout_still_reports() {
         "{page}"
     );
 }
+
+/// `junit.xml` stays readable whatever an implementation said: a failure message with every C0
+/// control, DEL, U+FFFE, U+FFFF, `]]>` and markup is parsed back by an independent parser
+/// (Python's xml.etree), with the counts and the requirement in the message intact.
+#[test]
+fn junit_survives_control_characters_in_what_the_implementation_said() {
+    use aocheck::report::model::{CaseReport, Failure, Report, Summary, Verdict};
+    let nasty: String = (0u32..0x20)
+        .chain([0x7f, 0xfffe, 0xffff])
+        .filter_map(char::from_u32)
+        .chain("]]></failure><script>&".chars())
+        .collect();
+    let mut fail = CaseReport::new(
+        "AOC-CASE-003",
+        "t",
+        Path::new("cases/aoc/x.yaml"),
+        vec!["AOC-REQ-010".into()],
+    );
+    fail.verdict = Verdict::Fail;
+    fail.failures = vec![Failure {
+        requirement: aocheck::Req::R010,
+        step: Some(1),
+        msg: nasty.clone(),
+    }];
+    fail.steps = vec![nasty.clone()];
+    let mut pass = CaseReport::new(
+        "AOC-CASE-001",
+        "t",
+        Path::new("cases/aoc/y.yaml"),
+        vec!["AOC-REQ-001".into()],
+    );
+    pass.verdict = Verdict::Pass;
+    let cases = vec![pass, fail];
+    let report = Report {
+        schema: aocheck::report::model::SCHEMA.into(),
+        run_id: "r".into(),
+        seed: 1,
+        started_at: String::new(),
+        aocheck_version: String::new(),
+        implementation: serde_json::json!({"name": nasty}),
+        provider_profile: None,
+        store: serde_json::json!({}),
+        test_input_digest: String::new(),
+        requirements: aocheck::runner::aggregate(&cases),
+        summary: Summary {
+            cases: 2,
+            pass: 1,
+            fail: 1,
+            other: 0,
+        },
+        cases,
+        disclaimer: String::new(),
+        incomplete: None,
+        shard: None,
+        expectations: None,
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let f = tmp.path().join("junit.xml");
+    std::fs::write(&f, aocheck::report::formats::junit(&report)).expect("write");
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sys, xml.etree.ElementTree as E\nr = E.parse(sys.argv[1]).getroot()\ncases = list(r.iter('testcase'))\nfails = [c for c in cases if c.find('failure') is not None]\nprint(len(cases), len(fails), 'AOC-REQ-010' in E.tostring(fails[0], encoding='unicode'))")
+        .arg(&f)
+        .output()
+        .expect("python3");
+    assert!(
+        o.status.success(),
+        "junit.xml does not parse: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "2 1 True");
+}
