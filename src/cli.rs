@@ -241,30 +241,25 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             }
         },
     };
-    let shard = match &a.shard {
-        None => None,
-        Some(s) => match crate::explore::cmd::parse_shard(s) {
-            Some(k) => Some(k),
-            None => {
-                eprintln!("error: --shard {s:?}: use K/N with 1 ≤ K ≤ N, e.g. 2/4");
-                return exit::INVALID_INPUT;
-            }
-        },
-    };
-    let shard = shard.map(|(k, n)| {
-        let whole = crate::report::model::Shard {
+    // A shard keeps every N-th case from the K-th and names the whole suite it is part of.
+    let mut shard = None;
+    if let Some(s) = &a.shard {
+        let (k, n) = match crate::explore::cmd::shard_arg(s) {
+            Ok(kn) => kn,
+            Err(code) => return code,
+        };
+        shard = Some(crate::report::model::Shard {
             k,
             n,
             suite_digest: crate::runner::test_input_digest(&cases),
             suite_cases: cases.len(),
-        };
+        });
         let mut i = 0u64;
         cases.retain(|_| {
             i += 1;
             (i - 1) % n == k - 1
         });
-        whole
-    });
+    }
     let run_id = format!("run-{}", uuid::Uuid::now_v7().simple());
     let out = match crate::setup::out_dir(a.out.as_ref(), "runs", &run_id) {
         Ok(o) => o,
@@ -307,12 +302,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             );
             if let Some(why) = why {
                 // The implementation's words may be in it: one line of printable text.
-                let line: String = why
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .take(400)
-                    .collect();
-                println!("        why: {line}");
+                println!("        why: {}", crate::report::model::one_line(&why, 400));
             }
             let _ = std::io::stdout().flush();
         }
@@ -342,8 +332,8 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         }
         progress(e)
     };
-    let done = std::sync::Mutex::new(Vec::new());
-    let run = crate::runner::run_suite_into(&cases, store.clone(), &opts, &mut progress, &done);
+    let mut done = Vec::new();
+    let run = crate::runner::run_suite_into(&cases, store.clone(), &opts, &mut progress, &mut done);
     let mut stopped = None;
     match a.timeout {
         None => run.await,
@@ -366,8 +356,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             }
         }
     }
-    let reports = done.into_inner().unwrap_or_else(|p| p.into_inner());
-    let mut report = crate::runner::assemble(&cases, reports, store.as_ref(), &opts);
+    let mut report = crate::runner::assemble(&cases, done, store.as_ref(), &opts);
     report.incomplete = stopped;
     report.shard = shard;
     if let Some(x) = &expectations {
@@ -387,18 +376,7 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         .iter()
         .filter(|c| c.verdict != crate::report::model::Verdict::Pass)
     {
-        println!(
-            "{} {}: {}",
-            c.id,
-            c.verdict.label(),
-            c.failures
-                .iter()
-                .map(|f| format!("{} {}", f.requirement, f.msg))
-                .chain(c.harness.clone())
-                .chain(c.unsupported.clone())
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
+        println!("{} {}: {}", c.id, c.verdict.label(), c.reasons());
         if c.repro.is_empty() {
             println!("  not run: the run was stopped before this case ended");
         } else {
@@ -435,23 +413,13 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
     );
     let mut code = exit::of_report(&report);
     if let Some((old, side)) = &baseline {
-        let new_side = crate::ci::diff::Side {
-            file: crate::runner::repro_case_path(&out.join("report.json"))
-                .display()
-                .to_string(),
-            run_id: report.run_id.clone(),
-            test_input_digest: report.test_input_digest.clone(),
-            signature: "plain".into(),
-        };
-        let d = crate::ci::diff::diff(old, side.clone(), &report, new_side);
-        let md = crate::ci::diff::markdown(&d);
-        let json = serde_json::to_string_pretty(&d).unwrap_or_default();
-        for (name, body) in [("diff.md", md.as_str()), ("diff.json", json.as_str())] {
-            if let Err(e) = std::fs::write(out.join(name), body) {
-                eprintln!("error: writing {name} to {}: {e}", out.display());
+        let d = match crate::ci::diff::against_baseline(old, side, &report, &out) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: {e}");
                 return exit::INVALID_INPUT;
             }
-        }
+        };
         println!(
             "against the baseline {}: {} regression(s), {} fix(es); diff.md and diff.json in {}",
             side.file,

@@ -39,6 +39,14 @@ pub fn out_dir(out: Option<&PathBuf>, kind: &str, run_id: &str) -> Result<PathBu
     Ok(out)
 }
 
+/// Whether two paths name the same existing folder (a merge must not write into a shard's own).
+pub fn same_folder(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
 /// Holds `out` for this run alone: two runs writing one folder would delete each other's
 /// per-case stores under their processes. The lock (`out/.aocheck.lock`) is released when the
 /// returned file is dropped, or when the process ends, however it ends.

@@ -14,7 +14,7 @@ pub struct Side {
     pub file: String,
     pub run_id: String,
     pub test_input_digest: String,
-    /// `signed, verified`, `signed, not verified (no --key)` or `plain`.
+    /// `signed, verified`, `signed, not verified (no --key)`, `plain`, or `this run` (`--baseline`).
     pub signature: String,
 }
 
@@ -85,20 +85,7 @@ fn flags(c: &CaseReport) -> BTreeSet<String> {
 }
 
 fn why(c: &CaseReport) -> String {
-    let s = c
-        .failures
-        .iter()
-        .map(|f| format!("{} {}", f.requirement.id(), f.msg))
-        .chain(c.harness.clone())
-        .chain(c.unsupported.clone())
-        .collect::<Vec<_>>()
-        .join("; ");
-    let one: String = s
-        .chars()
-        .map(|ch| if ch.is_control() { ' ' } else { ch })
-        .take(300)
-        .collect();
-    one
+    crate::report::model::one_line(&c.reasons(), 300)
 }
 
 fn filed_under(c: &CaseReport) -> String {
@@ -227,6 +214,31 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('`', "'")
 }
 
+/// `run --baseline`: the diff of the run's report (written in `out`) against the baseline,
+/// written beside it as `diff.md` and `diff.json`.
+pub fn against_baseline(
+    old: &Report,
+    old_side: &Side,
+    report: &Report,
+    out: &Path,
+) -> Result<Diff, String> {
+    let new_side = Side {
+        file: crate::runner::repro_case_path(&out.join("report.json"))
+            .display()
+            .to_string(),
+        run_id: report.run_id.clone(),
+        test_input_digest: report.test_input_digest.clone(),
+        signature: "this run".into(),
+    };
+    let d = diff(old, old_side.clone(), report, new_side);
+    let json = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
+    for (name, body) in [("diff.md", markdown(&d)), ("diff.json", json)] {
+        std::fs::write(out.join(name), body)
+            .map_err(|e| format!("writing {name} to {}: {e}", out.display()))?;
+    }
+    Ok(d)
+}
+
 /// The diff as Markdown (a pull-request comment).
 pub fn markdown(d: &Diff) -> String {
     use std::fmt::Write;
@@ -353,20 +365,11 @@ pub fn read_report(path: &Path, key: Option<&Path>) -> Result<(Report, Side), (u
                 })?;
                 (v, "signed, verified".to_string())
             }
-            None => {
-                let env: crate::report::attest::Envelope = serde_json::from_value(value)
-                    .map_err(|e| (exit::INVALID_INPUT, format!("{shown}: envelope: {e}")))?;
-                use base64::Engine;
-                let payload = base64::engine::general_purpose::STANDARD
-                    .decode(&env.payload)
-                    .map_err(|e| (exit::INVALID_INPUT, format!("{shown}: payload: {e}")))?;
-                let st: serde_json::Value = serde_json::from_slice(&payload)
-                    .map_err(|e| (exit::INVALID_INPUT, format!("{shown}: statement: {e}")))?;
-                (
-                    st["predicate"].clone(),
-                    "signed, not verified (no --key)".to_string(),
-                )
-            }
+            None => (
+                crate::report::attest::unverified_report(&bytes)
+                    .map_err(|e| (exit::INVALID_INPUT, format!("{shown}: {e}")))?,
+                "signed, not verified (no --key)".to_string(),
+            ),
         }
     } else {
         (value, "plain".to_string())

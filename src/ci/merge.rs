@@ -4,7 +4,7 @@
 //! implementations or shard counts are refused, and so is a set with a part missing or twice.
 
 use crate::exit;
-use crate::report::model::{Report, Summary, Verdict};
+use crate::report::model::{Report, Summary};
 use std::path::{Path, PathBuf};
 
 /// Whether `p` is (or holds) a run report rather than an explore report.
@@ -94,8 +94,6 @@ pub fn merge(shards: &[(String, Report)], run_id: &str) -> Result<Report, String
             }
         }
     }
-    let pass = cases.iter().filter(|c| c.verdict == Verdict::Pass).count();
-    let fail = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
     let incomplete: Vec<String> = parts.iter().filter_map(|p| p.incomplete.clone()).collect();
     Ok(Report {
         schema: first.schema.clone(),
@@ -112,12 +110,7 @@ pub fn merge(shards: &[(String, Report)], run_id: &str) -> Result<Report, String
         store: first.store.clone(),
         test_input_digest: s0.suite_digest.clone(),
         requirements: crate::runner::aggregate(&cases),
-        summary: Summary {
-            cases: cases.len(),
-            pass,
-            fail,
-            other: cases.len() - pass - fail,
-        },
+        summary: Summary::of(&cases),
         cases,
         disclaimer: first.disclaimer.clone(),
         incomplete: (!incomplete.is_empty()).then(|| incomplete.join("; ")),
@@ -160,11 +153,7 @@ pub fn merge_cmd(a: crate::explore::merge::MergeArgs) -> u8 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let same = |x: &Path| {
-        x.canonicalize()
-            .ok()
-            .is_some_and(|c| out.canonicalize().is_ok_and(|o| o == c))
-    };
+    let same = |x: &Path| crate::setup::same_folder(x, &out);
     if a.shards
         .iter()
         .any(|p| same(p) || p.parent().is_some_and(same))

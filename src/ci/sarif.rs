@@ -90,12 +90,7 @@ struct Row {
 }
 
 fn bounded(s: &str) -> String {
-    let one: String = s
-        .chars()
-        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-        .take(2000)
-        .collect();
-    one
+    crate::report::model::one_line(s, 2000)
 }
 
 /// The results a report calls for, in case order then requirement order.

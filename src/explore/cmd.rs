@@ -98,6 +98,14 @@ pub fn parse_shard(s: &str) -> Option<(u64, u64)> {
     (k >= 1 && k <= n).then_some((k, n))
 }
 
+/// `--shard K/N` of `run` or `explore`, or the message that says how to write it (exit 3).
+pub fn shard_arg(s: &str) -> Result<(u64, u64), u8> {
+    parse_shard(s).ok_or_else(|| {
+        eprintln!("error: --shard {s:?}: use K/N with 1 ≤ K ≤ N, e.g. 2/4");
+        exit::INVALID_INPUT
+    })
+}
+
 pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     let Some(workload) = Workload::parse(&a.workload) else {
         eprintln!(
@@ -106,12 +114,9 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         );
         return exit::INVALID_INPUT;
     };
-    let Some(shard) = parse_shard(&a.shard) else {
-        eprintln!(
-            "error: --shard {:?}: use K/N with 1 ≤ K ≤ N, e.g. 2/4",
-            a.shard
-        );
-        return exit::INVALID_INPUT;
+    let shard = match shard_arg(&a.shard) {
+        Ok(kn) => kn,
+        Err(code) => return code,
     };
     let time = match &a.time {
         Some(t) => match parse_duration(t) {

@@ -311,12 +311,10 @@ pub fn merge_cmd(a: MergeArgs) -> u8 {
         Err(code) => return code,
     };
     // Writing into a shard's own folder would overwrite its report.
-    let same = |x: &Path| {
-        x.canonicalize()
-            .ok()
-            .is_some_and(|c| out.canonicalize().is_ok_and(|o| o == c))
-    };
-    if let Some(s) = shards.iter().find(|s| same(&s.dir)) {
+    if let Some(s) = shards
+        .iter()
+        .find(|s| crate::setup::same_folder(&s.dir, &out))
+    {
         eprintln!(
             "error: {}: the output folder is shard {}'s own folder, whose report it would overwrite; name another folder",
             a.out.display(),

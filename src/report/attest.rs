@@ -132,8 +132,8 @@ pub fn sign_statement(statement: &Value, key: &SigningKey) -> Result<Envelope, A
     })
 }
 
-/// Verifies an envelope's exact bytes with a public key; returns the report it carries.
-pub fn verify(envelope_bytes: &[u8], key: &VerifyingKey) -> Result<Value, AttestError> {
+/// An envelope's parts: the envelope and its decoded payload (nothing verified yet).
+fn open(envelope_bytes: &[u8]) -> Result<(Envelope, Vec<u8>), AttestError> {
     let env: Envelope =
         serde_json::from_slice(envelope_bytes).map_err(|e| AttestError::Envelope(e.to_string()))?;
     if env.payload_type != PAYLOAD_TYPE {
@@ -142,10 +142,25 @@ pub fn verify(envelope_bytes: &[u8], key: &VerifyingKey) -> Result<Value, Attest
             env.payload_type
         )));
     }
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let payload = b64
+    let payload = base64::engine::general_purpose::STANDARD
         .decode(&env.payload)
         .map_err(|e| AttestError::Envelope(format!("payload: {e}")))?;
+    Ok((env, payload))
+}
+
+/// The report an envelope carries, its signature **not** checked (a reader with no key; say so
+/// wherever it is shown).
+pub fn unverified_report(envelope_bytes: &[u8]) -> Result<Value, AttestError> {
+    let (_, payload) = open(envelope_bytes)?;
+    let st: Value = serde_json::from_slice(&payload)
+        .map_err(|e| AttestError::Envelope(format!("statement: {e}")))?;
+    Ok(st["predicate"].clone())
+}
+
+/// Verifies an envelope's exact bytes with a public key; returns the report it carries.
+pub fn verify(envelope_bytes: &[u8], key: &VerifyingKey) -> Result<Value, AttestError> {
+    let (env, payload) = open(envelope_bytes)?;
+    let b64 = base64::engine::general_purpose::STANDARD;
     let msg = pae(&env.payload_type, &payload);
     let ok = env.signatures.iter().any(|s| {
         b64.decode(&s.sig)

@@ -145,7 +145,28 @@ pub struct CaseReport {
     pub repro: String,
 }
 
+/// `s` as one line of at most `max` characters: control characters (an implementation's words
+/// can hold any) become spaces.
+pub fn one_line(s: &str, max: usize) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max)
+        .collect()
+}
+
 impl CaseReport {
+    /// Why the case did not pass, in one string: each failure (requirement and message), the
+    /// harness error, the unsupported reason.
+    pub fn reasons(&self) -> String {
+        self.failures
+            .iter()
+            .map(|f| format!("{} {}", f.requirement, f.msg))
+            .chain(self.harness.clone())
+            .chain(self.unsupported.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// A case's report before it runs: `not_run`, nothing found yet.
     pub fn new(id: &str, title: &str, file: &Path, requirements: Vec<String>) -> Self {
         CaseReport {
@@ -209,6 +230,20 @@ pub struct Summary {
     pub pass: usize,
     pub fail: usize,
     pub other: usize,
+}
+
+impl Summary {
+    /// The counts of these case reports.
+    pub fn of(cases: &[CaseReport]) -> Self {
+        let pass = cases.iter().filter(|c| c.verdict == Verdict::Pass).count();
+        let fail = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
+        Summary {
+            cases: cases.len(),
+            pass,
+            fail,
+            other: cases.len() - pass - fail,
+        }
+    }
 }
 
 /// The whole report.

@@ -37,7 +37,7 @@ use crate::check::Checker;
 use crate::clock::{Clock, ManualClock};
 use crate::reference::Knobs;
 use crate::reference::in_process::InProcess;
-use crate::report::model::{CaseReport, Failure, HarnessCause, Verdict};
+use crate::report::model::{CaseReport, Failure, HarnessCause};
 use crate::store::AnyStore;
 use crate::sut::Sut;
 use crate::sut::SutError;
@@ -648,20 +648,19 @@ pub async fn run_suite(
     opts: &RunOptions,
     emit: &mut (dyn FnMut(RunEvent) + Send),
 ) -> crate::report::model::Report {
-    let done = std::sync::Mutex::new(Vec::new());
-    run_suite_into(cases, store.clone(), opts, emit, &done).await;
-    let reports = done.into_inner().unwrap_or_else(|p| p.into_inner());
-    assemble(cases, reports, store.as_ref(), opts)
+    let mut done = Vec::new();
+    run_suite_into(cases, store.clone(), opts, emit, &mut done).await;
+    assemble(cases, done, store.as_ref(), opts)
 }
 
-/// Runs the cases in order, putting each case's report in `done` as it ends (what a run stopped
-/// by `--timeout` still has).
+/// Runs the cases in order, putting each case's report in `done` as it ends: a run stopped by
+/// `--timeout` (this future dropped) still has what ended.
 pub async fn run_suite_into(
     cases: &[LoadedCase],
     store: Arc<AnyStore>,
     opts: &RunOptions,
     emit: &mut (dyn FnMut(RunEvent) + Send),
-    done: &std::sync::Mutex<Vec<CaseReport>>,
+    done: &mut Vec<CaseReport>,
 ) {
     emit(RunEvent::RunStarted {
         run_id: opts.run_id.clone(),
@@ -669,22 +668,13 @@ pub async fn run_suite_into(
         cases: cases.iter().map(|c| c.case.id.clone()).collect(),
     });
     for lc in cases {
-        let r = run_case(store.clone(), lc, opts, emit).await;
-        done.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+        done.push(run_case(store.clone(), lc, opts, emit).await);
     }
-    let reports = done.lock().unwrap_or_else(|p| p.into_inner());
-    let pass = reports
-        .iter()
-        .filter(|c| c.verdict == Verdict::Pass)
-        .count();
-    let fail = reports
-        .iter()
-        .filter(|c| c.verdict == Verdict::Fail)
-        .count();
+    let s = crate::report::model::Summary::of(done);
     emit(RunEvent::RunFinished {
-        passed: pass,
-        failed: fail,
-        other: reports.len() - pass - fail,
+        passed: s.pass,
+        failed: s.fail,
+        other: s.other,
     });
 }
 
@@ -698,24 +688,15 @@ pub fn assemble(
 ) -> crate::report::model::Report {
     use crate::report::model::{DISCLAIMER, Report, SCHEMA, Summary};
     use crate::store::Store;
+    // `not_run`, with no reproduce line.
     for lc in cases.iter().skip(reports.len()) {
-        let mut r = CaseReport::new(
+        reports.push(CaseReport::new(
             &lc.case.id,
             &lc.case.title,
             &lc.path,
             lc.case.requirements.clone(),
-        );
-        r.repro = String::new();
-        reports.push(r);
+        ));
     }
-    let pass = reports
-        .iter()
-        .filter(|c| c.verdict == Verdict::Pass)
-        .count();
-    let fail = reports
-        .iter()
-        .filter(|c| c.verdict == Verdict::Fail)
-        .count();
     let test_input_digest = test_input_digest(cases);
     let mut implementation = match &opts.sut {
         Some(spec) => reports
@@ -745,12 +726,7 @@ pub fn assemble(
         store: serde_json::to_value(store.info()).unwrap_or_default(),
         test_input_digest,
         requirements: verdict::aggregate(&reports),
-        summary: Summary {
-            cases: reports.len(),
-            pass,
-            fail,
-            other: reports.len() - pass - fail,
-        },
+        summary: Summary::of(&reports),
         cases: reports,
         disclaimer,
         incomplete: None,

@@ -198,17 +198,41 @@ fn a_pipeline_lists_known_failures_sees_a_fix_and_diffs_it() {
             k("AOC-CASE-009", "AOC-REQ-009")
         ]
     );
+    // A failure found after a step points at that step's item in the file (the n-th `- ` of
+    // `steps:`); one found at the end points at the case's `id:` line.
+    let mut at_steps = 0;
     for r in &rows {
         let file = root().join(r.5.trim_start_matches("file://"));
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", r.5));
         let line = text.lines().nth(r.6 as usize - 1).unwrap_or_default();
-        assert!(
-            line.trim_start().starts_with("- ") || line.starts_with("id:"),
-            "{} line {} is not a step: {line:?}",
-            r.5,
-            r.6
-        );
+        let case = r1["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .find(|c| c["id"] == r.0.as_str())
+            .expect("the case");
+        let step = case["failures"]
+            .as_array()
+            .expect("failures")
+            .iter()
+            .filter(|f| f["requirement"] == r.1.as_str())
+            .find_map(|f| f["step"].as_u64());
+        match step {
+            Some(n) => {
+                at_steps += 1;
+                assert_eq!(
+                    Some(r.6 as usize),
+                    aocheck::ci::sarif::step_line(&text, n as usize),
+                    "{} {}: not step {n}'s line",
+                    r.0,
+                    r.1
+                );
+                assert!(line.trim_start().starts_with("- "), "{line:?}");
+            }
+            None => assert!(line.starts_with("id:"), "{} line {}: {line:?}", r.5, r.6),
+        }
     }
+    assert!(at_steps > 0, "no failure pointed at a step: {rows:?}");
     // Without the file the same run fails (the expectations did the work).
     let bare = run_variant(
         dir,
@@ -401,7 +425,11 @@ fn two_shards_merge_into_the_unsharded_report() {
         let o = aocheck(dir, &args);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     };
-    run("whole", &[]);
+    for k in ["k.pem", "other.pem"] {
+        let o = aocheck(dir, &["keygen", k]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    run("whole", &["--sign", "k.pem"]);
     run("s1", &["--shard", "1/2"]);
     run("s2", &["--shard", "2/2"]);
     let (s1, s2) = (report(&dir.join("s1")), report(&dir.join("s2")));
@@ -419,10 +447,48 @@ fn two_shards_merge_into_the_unsharded_report() {
         assert_eq!(whole[k], merged[k], "{k}");
     }
     assert!(merged.get("shard").is_none());
+    // A signed report is diffed as signed: verified with the key, read but said unverified
+    // without one, refused (exit 5) with another key.
+    let d = |args: &[&str]| {
+        let mut all = vec![
+            "diff",
+            "whole/report.dsse.json",
+            "merged",
+            "--format",
+            "json",
+        ];
+        all.extend_from_slice(args);
+        aocheck(dir, &all)
+    };
+    for (args, code, said) in [
+        (&["--key", "k.pem.pub"][..], Some(0), "signed, verified"),
+        (&[][..], Some(0), "signed, not verified (no --key)"),
+    ] {
+        let o = d(args);
+        assert_eq!(o.status.code(), code, "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("diff json");
+        assert_eq!(v["old"]["signature"], said);
+        assert_eq!(v["regressions"], Value::Array(vec![]), "{v:#}");
+    }
+    let wrong = d(&["--key", "other.pem.pub"]);
+    assert_eq!(wrong.status.code(), Some(5), "{}", text(&wrong));
+    assert!(
+        wrong.stdout.is_empty(),
+        "a diff was printed from an unverified report"
+    );
     // A part twice, a part missing, or a part of another suite: refused, naming it.
     let twice = aocheck(dir, &["merge", "m2", "s1", "s1"]);
     assert_eq!(twice.status.code(), Some(3), "{}", text(&twice));
     assert!(String::from_utf8_lossy(&twice.stderr).contains("given twice"));
+    // Into a shard's own folder (its report would be overwritten): refused.
+    let own = aocheck(dir, &["merge", "s1", "s1", "s2"]);
+    assert_eq!(own.status.code(), Some(3), "{}", text(&own));
+    assert!(String::from_utf8_lossy(&own.stderr).contains("a shard's own folder"));
+    assert_eq!(
+        report(&dir.join("s1"))["shard"]["k"],
+        1,
+        "s1 was overwritten"
+    );
     let missing = aocheck(dir, &["merge", "m3", "s1"]);
     assert_eq!(missing.status.code(), Some(3), "{}", text(&missing));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("2/2 missing"));
@@ -527,7 +593,7 @@ fn a_run_stopped_by_its_timeout_still_reports() {
 /// (Python's xml.etree), with the counts and the requirement in the message intact.
 #[test]
 fn junit_survives_control_characters_in_what_the_implementation_said() {
-    use aocheck::report::model::{CaseReport, Failure, Report, Summary, Verdict};
+    use aocheck::report::model::{CaseReport, Failure, Verdict};
     let nasty: String = (0u32..0x20)
         .chain([0x7f, 0xfffe, 0xffff])
         .filter_map(char::from_u32)
@@ -553,30 +619,8 @@ fn junit_survives_control_characters_in_what_the_implementation_said() {
         vec!["AOC-REQ-001".into()],
     );
     pass.verdict = Verdict::Pass;
-    let cases = vec![pass, fail];
-    let report = Report {
-        schema: aocheck::report::model::SCHEMA.into(),
-        run_id: "r".into(),
-        seed: 1,
-        started_at: String::new(),
-        aocheck_version: String::new(),
-        implementation: serde_json::json!({"name": nasty}),
-        provider_profile: None,
-        store: serde_json::json!({}),
-        test_input_digest: String::new(),
-        requirements: aocheck::runner::aggregate(&cases),
-        summary: Summary {
-            cases: 2,
-            pass: 1,
-            fail: 1,
-            other: 0,
-        },
-        cases,
-        disclaimer: String::new(),
-        incomplete: None,
-        shard: None,
-        expectations: None,
-    };
+    let mut report = crate::support::report_of(vec![pass, fail]);
+    report.implementation = serde_json::json!({"name": nasty});
     let tmp = tempfile::tempdir().expect("tempdir");
     let f = tmp.path().join("junit.xml");
     std::fs::write(&f, aocheck::report::formats::junit(&report)).expect("write");

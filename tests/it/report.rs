@@ -149,29 +149,7 @@ fn junit_marks_failures_errors_and_skips() {
     let mut skip = err.clone();
     skip.id = "X-3".into();
     skip.verdict = Verdict::Unsupported;
-    let report = Report {
-        schema: "aocheck.report/1".into(),
-        run_id: "r".into(),
-        seed: 1,
-        started_at: "0".into(),
-        aocheck_version: "0".into(),
-        implementation: serde_json::json!({}),
-        provider_profile: None,
-        store: serde_json::json!({}),
-        test_input_digest: "d".into(),
-        requirements: aocheck::runner::aggregate(&[fail.clone(), err.clone(), skip.clone()]),
-        summary: aocheck::report::model::Summary {
-            cases: 3,
-            pass: 0,
-            fail: 1,
-            other: 2,
-        },
-        cases: vec![fail, err, skip],
-        disclaimer: String::new(),
-        incomplete: None,
-        shard: None,
-        expectations: None,
-    };
+    let report = crate::support::report_of(vec![fail, err, skip]);
     let x = aocheck::report::formats::junit(&report);
     assert!(x.contains(r#"failures="1" errors="1" skipped="1""#), "{x}");
     assert!(

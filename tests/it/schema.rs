@@ -7,7 +7,7 @@
 use aocheck::aoc::composition::{BypassKind, BypassPath, CompositionStatus};
 use aocheck::report::model::{
     CaseReport, ExpectationsOutcome, Failure, FaultReport, HarnessCause, OccurrenceReport,
-    OperatorReport, Report, Shard, Summary, Verdict,
+    OperatorReport, Report, Shard, Verdict,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -95,38 +95,27 @@ fn full() -> Report {
     c.implementation = Some(serde_json::json!({"name": "x"}));
     c.sut_processes = vec!["e1: 12 killed".into()];
     c.repro = "aocheck run --case AOC-CASE-003".into();
-    Report {
-        schema: aocheck::report::model::SCHEMA.into(),
-        run_id: "run-1".into(),
-        seed: 1,
-        started_at: "0".into(),
-        aocheck_version: "0.1.0".into(),
-        implementation: serde_json::json!({"name": "n", "version": "1", "same_team": false, "command": "c", "protocol": "aocheck-sut/2", "operations": ["join"], "claims": []}),
-        provider_profile: None,
-        store: serde_json::json!({"kind": "sqlite", "durable": true}),
-        test_input_digest: format!("sha256:{}", "b".repeat(64)),
-        requirements: aocheck::runner::aggregate(std::slice::from_ref(&c)),
-        summary: Summary {
-            cases: 1,
-            pass: 0,
-            fail: 0,
-            other: 1,
-        },
-        cases: vec![c],
-        disclaimer: "d".into(),
-        incomplete: Some("stopped".into()),
-        shard: Some(Shard {
-            k: 1,
-            n: 2,
-            suite_digest: "s".into(),
-            suite_cases: 3,
-        }),
-        expectations: Some(ExpectationsOutcome {
-            file: "aocheck.toml".into(),
-            strict: true,
-            ..Default::default()
-        }),
-    }
+    let mut r = crate::support::report_of(vec![c]);
+    r.started_at = "0".into();
+    r.aocheck_version = "0.1.0".into();
+    r.run_id = "run-1".into();
+    r.implementation = serde_json::json!({"name": "n", "version": "1", "same_team": false, "command": "c", "protocol": "aocheck-sut/2", "operations": ["join"], "claims": []});
+    r.store = serde_json::json!({"kind": "sqlite", "durable": true});
+    r.test_input_digest = format!("sha256:{}", "b".repeat(64));
+    r.disclaimer = "d".into();
+    r.incomplete = Some("stopped".into());
+    r.shard = Some(Shard {
+        k: 1,
+        n: 2,
+        suite_digest: "s".into(),
+        suite_cases: 3,
+    });
+    r.expectations = Some(ExpectationsOutcome {
+        file: "aocheck.toml".into(),
+        strict: true,
+        ..Default::default()
+    });
+    r
 }
 
 #[test]

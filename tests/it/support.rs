@@ -256,3 +256,26 @@ pub async fn snapshot(store: &AnyStore, ns: &str, lanes: &[&str]) -> Snapshot {
         admissions,
     }
 }
+
+/// A run report of these case reports, with placeholder run fields (run id `r`, seed 1) and the
+/// requirements and summary derived from the cases: for tests of the formats and schemas.
+pub fn report_of(cases: Vec<aocheck::report::model::CaseReport>) -> aocheck::report::model::Report {
+    aocheck::report::model::Report {
+        schema: aocheck::report::model::SCHEMA.into(),
+        run_id: "r".into(),
+        seed: 1,
+        started_at: "0".into(),
+        aocheck_version: "0".into(),
+        implementation: serde_json::json!({}),
+        provider_profile: None,
+        store: serde_json::json!({}),
+        test_input_digest: "d".into(),
+        requirements: aocheck::runner::aggregate(&cases),
+        summary: aocheck::report::model::Summary::of(&cases),
+        cases,
+        disclaimer: String::new(),
+        incomplete: None,
+        shard: None,
+        expectations: None,
+    }
+}
