@@ -339,20 +339,24 @@ pub(super) fn fired_faults(
                 at_hold: Some(hold),
                 ..
             } => {
-                // The kill landed during the request only if the provider committed with nobody
-                // left to answer.
-                let landed = provider
-                    .ledger()
-                    .effects
-                    .iter()
-                    .any(|e| e.reply == fake_payments::ledger::Reply::ClientGone);
+                // The kill landed during the request only if the provider committed *the request
+                // this hold parked* with nobody left to answer (another request's lost client
+                // is not this crash).
+                let ledger = provider.ledger();
+                let parked_here = format!("hold({hold})");
+                let landed = ledger.effects.iter().any(|e| {
+                    e.reply == fake_payments::ledger::Reply::ClientGone
+                        && ledger.requests.iter().any(|r| {
+                            r.seq == e.request_seq && r.fault.as_deref() == Some(&parked_here)
+                        })
+                });
                 faults.push(FaultReport {
                     what: format!("crash {executor} while hold {hold} parks its request"),
                     fired: landed,
                 });
                 if !landed {
                     unfired.push(format!(
-                        "crash of {executor} at hold {hold}: no effect was committed after its sender died (no client_gone reply in the provider's ledger)"
+                        "crash of {executor} at hold {hold}: no effect was committed after its sender died (the provider's ledger has no client_gone reply to the request this hold parked)"
                     ));
                 }
             }

@@ -371,3 +371,35 @@ fn the_version_names_the_commit() {
         format!("aocheck {} (commit {commit})", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// A crash at a hold lands only if the provider committed *the request that hold parked* with
+/// nobody left to answer. A second crash whose held request the provider rejects did not land,
+/// even though the first crash's `client_gone` is in the ledger: the case is undecided (exit 2),
+/// never a pass. The same case with the second request committed passes.
+#[test]
+fn a_crash_at_a_hold_lands_only_on_its_own_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let case = |id: &str, end: &str| {
+        format!(
+            "id: {id}\ntitle: a second crash at a hold\nrequirements: [AOC-REQ-010]\nsteps:\n  - {{do: join, executor: e1}}\n  - {{do: create, occurrence: o1}}\n  - {{do: reserve, occurrence: o1}}\n  - {{do: provider_fault, op: create, fault: {{type: hold, name: first}}}}\n  - {{do: enter, occurrence: o1}}\n  - {{do: send, occurrence: o1, background: true}}\n  - {{do: crash, executor: e1, at_hold: first}}\n  - {{do: provider_release, hold: first}}\n  - {{do: replace, executor: e2}}\n  - {{do: adopt, occurrence: o1}}\n  - {{do: create, occurrence: o2}}\n  - {{do: reserve, occurrence: o2}}\n  - {{do: provider_fault, op: create, fault: {{type: hold, name: second}}}}\n  - {{do: enter, occurrence: o2}}\n  - {{do: send, occurrence: o2, background: true}}\n  - {{do: crash, executor: e2, at_hold: second}}\n  - {{do: provider_release, hold: second{end}}}\n"
+        )
+    };
+    for (id, end, code) in [("LAND-REJ", ", reject: 503", 2), ("LAND-COM", "", 0)] {
+        let file = dir.path().join(format!("{id}-x.yaml"));
+        std::fs::write(&file, case(id, end)).expect("write");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+            .args(["run", "--store", "memory", "--cases"])
+            .arg(&file)
+            .arg("--out")
+            .arg(dir.path().join(id))
+            .output()
+            .expect("aocheck runs");
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(code), "{id}: {said}");
+        assert_eq!(
+            said.contains("crash of e2 at hold second: no effect was committed"),
+            code == 2,
+            "{id}: {said}"
+        );
+    }
+}
