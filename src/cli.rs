@@ -59,10 +59,17 @@ pub enum Command {
         /// Where to write the private key (the public key goes to PATH.pub).
         #[arg(default_value = "aocheck-signing.pem")]
         path: PathBuf,
+        /// Replace an existing key pair at PATH and PATH.pub (without it, an existing file of
+        /// either is never touched).
+        #[arg(long)]
+        force: bool,
     },
-    /// Verify a signed report (DSSE envelope: `report.dsse.json`, `explore.dsse.json`) with a
-    /// public key.
+    /// Verify a signed run or exploration with a public key: the envelope (`report.dsse.json`,
+    /// `explore.dsse.json`, or the folder holding it), then every file it names, byte for byte,
+    /// and that the folder holds no file it does not name.
     Verify {
+        /// The run's folder or its envelope.
+        #[arg(value_name = "DIR|ENVELOPE")]
         envelope: PathBuf,
         #[arg(long)]
         key: PathBuf,
@@ -273,6 +280,10 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         Ok(k) => k,
         Err(code) => return code,
     };
+    if let Err(e) = crate::ci::clear_outputs(&out) {
+        eprintln!("error: --out {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
     let spec = a
         .store
         .clone()
@@ -302,7 +313,10 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             );
             if let Some(why) = why {
                 // The implementation's words may be in it: one line of printable text.
-                println!("        why: {}", crate::report::model::one_line(&why, 400));
+                println!(
+                    "        why: {}",
+                    crate::report::model::one_line(&crate::secrets::scrub(&why), 400)
+                );
             }
             let _ = std::io::stdout().flush();
         }
@@ -313,7 +327,9 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         knobs: crate::reference::Knobs::default(),
         repro_store: match &spec {
             StoreSpec::Memory => Some("memory".into()),
-            StoreSpec::Postgres(u) => Some(format!("postgres:{u}")),
+            StoreSpec::Postgres(u) => {
+                Some(format!("postgres:{}", crate::secrets::redact_store_url(u)))
+            }
             StoreSpec::Sqlite(_) => None,
         },
         sut: None,
@@ -356,18 +372,24 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             }
         }
     }
-    let mut report = crate::runner::assemble(&cases, done, store.as_ref(), &opts);
+    let report = crate::runner::assemble(&cases, done, store.as_ref(), &opts);
+    // Nothing secret leaves the run: every registered credential is scrubbed from the report
+    // before any format, line or signature is made of it.
+    let mut report = match crate::secrets::scrubbed(report) {
+        Ok(r) => r,
+        Err((_, e)) => {
+            eprintln!(
+                "error: the report could not be scrubbed of secrets, so it is not written: {e} (an aocheck bug)"
+            );
+            return exit::BUG;
+        }
+    };
     report.incomplete = stopped;
     report.shard = shard;
     if let Some(x) = &expectations {
         report.expectations = Some(crate::ci::expect::apply(x, &report, a.strict));
     }
-    if let Err(e) = write_reports(
-        &report,
-        &out,
-        signing.as_ref(),
-        baseline.as_ref().map(|(r, _)| r),
-    ) {
+    if let Err(e) = write_reports(&report, &out, baseline.as_ref().map(|(r, _)| r)) {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }
@@ -438,6 +460,21 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         }
         if d.has_regression() && code != exit::REQUIREMENT_FAILED {
             code = exit::REQUIREMENT_FAILED;
+        }
+    }
+    // Signed last, over every file the run wrote (the store closed first: its file is final).
+    if let Some(k) = &signing {
+        drop(store);
+        match crate::ci::seal_run(&report, &out, k) {
+            Ok(n) => println!(
+                "signed {n} file(s): {} (key {})",
+                out.join("report.dsse.json").display(),
+                crate::report::attest::key_id(&k.verifying_key())
+            ),
+            Err(e) => {
+                eprintln!("error: signing the run in {}: {e}", out.display());
+                return exit::INVALID_INPUT;
+            }
         }
     }
     code
@@ -558,83 +595,8 @@ pub async fn run(cli: Cli) -> u8 {
                 exit::INVALID_INPUT
             }
         }
-        Command::Keygen { path } => match crate::report::attest::keygen() {
-            Ok((private, public)) => {
-                let pubp = PathBuf::from(format!("{}.pub", path.display()));
-                if path.exists() {
-                    eprintln!(
-                        "error: {} exists; refusing to overwrite a key",
-                        path.display()
-                    );
-                    return exit::INVALID_INPUT;
-                }
-                match std::fs::write(&path, private).and_then(|_| std::fs::write(&pubp, public)) {
-                    Ok(()) => {
-                        println!(
-                            "private key {} (keep it secret), public key {}",
-                            path.display(),
-                            pubp.display()
-                        );
-                        exit::OK
-                    }
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        exit::INVALID_INPUT
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                exit::INVALID_INPUT
-            }
-        },
-        Command::Verify { envelope, key } => {
-            let (env, pem) = match (std::fs::read(&envelope), std::fs::read_to_string(&key)) {
-                (Ok(e), Ok(k)) => (e, k),
-                (Err(e), _) => {
-                    eprintln!("error: {}: {e}", envelope.display());
-                    return exit::INVALID_INPUT;
-                }
-                (_, Err(e)) => {
-                    eprintln!("error: {}: {e}", key.display());
-                    return exit::INVALID_INPUT;
-                }
-            };
-            let vk = match crate::report::attest::verifying_key(&pem) {
-                Ok(k) => k,
-                Err(e) => {
-                    eprintln!("error: {}: {e}", key.display());
-                    return exit::INVALID_INPUT;
-                }
-            };
-            match crate::report::attest::verify(&env, &vk) {
-                Ok(r) if r["schema"] == crate::explore::report::SCHEMA => {
-                    println!(
-                        "verified: explore report {} (seed {}, shard {}, {} schedules, {} finding(s)) signed by {}",
-                        r["run_id"].as_str().unwrap_or("?"),
-                        r["seed"],
-                        r["shard"].as_str().unwrap_or("?"),
-                        r["schedules"],
-                        r["findings"].as_array().map_or(0, Vec::len),
-                        crate::report::attest::key_id(&vk)
-                    );
-                    exit::OK
-                }
-                Ok(r) => {
-                    println!(
-                        "verified: report {} ({} cases) signed by {}",
-                        r["run_id"].as_str().unwrap_or("?"),
-                        r["cases"].as_array().map_or(0, Vec::len),
-                        crate::report::attest::key_id(&vk)
-                    );
-                    exit::OK
-                }
-                Err(e) => {
-                    eprintln!("NOT verified: {e}");
-                    exit::SIGNATURE_FAILED
-                }
-            }
-        }
+        Command::Keygen { path, force } => keygen(&path, force),
+        Command::Verify { envelope, key } => verify_cmd(&envelope, &key),
         Command::Store { store, domain } => {
             let s = match store.open().await {
                 Ok(s) => s,
@@ -736,4 +698,152 @@ pub async fn run(cli: Cli) -> u8 {
             }
         }
     }
+}
+
+/// `aocheck keygen`: the private key readable by its owner only (mode 0600, set at creation),
+/// the public key beside it; neither replaces an existing file without `--force`.
+fn keygen(path: &std::path::Path, force: bool) -> u8 {
+    let pubp = PathBuf::from(format!("{}.pub", path.display()));
+    if !force {
+        for p in [path, pubp.as_path()] {
+            if p.exists() {
+                eprintln!(
+                    "error: {} exists; refusing to overwrite a key (remove it, or pass --force to replace the pair)",
+                    p.display()
+                );
+                return exit::INVALID_INPUT;
+            }
+        }
+    }
+    let (private, public) = match crate::report::attest::keygen() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let write = |p: &std::path::Path, body: &str, mode: u32| -> std::io::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).mode(mode);
+        if force {
+            o.create(true).truncate(true);
+        } else {
+            o.create_new(true);
+        }
+        let mut f = o.open(p)?;
+        // A replaced file keeps its old mode through `open`: set it.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(body.as_bytes())?;
+        f.sync_all()
+    };
+    match write(path, &private, 0o600).and_then(|_| write(&pubp, &public, 0o644)) {
+        Ok(()) => {
+            println!(
+                "private key {} (mode 0600; keep it secret), public key {}",
+                path.display(),
+                pubp.display()
+            );
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: writing the key pair at {}: {e}", path.display());
+            exit::INVALID_INPUT
+        }
+    }
+}
+
+/// `aocheck verify DIR --key PUB`: exit 0 only when the signature verifies with the key given
+/// and every file in the folder is exactly as signed; each missing, changed or unsigned file is
+/// named (exit 5).
+fn verify_cmd(path: &std::path::Path, key: &std::path::Path) -> u8 {
+    use crate::report::attest;
+    if !path.exists() {
+        eprintln!(
+            "error: {}: no such folder or file; give a signed run's folder or its envelope",
+            path.display()
+        );
+        return exit::INVALID_INPUT;
+    }
+    let envelope = if path.is_dir() {
+        let found: Vec<PathBuf> = attest::ENVELOPE_FILES
+            .iter()
+            .map(|n| path.join(n))
+            .filter(|p| p.is_file())
+            .collect();
+        match found.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                eprintln!(
+                    "error: {}: no {} here; give the folder of a run made with --sign, or its envelope",
+                    path.display(),
+                    attest::ENVELOPE_FILES.join(" or ")
+                );
+                return exit::INVALID_INPUT;
+            }
+            _ => {
+                eprintln!(
+                    "error: {}: both {} are here; name the envelope to verify",
+                    path.display(),
+                    attest::ENVELOPE_FILES.join(" and ")
+                );
+                return exit::INVALID_INPUT;
+            }
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let vk = match std::fs::read_to_string(key)
+        .map_err(|e| e.to_string())
+        .and_then(|pem| attest::verifying_key(&pem).map_err(|e| e.to_string()))
+    {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: --key {}: {e}", key.display());
+            return exit::INVALID_INPUT;
+        }
+    };
+    let checked = match attest::verify_folder(&envelope, &vk) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("NOT verified: {}: {e}", envelope.display());
+            return exit::SIGNATURE_FAILED;
+        }
+    };
+    if !checked.problems.is_empty() {
+        eprintln!(
+            "NOT verified: the signature of {} is good, but the folder is not as signed ({} problem(s)):",
+            envelope.display(),
+            checked.problems.len()
+        );
+        for p in &checked.problems {
+            eprintln!("  {p}");
+        }
+        return exit::SIGNATURE_FAILED;
+    }
+    let p = &checked.statement["predicate"];
+    let what = if checked.predicate_type == attest::EXPLORE_RUN_PREDICATE_TYPE {
+        format!(
+            "exploration {} (seed {}, shard {}, {} schedules, {} finding(s))",
+            p["run_id"].as_str().unwrap_or("?"),
+            p["seed"],
+            p["shard"].as_str().unwrap_or("?"),
+            p["schedules"],
+            p["findings"]
+        )
+    } else {
+        format!(
+            "run {} (seed {}, {} case(s))",
+            p["run_id"].as_str().unwrap_or("?"),
+            p["seed"],
+            p["verdicts"].as_object().map_or(0, serde_json::Map::len)
+        )
+    };
+    println!(
+        "verified: {what}: {} file(s) exactly as signed by {}",
+        checked.subjects,
+        attest::key_id(&vk)
+    );
+    exit::OK
 }

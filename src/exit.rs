@@ -18,6 +18,8 @@ pub const INVALID_INPUT: u8 = 3;
 pub const UNREACHABLE: u8 = 4;
 pub const SIGNATURE_FAILED: u8 = 5;
 pub const INCOMPLETE: u8 = 6;
+/// A bug in aocheck found without a panic (an invariant of its own that did not hold).
+pub const BUG: u8 = 101;
 
 use crate::report::model::{HarnessCause, Report, Verdict};
 

@@ -50,6 +50,7 @@ pub mod operator;
 pub mod reference;
 pub mod report;
 pub mod runner;
+pub mod secrets;
 pub mod setup;
 pub mod store;
 pub mod sut;

@@ -91,6 +91,12 @@ pub struct SutArgs {
     /// Seconds each `aocheck-sut/2` request may take before the process is killed.
     #[arg(long, default_value_t = 10)]
     pub sut_timeout: u64,
+    /// A value that must never appear in any output (a credential the implementation is given
+    /// some other way, e.g. through its environment); repeatable. Values in `--sut` after
+    /// `NAME=`, `--token`, `--password`, `--api-key` and the like, and a store URL's password,
+    /// are removed without it.
+    #[arg(long, value_name = "VALUE")]
+    pub redact: Vec<String>,
 }
 
 impl SutArgs {
@@ -100,6 +106,19 @@ impl SutArgs {
         out: &Path,
         store: &StoreSpec,
     ) -> Result<Option<crate::sut::processes::ProcessSpec>, u8> {
+        for v in &self.redact {
+            if v.trim().chars().count() < crate::secrets::MIN_LEN {
+                eprintln!(
+                    "error: --redact: a value of fewer than {} characters would be removed from every word of every report; give the whole credential",
+                    crate::secrets::MIN_LEN
+                );
+                return Err(exit::INVALID_INPUT);
+            }
+            crate::secrets::register(v);
+        }
+        if let StoreSpec::Postgres(u) = store {
+            crate::secrets::redact_store_url(u);
+        }
         self.sut
             .as_deref()
             .map(|c| process_spec(c, self.sut_timeout, out, store))
@@ -151,6 +170,20 @@ pub fn signing_key(
     let Some(p) = path else {
         return Ok(None);
     };
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Ok(m) = std::fs::metadata(p)
+            && m.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "error: --sign {}: the private key can be read by others (mode {:04o}); make it the owner's alone (chmod 600 {}) or make a new pair with `aocheck keygen`",
+                p.display(),
+                m.permissions().mode() & 0o7777,
+                p.display()
+            );
+            return Err(crate::exit::INVALID_INPUT);
+        }
+    }
     std::fs::read_to_string(p)
         .map_err(|e| e.to_string())
         .and_then(|t| crate::report::attest::signing_key(&t).map_err(|e| e.to_string()))
@@ -159,35 +192,4 @@ pub fn signing_key(
             eprintln!("error: --sign {}: {e}", p.display());
             crate::exit::INVALID_INPUT
         })
-}
-
-/// Signs the report written as `out/<name>` (`report` is its value): the envelope goes to
-/// `out/<stem>.dsse.json` and the public key to `out/signing-key.pub.pem`.
-pub fn write_signed(
-    out: &std::path::Path,
-    name: &str,
-    predicate_type: &str,
-    report: &serde_json::Value,
-    key: &ed25519_dalek::SigningKey,
-) -> Result<(), String> {
-    use crate::report::attest;
-    let stem = name.strip_suffix(".json").unwrap_or(name);
-    let w = |file: String, body: &[u8]| {
-        std::fs::write(out.join(&file), body).map_err(|e| format!("{file}: {e}"))
-    };
-    let env = attest::statement_of(name, predicate_type, report)
-        .and_then(|st| attest::sign_statement(&st, key))
-        .map_err(|e| format!("signing {name}: {e}"))?;
-    w(
-        format!("{stem}.dsse.json"),
-        serde_json::to_string_pretty(&env)
-            .map_err(|e| e.to_string())?
-            .as_bytes(),
-    )?;
-    use ed25519_dalek::pkcs8::EncodePublicKey;
-    let pem = key
-        .verifying_key()
-        .to_public_key_pem(Default::default())
-        .map_err(|e| e.to_string())?;
-    w("signing-key.pub.pem".into(), pem.as_bytes())
 }

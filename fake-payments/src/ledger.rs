@@ -1,10 +1,10 @@
 //! The ground truth: every effect that really happened, and every request with the fault applied
 //! and what became of its reply.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What became of a reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// Not sent yet (held, or being processed).
@@ -28,7 +28,7 @@ pub enum Reply {
 }
 
 /// An effect on money or on a payment's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectKind {
     PaymentCreated,
@@ -37,7 +37,7 @@ pub enum EffectKind {
 }
 
 /// One effect that really happened.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Effect {
     pub seq: u64,
     pub kind: EffectKind,
@@ -58,7 +58,7 @@ pub struct Effect {
 }
 
 /// One request that reached an API route (authenticated or not).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
     pub seq: u64,
     pub op: crate::faults::Op,
@@ -89,7 +89,7 @@ pub struct RequestRecord {
 }
 
 /// The ledger returned by `GET /_control/ledger`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     pub effects: Vec<Effect>,
     pub requests: Vec<RequestRecord>,

@@ -17,6 +17,25 @@ use std::fmt;
 /// The placeholder a key rule puts where the occurrence id goes.
 pub const PLACEHOLDER: &str = "{occurrence}";
 
+/// A declared key rule written as its text (`"aoc-{occurrence}"`) and parsed back.
+pub mod key_rule_text {
+    use super::KeyRule;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &Option<KeyRule>, s: S) -> Result<S::Ok, S::Error> {
+        match r {
+            Some(r) => s.serialize_some(&r.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<KeyRule>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|t| KeyRule::parse(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
 /// How an implementation derives the provider's Idempotency-Key from an occurrence id: a template
 /// with exactly one `{occurrence}` (`{occurrence}`, `aoc-{occurrence}`, `{occurrence}/v1`).
 #[derive(Clone, Debug, PartialEq, Eq)]

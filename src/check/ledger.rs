@@ -17,7 +17,7 @@ use fake_payments::ledger::{EffectKind, Reply};
 use std::collections::BTreeMap;
 
 /// What the case asked of one occurrence: its payment.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Asked {
     pub amount: i64,
     pub currency: String,
@@ -25,7 +25,7 @@ pub struct Asked {
 }
 
 /// A remedy occurrence, as the case created it: the original it is linked to and its kind.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Remedy {
     pub original: String,
     pub kind: RemedyKind,

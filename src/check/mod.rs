@@ -10,6 +10,7 @@ pub mod expect;
 mod finding;
 pub(crate) mod hermes;
 pub mod ledger;
+pub mod replay;
 pub mod steps;
 
 use crate::aoc::domain::Limits;
@@ -88,7 +89,7 @@ pub const CHECKERS: [(&str, &[Req]); 43] = [
 ];
 
 /// What the runner observed about one occurrence after a step.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Observed {
     pub label: String,
     pub id: String,
@@ -97,8 +98,9 @@ pub struct Observed {
     pub answer: Result<StateAnswer, String>,
 }
 
-/// Everything checked after one step.
-#[derive(Clone, Debug)]
+/// Everything checked after one step (recorded in the evidence folder as it was checked, and
+/// checked again from there by `aocheck analyze`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub occurrences: Vec<Observed>,
     pub provider: Ledger,
@@ -106,6 +108,7 @@ pub struct Snapshot {
     pub generation: Generation,
     pub limits: Limits,
     /// The implementation's declared key rule (`init`'s `key_rule`).
+    #[serde(with = "accounting::key_rule_text")]
     pub key_rule: Option<KeyRule>,
     /// What the case asked of each occurrence (by id): its payment.
     pub asked: BTreeMap<String, ledger::Asked>,

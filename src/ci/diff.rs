@@ -347,14 +347,28 @@ pub fn read_report(path: &Path, key: Option<&Path>) -> Result<(Report, Side), (u
             format!("{shown}: not JSON ({e}); give a report.json or a report.dsse.json"),
         )
     })?;
+    // A signed run: the envelope signs the folder's files; the report is the folder's
+    // `report.json`, read once every subject is verified (with a key) or as it is (without).
     let (value, signature) = if value.get("payloadType").is_some() {
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let beside = dir.join("report.json");
+        let read_beside = || -> Result<serde_json::Value, (u8, String)> {
+            let b = std::fs::read(&beside)
+                .map_err(|e| (exit::INVALID_INPUT, format!("{}: {e}", beside.display())))?;
+            serde_json::from_slice(&b).map_err(|e| {
+                (
+                    exit::INVALID_INPUT,
+                    format!("{}: not JSON ({e})", beside.display()),
+                )
+            })
+        };
         match key {
             Some(k) => {
                 let pem = std::fs::read_to_string(k)
                     .map_err(|e| (exit::INVALID_INPUT, format!("{}: {e}", k.display())))?;
                 let vk = crate::report::attest::verifying_key(&pem)
                     .map_err(|e| (exit::INVALID_INPUT, format!("{}: {e}", k.display())))?;
-                let v = crate::report::attest::verify(&bytes, &vk).map_err(|e| {
+                let checked = crate::report::attest::verify_folder(&file, &vk).map_err(|e| {
                     (
                         exit::SIGNATURE_FAILED,
                         format!(
@@ -363,11 +377,19 @@ pub fn read_report(path: &Path, key: Option<&Path>) -> Result<(Report, Side), (u
                         ),
                     )
                 })?;
-                (v, "signed, verified".to_string())
+                if !checked.problems.is_empty() {
+                    return Err((
+                        exit::SIGNATURE_FAILED,
+                        format!(
+                            "{shown}: the folder is not as signed: {}",
+                            checked.problems.join("; ")
+                        ),
+                    ));
+                }
+                (read_beside()?, "signed, verified".to_string())
             }
             None => (
-                crate::report::attest::unverified_report(&bytes)
-                    .map_err(|e| (exit::INVALID_INPUT, format!("{shown}: {e}")))?,
+                read_beside()?,
                 "signed, not verified (no --key)".to_string(),
             ),
         }

@@ -164,7 +164,13 @@ pub fn merge_cmd(a: crate::explore::merge::MergeArgs) -> u8 {
         );
         return exit::INVALID_INPUT;
     }
-    if let Err(e) = super::write_reports(&merged, &out, signing.as_ref(), None) {
+    let written = super::clear_outputs(&out)
+        .and_then(|()| super::write_reports(&merged, &out, None))
+        .and_then(|()| match signing.as_ref() {
+            Some(k) => super::seal_run(&merged, &out, k).map(|_| ()),
+            None => Ok(()),
+        });
+    if let Err(e) = written {
         eprintln!("error: writing reports to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }

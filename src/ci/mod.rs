@@ -11,7 +11,6 @@ pub mod sarif;
 pub fn write_reports(
     report: &crate::report::model::Report,
     out: &std::path::Path,
-    key: Option<&ed25519_dalek::SigningKey>,
     baseline: Option<&crate::report::model::Report>,
 ) -> Result<(), String> {
     use crate::report::formats;
@@ -33,17 +32,101 @@ pub fn write_reports(
     )?;
     w("summary.md", formats::markdown(report).as_bytes())?;
     w("report.html", formats::html(report).as_bytes())?;
-    if let Some(k) = key {
-        let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
-        crate::setup::write_signed(
-            out,
-            "report.json",
-            crate::report::attest::PREDICATE_TYPE,
-            &value,
-            k,
-        )?;
+    Ok(())
+}
+
+/// What a run writes at the top of its folder (and `evidence/`, `sut/`): removed before a run
+/// or a merge writes there, so that nothing an earlier run left (above all a signed envelope)
+/// stands beside the new files as if it were theirs.
+pub const RUN_OUTPUTS: [&str; 11] = [
+    "report.json",
+    "junit.xml",
+    "report.sarif",
+    "summary.md",
+    "report.html",
+    "report.dsse.json",
+    crate::report::attest::PUBLIC_KEY_FILE,
+    "diff.md",
+    "diff.json",
+    "evidence",
+    "store.db",
+];
+
+/// Removes what an earlier run left in `out` (see [`RUN_OUTPUTS`]; `sut/` too).
+pub fn clear_outputs(out: &std::path::Path) -> Result<(), String> {
+    for name in RUN_OUTPUTS
+        .iter()
+        .chain(&["sut", "store.db-wal", "store.db-shm"])
+    {
+        let p = out.join(name);
+        let gone = match std::fs::symlink_metadata(&p) {
+            Err(_) => Ok(()),
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+        };
+        gone.map_err(|e| format!("removing an earlier run's {}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The predicate of a signed run (`https://aocheck.dev/conformance-run/v1`, documented with its
+/// JSON Schema in `docs/attestation.md`): the harness, the suite (every case file's digest and
+/// the providers' profiles), the store's kind (never its URL), the seed and the implementation
+/// (its self-description, its command with credentials removed, the digests of what the command
+/// runs), and the verdicts.
+pub fn run_predicate(r: &crate::report::model::Report) -> serde_json::Value {
+    use serde_json::json;
+    let mut profiles: Vec<serde_json::Value> = Vec::new();
+    for p in r
+        .provider_profile
+        .iter()
+        .chain(r.cases.iter().filter_map(|c| c.provider_profile.as_ref()))
+    {
+        if !profiles.contains(p) {
+            profiles.push(p.clone());
+        }
+    }
+    json!({
+        "harness": {
+            "name": "aocheck",
+            "version": r.aocheck_version,
+            "commit": env!("AOCHECK_GIT_COMMIT"),
+        },
+        "report": "report.json",
+        "run_id": r.run_id,
+        "seed": r.seed,
+        "started_at": r.started_at,
+        "suite": {
+            "test_input_digest": r.test_input_digest,
+            "cases": r.cases.iter().map(|c| json!({
+                "id": c.id,
+                "file": c.file,
+                "sha256": c.file_sha256,
+            })).collect::<Vec<_>>(),
+            "provider_profiles": profiles,
+            "shard": r.shard,
+        },
+        "store": {"kind": r.store["kind"], "durable": r.store["durable"]},
+        "implementation": r.implementation,
+        "summary": r.summary,
+        "verdicts": r.cases.iter().map(|c| (c.id.clone(), json!(c.verdict.label()))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+/// Signs every file of a run's folder (`report.dsse.json`, with the run predicate); returns how
+/// many files the statement names.
+pub fn seal_run(
+    report: &crate::report::model::Report,
+    out: &std::path::Path,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<usize, String> {
+    crate::report::attest::seal(
+        out,
+        "report.dsse.json",
+        crate::report::attest::RUN_PREDICATE_TYPE,
+        run_predicate(report),
+        key,
+    )
 }
 
 /// A report of the given cases (id, verdict, failed requirements), for the unit tests.

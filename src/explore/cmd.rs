@@ -58,20 +58,37 @@ pub struct ExploreArgs {
     pub sign: Option<PathBuf>,
 }
 
-/// Signs `out/explore.json` (the report given): `out/explore.dsse.json`.
+/// Signs every file of the exploration's folder (`explore.json`, its other formats, the
+/// findings' case files): `out/explore.dsse.json`, predicate `…/explore-run/v1`.
 pub fn sign_report(
     out: &std::path::Path,
     report: &super::report::ExploreReport,
     key: &ed25519_dalek::SigningKey,
 ) -> Result<(), String> {
-    let value = serde_json::to_value(report).map_err(|e| e.to_string())?;
-    crate::setup::write_signed(
+    let predicate = serde_json::json!({
+        "harness": {
+            "name": "aocheck",
+            "version": report.aocheck_version,
+            "commit": env!("AOCHECK_GIT_COMMIT"),
+        },
+        "report": "explore.json",
+        "run_id": report.run_id,
+        "seed": report.seed,
+        "shard": report.shard,
+        "workload": report.workload,
+        "store": {"kind": report.store},
+        "implementation": report.implementation,
+        "schedules": report.schedules,
+        "findings": report.findings.len(),
+    });
+    crate::report::attest::seal(
         out,
-        "explore.json",
-        crate::report::attest::EXPLORE_PREDICATE_TYPE,
-        &value,
+        "explore.dsse.json",
+        crate::report::attest::EXPLORE_RUN_PREDICATE_TYPE,
+        predicate,
         key,
     )
+    .map(|_| ())
 }
 
 /// `60s`, `5m`, `1h`, or plain seconds.
@@ -154,6 +171,10 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         Ok(f) => f,
         Err(code) => return code,
     };
+    // An envelope an earlier exploration left here must not stand beside this one's files.
+    for stale in ["explore.dsse.json", crate::report::attest::PUBLIC_KEY_FILE] {
+        let _ = std::fs::remove_file(out.join(stale));
+    }
     let spec = a
         .store
         .clone()
@@ -218,6 +239,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
+    // The store was moved into the exploration and is closed: its file is final.
     if let Some(k) = &signing
         && let Err(e) = sign_report(&out, &report, k)
     {

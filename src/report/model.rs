@@ -104,6 +104,13 @@ pub struct CaseReport {
     pub id: String,
     pub title: String,
     pub file: String,
+    /// The SHA-256 of the case file's bytes as the run read them (empty when not read).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub file_sha256: String,
+    /// The case's evidence (`check::replay::Tape` as JSON), written to `evidence/<case>.json`
+    /// beside the report, never inside it.
+    #[serde(skip)]
+    pub evidence: Option<std::sync::Arc<serde_json::Value>>,
     pub requirements: Vec<String>,
     pub verdict: Verdict,
     pub failures: Vec<Failure>,
@@ -173,6 +180,8 @@ impl CaseReport {
             id: id.to_string(),
             title: title.to_string(),
             file: file.display().to_string(),
+            file_sha256: String::new(),
+            evidence: None,
             requirements,
             verdict: Verdict::NotRun,
             failures: Vec::new(),

@@ -40,10 +40,12 @@ impl CaseCredentials {
 
 impl Credentials for CaseCredentials {
     fn payments(&self, label: &str) -> Option<String> {
-        self.payments.issue_key(&self.account, label)
+        let key = self.payments.issue_key(&self.account, label);
+        key.inspect(|k| crate::secrets::register(k))
     }
     fn hermes(&self, label: &str) -> Option<String> {
-        self.hermes_handle().map(|h| h.issue_key(label))
+        let key = self.hermes_handle().map(|h| h.issue_key(label));
+        key.inspect(|k| crate::secrets::register(k))
     }
     fn revoke(&self, label: &str) {
         self.payments.revoke(label);
@@ -54,6 +56,7 @@ impl Credentials for CaseCredentials {
     fn clock(&self, label: &str) -> Option<String> {
         let gate = self.gate()?;
         let token = format!("clk_{}", uuid::Uuid::new_v4().simple());
+        crate::secrets::register(&token);
         gate.issue(label, &token);
         Some(token)
     }

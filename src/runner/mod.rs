@@ -101,6 +101,10 @@ async fn setup(
     // The ground truth is the harness's alone: the control API answers only a token drawn for
     // this case and never given to the implementation (the harness itself uses the handle).
     pconfig.control_token = control_token().map_err(|e| (HarnessCause::Unreachable, e))?;
+    // The in-process credentials are fixed test values; they are scrubbed from outputs all the
+    // same (a credential is never written, whoever could guess it).
+    crate::secrets::register("sk_test_a");
+    crate::secrets::register("hermes-test-key");
     pconfig.accounts[0].idempotency = match case.config.idempotency.as_deref() {
         Some("ietf-draft") => IdempotencyProfile::IetfDraft,
         Some("none") => IdempotencyProfile::None,
@@ -270,6 +274,8 @@ async fn setup(
         observe_error: None,
         processes: credentials.is_some(),
         findings: Vec::new(),
+        tape: Vec::new(),
+        record: !opts.explore,
         operator: OperatorWorld {
             credentials,
             hermes: None,
@@ -323,6 +329,7 @@ pub async fn run_case(
         case: case.id.clone(),
     });
     let mut report = CaseReport::new(&case.id, &case.title, &lc.path, case.requirements.clone());
+    report.file_sha256 = crate::digest::Digest::of_bytes(&lc.bytes).hex();
     // A case outside the shipped folder is named by its file too (`--cases FILE`), relative
     // to the working folder where it lies under it (no machine path in a report).
     let shown = repro_case_path(&lc.path);
@@ -338,7 +345,7 @@ pub async fn run_case(
     if let Some(spec) = &opts.sut {
         report
             .repro
-            .push_str(&format!(" --sut '{}'", spec.command.replace('\'', "'\\''")));
+            .push_str(&format!(" --sut '{}'", spec.shown().replace('\'', "'\\''")));
     }
     let (mut world, server, provider) = match setup(store, lc, opts, &mut report).await {
         Ok(x) => x,
@@ -377,9 +384,13 @@ pub async fn run_case(
     }
     // AOC-REQ-013 in every case: no claim the implementation makes about itself is prohibited.
     let claims = world.sut.hello().claims.clone();
+    let mut replayed_lines = std::collections::BTreeSet::new();
+    let before_claims = world.checker.facts.clone();
     for f in world.checker.claims(&claims) {
+        replayed_lines.insert(f.line());
         push_finding(&mut failures, f, None);
     }
+    let claims_facts = crate::check::replay::facts_between(&before_claims, &world.checker.facts);
     let skip = world.operator.unsupported.is_some() || harness.is_some();
     let step_deadline = opts.sut.as_ref().map_or(IN_PROCESS_STEP_DEADLINE, |s| {
         (s.timeout * 6).max(IN_PROCESS_STEP_DEADLINE)
@@ -463,8 +474,12 @@ pub async fn run_case(
         for f in std::mem::take(&mut world.findings) {
             push_finding(&mut failures, f, Some(i));
         }
+        let looked = world.tape.len();
         for v in world.check().await {
             push_finding(&mut failures, v, Some(i));
+        }
+        if let Some(l) = world.tape.get_mut(looked) {
+            l.after_step = Some(i);
         }
         if let Some(h) = world.observe_error.take() {
             harness = Some(format!("steps[{i}] ({}): {h}", step.verb()));
@@ -586,6 +601,16 @@ pub async fn run_case(
     report.harness_cause = harness.as_ref().map(|_| cause);
     report.unsupported = world.operator.unsupported.clone();
     let world_facts = world.checker.facts.total();
+    if world.record {
+        report.evidence = evidence_of(
+            &world,
+            &report,
+            &failures,
+            &claims,
+            &claims_facts,
+            replayed_lines,
+        );
+    }
     report.verdict = verdict::case_verdict(
         !failures.is_empty(),
         harness.is_some(),
@@ -602,6 +627,56 @@ pub async fn run_case(
         why: verdict::why_not_decided(&report),
     });
     report
+}
+
+/// The case's evidence (`check::replay::Tape`): what its checkers were given at every look, and
+/// what was found and examined outside those looks. `None` if it cannot be written as JSON (it
+/// always can; the report then simply has no evidence for the case, which `analyze` names).
+fn evidence_of(
+    world: &World,
+    report: &CaseReport,
+    failures: &[Failure],
+    claims: &[String],
+    claims_facts: &std::collections::BTreeMap<String, u32>,
+    mut replayed: std::collections::BTreeSet<String>,
+) -> Option<Arc<serde_json::Value>> {
+    use crate::check::replay::{SCHEMA, Tape};
+    for l in &world.tape {
+        replayed.extend(l.found.iter().cloned());
+    }
+    let mut other_facts = world.checker.facts.by_id();
+    for part in std::iter::once(claims_facts).chain(world.tape.iter().map(|l| &l.facts)) {
+        for (id, n) in part {
+            if let Some(t) = other_facts.get_mut(id) {
+                *t = t.saturating_sub(*n);
+            }
+        }
+    }
+    other_facts.retain(|_, n| *n > 0);
+    let tape = Tape {
+        schema: SCHEMA.into(),
+        case: report.id.clone(),
+        declared: report.requirements.clone(),
+        steps: report.steps.clone(),
+        claims: claims.to_vec(),
+        looks: world.tape.clone(),
+        other_failures: failures
+            .iter()
+            .filter(|f| !replayed.contains(&f.msg))
+            .cloned()
+            .collect(),
+        other_facts,
+        undecided: world
+            .undecided
+            .iter()
+            .map(|(r, _)| r.id().to_string())
+            .collect(),
+        harness: report.harness.clone(),
+        unsupported: report.unsupported.clone(),
+        faults: report.faults.clone(),
+        processes: report.sut_processes.clone(),
+    };
+    serde_json::to_value(&tape).ok().map(Arc::new)
 }
 
 /// Runs every case in order on one store and builds the report.
@@ -626,7 +701,9 @@ fn escaped(sut: &dyn crate::sut::Sut) -> Option<String> {
 pub(crate) fn control_token() -> Result<String, String> {
     let mut b = [0u8; 24];
     getrandom::fill(&mut b).map_err(|e| format!("no entropy for a control token: {e}"))?;
-    Ok(format!("ctl_{}", hex::encode(b)))
+    let token = format!("ctl_{}", hex::encode(b));
+    crate::secrets::register(&token);
+    Ok(token)
 }
 
 /// The digest of the case files a run judges: each case's id and the SHA-256 of its file's bytes,
@@ -690,19 +767,30 @@ pub fn assemble(
     use crate::store::Store;
     // `not_run`, with no reproduce line.
     for lc in cases.iter().skip(reports.len()) {
-        reports.push(CaseReport::new(
+        let mut r = CaseReport::new(
             &lc.case.id,
             &lc.case.title,
             &lc.path,
             lc.case.requirements.clone(),
-        ));
+        );
+        r.file_sha256 = crate::digest::Digest::of_bytes(&lc.bytes).hex();
+        reports.push(r);
     }
     let test_input_digest = test_input_digest(cases);
     let mut implementation = match &opts.sut {
         Some(spec) => reports
             .iter()
             .find_map(|c| c.implementation.clone())
-            .unwrap_or_else(|| serde_json::json!({"command": spec.command, "name": null})),
+            .unwrap_or_else(|| {
+                // No case reached the implementation: what aocheck knows of it is its command.
+                serde_json::json!({
+                    "name": "(unknown: no case reached the implementation)",
+                    "version": "",
+                    "same_team": false,
+                    "command": spec.shown(),
+                    "programs": spec.programs(),
+                })
+            }),
         None => crate::reference::implementation(opts.knobs),
     };
     if opts.knobs.variant() != crate::reference::Variant::Conforming && opts.sut.is_none() {

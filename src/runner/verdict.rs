@@ -426,28 +426,8 @@ pub(super) fn fired_faults(
     (faults, unfired)
 }
 
-/// A case's verdict from what was found, in the order of the policy above.
-pub(super) fn case_verdict(
-    failed: bool,
-    undecided: bool,
-    unsupported: bool,
-    facts: u32,
-    not_established: bool,
-) -> Verdict {
-    if failed {
-        Verdict::Fail
-    } else if undecided {
-        Verdict::HarnessError
-    } else if unsupported {
-        Verdict::Unsupported
-    } else if facts == 0 {
-        Verdict::NotRun
-    } else if not_established {
-        Verdict::MissingKnowledge
-    } else {
-        Verdict::Pass
-    }
-}
+/// A case's verdict from what was found (in `check/`: `aocheck analyze` derives it too).
+pub(super) use crate::check::replay::case_verdict;
 
 #[cfg(test)]
 mod tests {

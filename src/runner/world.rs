@@ -72,6 +72,10 @@ pub(super) struct World {
     /// What the oracles of the step being performed found (check/steps.rs, check/hermes.rs):
     /// the runner takes them after the step and reports them at it.
     pub(super) findings: Vec<Finding>,
+    /// Every look the checkers took (`check/replay.rs`), for the evidence folder; kept only
+    /// when `record` (a run's cases, not the explorer's schedules).
+    pub(super) tape: Vec<crate::check::replay::Look>,
+    pub(super) record: bool,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -950,8 +954,17 @@ impl World {
             asked: self.asked.clone(),
             remedies: self.remedies.clone(),
         };
+        let before = self.record.then(|| self.checker.facts.clone());
         let mut out = self.checker.check(&snap);
         out.extend(self.checker.lane(self.holder, lane));
+        let look = before.map(|before| crate::check::replay::Look {
+            after_step: None,
+            found: out.iter().map(Finding::line).collect(),
+            facts: crate::check::replay::facts_between(&before, &self.checker.facts),
+            snapshot: snap.clone(),
+            holder: self.holder,
+            lane,
+        });
         let (operator, hermes) = self.operator_checks().await;
         out.extend(operator);
         // Both ledgers as just read: a killed process's credential in use (or a key nobody was
@@ -963,6 +976,7 @@ impl World {
             self.observe_error = Some(why);
             return Vec::new();
         }
+        self.tape.extend(look);
         out
     }
 

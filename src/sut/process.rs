@@ -119,8 +119,26 @@ async fn capture_stderr(
     let _ = to.write_all(a);
     let _ = to.write_all(b);
     let _ = to.flush();
+    scrub_log(&mut to);
     finished.store(true, Ordering::SeqCst);
     done.notify_waiters();
+}
+
+/// The finished log with every registered credential removed (it is bounded by the cap, so it
+/// is read whole; a secret split across two reads of the pipe is still found).
+fn scrub_log(f: &mut std::fs::File) {
+    use std::io::{Read as _, Seek as _, Write as _};
+    let mut all = Vec::new();
+    if f.seek(std::io::SeekFrom::Start(0)).is_err() || f.read_to_end(&mut all).is_err() {
+        return;
+    }
+    let clean = crate::secrets::scrub_bytes(&all);
+    if clean != all {
+        let _ = f.set_len(0);
+        let _ = f.seek(std::io::SeekFrom::Start(0));
+        let _ = f.write_all(&clean);
+        let _ = f.flush();
+    }
 }
 
 /// Kills the process when the last handle goes (the reader task alone keeps nothing alive).
@@ -436,7 +454,12 @@ impl SutProcess {
             std::fs::create_dir_all(dir)
                 .map_err(|e| spawn_err(format!("{}: {e}", dir.display())))?;
         }
-        let log = std::fs::File::create(stderr_path)
+        let log = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(stderr_path)
             .map_err(|e| spawn_err(format!("{}: {e}", stderr_path.display())))?;
         let mut mark = [0u8; 16];
         getrandom::fill(&mut mark).map_err(|e| spawn_err(format!("no entropy: {e}")))?;

@@ -37,6 +37,73 @@ pub struct ProcessSpec {
     pub postgres: Option<String>,
 }
 
+impl ProcessSpec {
+    /// The command as reports show it: its credentials removed (`crate::secrets`).
+    pub fn shown(&self) -> String {
+        crate::secrets::redact_command(&self.command)
+    }
+
+    /// What the command runs, as an auditor can re-check it: its program (the first word after
+    /// any `NAME=value` words and `env`/`exec`, found on `PATH` when it has no slash) and, when the
+    /// next word that is not an option names a file (an interpreter's script), that file; each as
+    /// written in the command and with the SHA-256 of its bytes (`null` where it cannot be read).
+    pub fn programs(&self) -> Vec<Value> {
+        // Hashed once per command in a run (a case asks for it every time).
+        static SEEN: std::sync::Mutex<std::collections::BTreeMap<String, Vec<Value>>> =
+            std::sync::Mutex::new(std::collections::BTreeMap::new());
+        if let Some(known) = SEEN.lock().ok().and_then(|m| m.get(&self.command).cloned()) {
+            return known;
+        }
+        let out = self.programs_now();
+        if let Ok(mut m) = SEEN.lock() {
+            m.insert(self.command.clone(), out.clone());
+        }
+        out
+    }
+
+    fn programs_now(&self) -> Vec<Value> {
+        let shown = self.shown();
+        let mut words = shown
+            .split_whitespace()
+            .map(|w| w.trim_matches(['\'', '"']))
+            .skip_while(|w| w.contains('=') || *w == "env" || *w == "exec");
+        let mut out = Vec::new();
+        let Some(program) = words.next() else {
+            return out;
+        };
+        let resolved = if program.contains('/') {
+            Some(PathBuf::from(program))
+        } else {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(program))
+                    .find(|f| f.is_file())
+            })
+        };
+        let digest = |p: &std::path::Path| {
+            std::fs::read(p)
+                .ok()
+                .map(|b| crate::digest::Digest::of_bytes(&b).hex())
+        };
+        out.push(json!({
+            "role": "program",
+            "path": program,
+            "sha256": resolved.as_deref().and_then(digest),
+        }));
+        if let Some(script) = words
+            .find(|w| !w.starts_with('-'))
+            .filter(|w| std::path::Path::new(w).is_file())
+        {
+            out.push(json!({
+                "role": "script",
+                "path": script,
+                "sha256": digest(std::path::Path::new(script)),
+            }));
+        }
+        out
+    }
+}
+
 /// One executor process.
 #[derive(Debug)]
 struct Exec {
@@ -407,7 +474,6 @@ impl ProcessSut {
 
     /// The implementation's self-description, for reports.
     fn describe_self(&self) -> Value {
-        let command = &self.spawner.inner.spec.command;
         json!({
             "name": self.hello.name,
             "version": self.hello.version,
@@ -417,7 +483,8 @@ impl ProcessSut {
             "operations": self.hello.operations,
             "key_rule": self.hello.key_rule,
             "claims": self.hello.claims,
-            "command": command,
+            "command": self.spawner.inner.spec.shown(),
+            "programs": self.spawner.inner.spec.programs(),
         })
     }
 

@@ -97,6 +97,44 @@ fn a_report_verifies_with_its_key_and_fails_with_exit_5_under_another() {
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = aocheck(&["keygen", key.to_str().expect("utf8")]);
     assert_eq!(code, 3, "keygen refuses to overwrite a key: {err}");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &std::path::Path| {
+            std::fs::metadata(p).expect("key file").permissions().mode() & 0o777
+        };
+        assert_eq!(mode(&key), 0o600, "the private key is the owner's alone");
+        // A public key alone is not overwritten either; --force replaces the pair.
+        let lone = dir.path().join("lone.pem");
+        std::fs::write(dir.path().join("lone.pem.pub"), "mine").expect("write");
+        let (code, _, err) = aocheck(&["keygen", lone.to_str().expect("utf8")]);
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("lone.pem.pub"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("lone.pem.pub")).expect("pub"),
+            "mine"
+        );
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let (code, _, err) = aocheck(&["keygen", "--force", key.to_str().expect("utf8")]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(mode(&key), 0o600, "a replaced key is the owner's alone too");
+        // A key others can read is refused for signing, naming the fix.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let out = dir.path().join("o");
+        let (code, _, err) = aocheck(&[
+            "run",
+            "--case",
+            "AOC-CASE-001",
+            "--store",
+            "memory",
+            "--out",
+            out.to_str().expect("utf8"),
+            "--sign",
+            key.to_str().expect("utf8"),
+        ]);
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("chmod 600"), "{err}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
     let (code, _, err) = aocheck(&["verify", &env, "--key", &format!("{}.pub", key.display())]);
     assert_eq!(code, 5);
     assert!(err.contains("NOT verified"));

@@ -283,43 +283,50 @@ fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
     let said = String::from_utf8_lossy(&ok.stdout);
     assert_eq!(ok.status.code(), Some(0), "{said}");
     assert!(
-        said.contains("verified: explore report") && said.contains("seed 4"),
+        said.contains("verified: exploration") && said.contains("seed 4"),
         "{said}"
     );
-    // The envelope carries explore.json as written, named as such.
-    let mut env: serde_json::Value =
+    // The envelope names every file of the folder by its bytes' digest, explore.json first
+    // among them, under the explore-run predicate.
+    let env: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&envelope).expect("envelope")).expect("JSON");
     let payload = b64
         .decode(env["payload"].as_str().expect("payload"))
         .expect("base64");
     let statement: serde_json::Value = serde_json::from_slice(&payload).expect("statement");
-    let written: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("explore.json")).expect("explore.json"),
-    )
-    .expect("JSON");
-    // Compared as canonical JSON: a whole rate (`300.0`) is written `300.0` in the file and
-    // `300` in the canonical payload, the same number.
-    let canonical =
-        |v: &serde_json::Value| serde_json_canonicalizer::to_string(v).expect("canonical JSON");
-    assert_eq!(canonical(&statement["predicate"]), canonical(&written));
-    assert_eq!(statement["subject"][0]["name"], "explore.json");
-    // One byte of the payload changed: the schedule count.
-    let at = payload
-        .windows(13)
-        .position(|w| w == b"\"schedules\":3")
-        .expect("the count is in the payload")
-        + 12;
-    let mut changed = payload.clone();
-    changed[at] = b'4';
-    env["payload"] = serde_json::Value::String(b64.encode(&changed));
-    let tampered = dir.path().join("tampered.dsse.json");
-    std::fs::write(&tampered, serde_json::to_vec(&env).expect("JSON")).expect("write");
-    let bad = aocheck(&["verify", utf8(&tampered), "--key", utf8(&pubkey)]);
     assert_eq!(
-        bad.status.code(),
-        Some(5),
-        "{}",
-        String::from_utf8_lossy(&bad.stdout)
+        statement["predicateType"],
+        "https://aocheck.dev/explore-run/v1"
+    );
+    let written = std::fs::read(out.join("explore.json")).expect("explore.json");
+    let digest = aocheck::digest::Digest::of_bytes(&written).hex();
+    let subjects = statement["subject"].as_array().expect("subjects");
+    assert!(
+        subjects
+            .iter()
+            .any(|s| s["name"] == "explore.json" && s["digest"]["sha256"] == digest.as_str()),
+        "{subjects:?}"
+    );
+    assert_eq!(statement["predicate"]["seed"], 4);
+    // One byte of explore.json changed: named, exit 5.
+    let mut changed = written.clone();
+    let at = changed
+        .windows(12)
+        .position(|w| w == b"\"schedules\":")
+        .expect("the count is in the file")
+        + 13;
+    changed[at] = if changed[at] == b'3' { b'4' } else { b'3' };
+    std::fs::write(out.join("explore.json"), &changed).expect("write");
+    let bad = aocheck(&["verify", utf8(&out), "--key", utf8(&pubkey)]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(5), "{err}");
+    assert!(err.contains("changed: explore.json"), "{err}");
+    std::fs::write(out.join("explore.json"), &written).expect("write back");
+    assert_eq!(
+        aocheck(&["verify", utf8(&out), "--key", utf8(&pubkey)])
+            .status
+            .code(),
+        Some(0)
     );
     // A key that cannot be read is refused before anything runs.
     let r = aocheck(&[

@@ -1,0 +1,192 @@
+//! Offline re-judgement (`aocheck analyze`, issue 24): a case's evidence as the run recorded it
+//! (a [`Tape`]), and the verdict derived again from it with no implementation and no provider.
+//!
+//! What is derived again, not read back: every invariant checker over every look the run took
+//! (the implementation's histories and reports as received, the provider's ledger as read,
+//! [`Checker::check`] and the lane check), the claims check, the facts per requirement, the
+//! requirements not established, and the case verdict. What is taken from the record (said in
+//! `analyze`'s output): the failures found outside those looks (a step's own expectation, the
+//! oracles of one step's answer, the Hermes checkers, the final expectations), the facts they
+//! examined, and whether the case stopped on a harness error or was unsupported.
+
+use super::{Checker, Facts, Snapshot};
+use crate::aoc::requirement::Req;
+use crate::report::model::{Failure, FaultReport, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The schema of one case's evidence file (`evidence/<case>.json`).
+pub const SCHEMA: &str = "aocheck.evidence/1";
+
+/// One case's evidence.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tape {
+    pub schema: String,
+    pub case: String,
+    /// The requirements the case declares.
+    pub declared: Vec<String>,
+    /// The step lines as the report shows them (each step's verb and what it answered).
+    pub steps: Vec<String>,
+    /// What the implementation claims about itself (its `init` answer).
+    pub claims: Vec<String>,
+    /// Every look the checkers took, in order.
+    pub looks: Vec<Look>,
+    /// Failures found outside the looks and the claims (taken from the record).
+    pub other_failures: Vec<Failure>,
+    /// Facts examined outside the looks and the claims, per requirement id.
+    pub other_facts: BTreeMap<String, u32>,
+    /// Requirements with an expectation aocheck could not decide (missing knowledge).
+    pub undecided: Vec<String>,
+    /// Why the case stopped undecided, if it did (a harness error).
+    pub harness: Option<String>,
+    /// Why the case was unsupported, if it was.
+    pub unsupported: Option<String>,
+    /// The faults the case declared and whether each fired (read from the ledgers by the run).
+    pub faults: Vec<FaultReport>,
+    /// The implementation's processes and how each ended.
+    pub processes: Vec<String>,
+}
+
+/// One look: what the checkers were given after a step (or at the end of the case), and what
+/// they found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Look {
+    /// The step it followed (`None`: the end of the case).
+    pub after_step: Option<usize>,
+    pub snapshot: Snapshot,
+    /// The generation the latest `join` or `takeover` answered, and the lane's holder as the
+    /// implementation reported it.
+    pub holder: Option<u64>,
+    pub lane: Option<u64>,
+    /// What the checkers found at this look, as report lines.
+    pub found: Vec<String>,
+    /// The facts this look examined, per requirement id.
+    pub facts: BTreeMap<String, u32>,
+}
+
+/// A verdict derived again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejudged {
+    pub verdict: Verdict,
+    pub failures: Vec<Failure>,
+    pub not_established: Vec<String>,
+    pub facts: BTreeMap<String, u32>,
+    /// Where a look's findings derived again differ from what the run recorded at it.
+    pub looks_differ: Vec<String>,
+    /// How many checker runs were derived again (looks), and failures taken from the record.
+    pub looks: usize,
+    pub taken: usize,
+}
+
+/// A case's verdict from what was found, in the order of the policy (GUIDE §4): a violated
+/// requirement fails the case; otherwise a harness error, then unsupported; no fact examined at
+/// all is not run; a declared requirement not established is missing knowledge.
+pub fn case_verdict(
+    failed: bool,
+    undecided: bool,
+    unsupported: bool,
+    facts: u32,
+    not_established: bool,
+) -> Verdict {
+    if failed {
+        Verdict::Fail
+    } else if undecided {
+        Verdict::HarnessError
+    } else if unsupported {
+        Verdict::Unsupported
+    } else if facts == 0 {
+        Verdict::NotRun
+    } else if not_established {
+        Verdict::MissingKnowledge
+    } else {
+        Verdict::Pass
+    }
+}
+
+/// The difference of two fact tallies, per requirement id (for what one look examined).
+pub fn facts_between(before: &Facts, after: &Facts) -> BTreeMap<String, u32> {
+    after
+        .by_id()
+        .into_iter()
+        .filter_map(|(id, n)| {
+            let was = before.by_id().get(&id).copied().unwrap_or(0);
+            (n > was).then(|| (id, n - was))
+        })
+        .collect()
+}
+
+/// Derives the case's verdict again from its evidence alone.
+pub fn rejudge(t: &Tape) -> Rejudged {
+    let mut checker = Checker::default();
+    let mut failures: Vec<Failure> = Vec::new();
+    let push = |failures: &mut Vec<Failure>, requirement: Req, step, msg: String| {
+        if !failures.iter().any(|x| x.msg == msg) {
+            failures.push(Failure {
+                requirement,
+                step,
+                msg,
+            });
+        }
+    };
+    for f in checker.claims(&t.claims) {
+        push(&mut failures, f.requirement(), None, f.line());
+    }
+    let mut looks_differ = Vec::new();
+    for (i, look) in t.looks.iter().enumerate() {
+        let mut found = checker.check(&look.snapshot);
+        found.extend(checker.lane(look.holder, look.lane));
+        let lines: BTreeSet<String> = found.iter().map(|f| f.line()).collect();
+        let recorded: BTreeSet<String> = look.found.iter().cloned().collect();
+        let at = look
+            .after_step
+            .map_or("the end of the case".to_string(), |s| format!("step {s}"));
+        for l in lines.difference(&recorded) {
+            looks_differ.push(format!(
+                "look {i} (after {at}): found now, not in the record: {l}"
+            ));
+        }
+        for l in recorded.difference(&lines) {
+            looks_differ.push(format!(
+                "look {i} (after {at}): in the record, not found now: {l}"
+            ));
+        }
+        let step = Some(look.after_step.unwrap_or(t.steps.len()));
+        for f in found {
+            push(&mut failures, f.requirement(), step, f.line());
+        }
+    }
+    for f in &t.other_failures {
+        push(&mut failures, f.requirement, f.step, f.msg.clone());
+    }
+    let mut facts = checker.facts.by_id();
+    for (id, n) in &t.other_facts {
+        *facts.entry(id.clone()).or_default() += n;
+    }
+    let not_established: Vec<String> = t
+        .declared
+        .iter()
+        .filter(|r| {
+            Req::parse(r).is_some()
+                && (facts.get(*r).copied().unwrap_or(0) == 0 || t.undecided.contains(r))
+        })
+        .cloned()
+        .collect();
+    let verdict = case_verdict(
+        !failures.is_empty(),
+        t.harness.is_some(),
+        t.unsupported.is_some(),
+        facts.values().sum(),
+        !not_established.is_empty(),
+    );
+    Rejudged {
+        verdict,
+        failures,
+        not_established,
+        facts,
+        looks_differ,
+        looks: t.looks.len(),
+        taken: t.other_failures.len(),
+    }
+}

@@ -1,0 +1,326 @@
+//! Nothing secret in any output (AOC §7 and §10, issue 24): every credential the harness makes or
+//! is given (control tokens, provider keys and clock tokens issued to implementation processes, a
+//! store URL's password, tokens in the `--sut` command, values named by `--redact`) is registered
+//! here, and everything the harness writes (reports in every format, progress lines, the
+//! implementation's captured stderr, the evidence folder) passes through [`scrub`] on its way out.
+//!
+//! Two layers: where a secret's place is known (a URL's password, a command's `TOKEN=…`), it is
+//! removed at the source ([`redact_store_url`], [`redact_command`]); everything written is also
+//! scrubbed of every registered value, because the implementation may echo a key it was given in
+//! a refusal message that lands in a report.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+/// What a removed secret is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// Shorter values are not registered: scrubbing a two-letter "secret" would mangle every report.
+pub const MIN_LEN: usize = 6;
+
+static REGISTRY: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Registers a secret value: from now on it is scrubbed from everything this process writes.
+pub fn register(secret: &str) {
+    let s = secret.trim();
+    if s.chars().count() < MIN_LEN {
+        return;
+    }
+    #[cfg(feature = "test-knobs")]
+    dump_for_tests(s);
+    if let Ok(mut r) = REGISTRY.lock() {
+        r.insert(s.to_string());
+    }
+}
+
+/// The test build writes every registered secret to `$AOCHECK_DUMP_SECRETS` so a test can scan a
+/// run's outputs for each of them (never in a release build).
+#[cfg(feature = "test-knobs")]
+fn dump_for_tests(s: &str) {
+    use std::io::Write as _;
+    if let Some(path) = std::env::var_os("AOCHECK_DUMP_SECRETS")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(f, "{s}");
+    }
+}
+
+/// `text` with every registered secret (and its JSON-escaped form) replaced by [`REDACTED`].
+pub fn scrub(text: &str) -> String {
+    let Ok(r) = REGISTRY.lock() else {
+        return text.to_string();
+    };
+    let mut out = text.to_string();
+    // Longest first: a secret that contains another is removed whole.
+    let mut all: Vec<&String> = r.iter().collect();
+    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for s in all {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), REDACTED);
+        }
+        let escaped = serde_json::to_string(s).unwrap_or_default();
+        let inner = escaped.trim_matches('"');
+        if inner != s.as_str() && out.contains(inner) {
+            out = out.replace(inner, REDACTED);
+        }
+    }
+    out
+}
+
+/// Bytes scrubbed as text where they are UTF-8 (lossy otherwise: a log is for reading).
+pub fn scrub_bytes(bytes: &[u8]) -> Vec<u8> {
+    scrub(&String::from_utf8_lossy(bytes)).into_bytes()
+}
+
+/// Every string in a JSON value scrubbed in place (keys included).
+pub fn scrub_value(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            let c = scrub(s);
+            if c != *s {
+                *s = c;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(scrub_value),
+        Value::Object(m) => {
+            let old = std::mem::take(m);
+            for (k, mut x) in old {
+                scrub_value(&mut x);
+                m.insert(scrub(&k), x);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A value of `T` scrubbed through its JSON form (a report before it is written anywhere). A
+/// value that does not round-trip is returned as it was, with the error.
+pub fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned>(x: T) -> Result<T, (T, String)> {
+    let mut v = match serde_json::to_value(&x) {
+        Ok(v) => v,
+        Err(e) => return Err((x, e.to_string())),
+    };
+    scrub_value(&mut v);
+    serde_json::from_value(v).map_err(|e| (x, e.to_string()))
+}
+
+/// A connection string's password removed (URL userinfo, `?password=` and `password=` in the
+/// key/value form), the password registered. What is left still says where the store is.
+pub fn redact_store_url(url: &str) -> String {
+    let mut out = url.to_string();
+    // postgresql://user:password@host/...
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let rest = &out[rest_start..];
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@')
+            && let Some(colon) = rest[..at].find(':')
+        {
+            let password = rest[colon + 1..at].to_string();
+            register(&password);
+            register(&percent_decoded(&password));
+            out = format!(
+                "{}{}:{REDACTED}{}",
+                &out[..rest_start],
+                &rest[..colon],
+                &rest[at..]
+            );
+        }
+    }
+    // password=… as a query parameter or a key/value pair (also sslpassword).
+    let lower = out.to_ascii_lowercase();
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("password=") {
+        let start = from + i + "password=".len();
+        let end = out[start..]
+            .find(['&', ' ', '\t'])
+            .map_or(out.len(), |e| start + e);
+        cut.push((start, end));
+        from = end.max(start);
+        if from >= out.len() {
+            break;
+        }
+    }
+    for (start, end) in cut.into_iter().rev() {
+        let value = out[start..end].trim_matches('\'').to_string();
+        register(&value);
+        register(&percent_decoded(&value));
+        out.replace_range(start..end, REDACTED);
+    }
+    out
+}
+
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(h) = std::str::from_utf8(&b[i + 1..i + 3])
+            && let Ok(x) = u8::from_str_radix(h, 16)
+        {
+            out.push(x);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether a name (an environment variable or an option) is one credentials go in.
+fn secret_name(name: &str) -> bool {
+    let n = name.trim_start_matches('-').to_ascii_lowercase();
+    [
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "apikey",
+        "api-key",
+        "api_key",
+        "key",
+        "auth",
+        "credential",
+        "bearer",
+    ]
+    .iter()
+    .any(|w| {
+        n == *w
+            || n.ends_with(&format!("_{w}"))
+            || n.ends_with(&format!("-{w}"))
+            || n.starts_with(&format!("{w}_"))
+            || n.starts_with(&format!("{w}-"))
+            || n.contains(&format!("_{w}_"))
+            || n.contains(&format!("-{w}-"))
+            || (w.len() > 4 && n.contains(w))
+    })
+}
+
+/// A `--sut` command with its credentials removed and registered: the values of `NAME=value`
+/// words and of `--name value` / `--name=value` options whose name says credential (token, secret,
+/// password, key, auth…), and URL passwords. Values given with `--redact` are registered by the
+/// caller and scrubbed here too.
+pub fn redact_command(command: &str) -> String {
+    let words: Vec<&str> = command.split(' ').collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut next_is_secret = false;
+    for w in words {
+        if next_is_secret && !w.is_empty() {
+            register(w.trim_matches(['\'', '"']));
+            out.push(REDACTED.into());
+            next_is_secret = false;
+            continue;
+        }
+        if let Some((name, value)) = w.split_once('=') {
+            let bare = name.trim_start_matches('-');
+            if !bare.is_empty()
+                && bare
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                && secret_name(bare)
+            {
+                register(value.trim_matches(['\'', '"']));
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+        }
+        if w.starts_with("--") && w.len() > 2 && !w.contains('=') && secret_name(w) {
+            next_is_secret = true;
+            out.push(w.to_string());
+            continue;
+        }
+        if w.contains("://") {
+            out.push(redact_store_url(w));
+            continue;
+        }
+        out.push(w.to_string());
+    }
+    scrub(&out.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case(
+        "postgresql://postgres:pw-s3cret-1@127.0.0.1:5432/test",
+        "postgresql://postgres:[redacted]@127.0.0.1:5432/test",
+        "pw-s3cret-1"
+    )]
+    #[case(
+        "postgresql://u@h/db?sslmode=disable&password=pw-s3cret-2",
+        "postgresql://u@h/db?sslmode=disable&password=[redacted]",
+        "pw-s3cret-2"
+    )]
+    #[case(
+        "host=127.0.0.1 user=postgres password=pw-s3cret-3 dbname=test",
+        "host=127.0.0.1 user=postgres password=[redacted] dbname=test",
+        "pw-s3cret-3"
+    )]
+    #[case(
+        "postgresql://postgres@127.0.0.1/test",
+        "postgresql://postgres@127.0.0.1/test",
+        ""
+    )]
+    fn a_store_url_loses_its_password(
+        #[case] url: &str,
+        #[case] shown: &str,
+        #[case] secret: &str,
+    ) {
+        assert_eq!(redact_store_url(url), shown);
+        if !secret.is_empty() {
+            assert_eq!(scrub(&format!("x {secret} y")), "x [redacted] y");
+        }
+    }
+
+    #[rstest]
+    #[case(
+        "API_TOKEN=tok-aaaa-1111 python3 sut.py",
+        "API_TOKEN=[redacted] python3 sut.py"
+    )]
+    #[case(
+        "./sut --token tok-bbbb-2222 --verbose",
+        "./sut --token [redacted] --verbose"
+    )]
+    #[case("./sut --api-key=tok-cccc-3333 -v", "./sut --api-key=[redacted] -v")]
+    #[case(
+        "./sut --db postgresql://u:tok-dddd-4444@h/db",
+        "./sut --db postgresql://u:[redacted]@h/db"
+    )]
+    // Not a credential: kept as written.
+    #[case(
+        "python3 examples/python/sut.py --mode safe",
+        "python3 examples/python/sut.py --mode safe"
+    )]
+    #[case("env MONKEY=1 ./sut", "env MONKEY=1 ./sut")]
+    fn a_command_loses_its_credentials(#[case] command: &str, #[case] shown: &str) {
+        assert_eq!(redact_command(command), shown);
+    }
+
+    #[test]
+    fn scrubbing_reaches_every_string_of_a_value_and_escaped_forms() {
+        register("sec\"ret-value-9");
+        let mut v = serde_json::json!({"a": ["x sec\"ret-value-9 y"], "sec\"ret-value-9": 1});
+        scrub_value(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": ["x [redacted] y"], "[redacted]": 1})
+        );
+        let text = serde_json::to_string(&serde_json::json!("sec\"ret-value-9")).expect("json");
+        assert!(!scrub(&text).contains("ret-value-9"));
+        // Short values are never registered (they would mangle everything).
+        register("abc");
+        assert_eq!(scrub("abc"), "abc");
+    }
+}
