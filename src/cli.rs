@@ -74,6 +74,16 @@ pub enum Command {
         #[arg(long)]
         key: PathBuf,
     },
+    /// Derive every verdict of a run again from its evidence folder alone (no implementation, no
+    /// provider) and compare with its report: exit 0 when every verdict is the same, 1 when any
+    /// differs (each difference listed).
+    Analyze {
+        /// The run's folder (`report.json` and `evidence/`).
+        dir: PathBuf,
+        /// Verify the folder's signature with this public key first (exit 5 if it fails).
+        #[arg(long)]
+        key: Option<PathBuf>,
+    },
     /// Open a store, apply its migrations and list what it holds for a domain.
     Store {
         /// `memory`, `sqlite:PATH` or `postgres:URL`.
@@ -373,6 +383,16 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         }
     }
     let report = crate::runner::assemble(&cases, done, store.as_ref(), &opts);
+    // Each case's evidence goes to its own file (scrubbed like everything written).
+    let evidence: Vec<(String, std::sync::Arc<serde_json::Value>)> = report
+        .cases
+        .iter()
+        .filter_map(|c| c.evidence.clone().map(|e| (c.id.clone(), e)))
+        .collect();
+    if let Err(e) = crate::ci::write_evidence(&out, &evidence) {
+        eprintln!("error: writing the evidence to {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
     // Nothing secret leaves the run: every registered credential is scrubbed from the report
     // before any format, line or signature is made of it.
     let mut report = match crate::secrets::scrubbed(report) {
@@ -597,6 +617,7 @@ pub async fn run(cli: Cli) -> u8 {
         }
         Command::Keygen { path, force } => keygen(&path, force),
         Command::Verify { envelope, key } => verify_cmd(&envelope, &key),
+        Command::Analyze { dir, key } => analyze_cmd(&dir, key.as_deref()),
         Command::Store { store, domain } => {
             let s = match store.open().await {
                 Ok(s) => s,
@@ -846,4 +867,49 @@ fn verify_cmd(path: &std::path::Path, key: &std::path::Path) -> u8 {
         attest::key_id(&vk)
     );
     exit::OK
+}
+
+/// `aocheck analyze DIR [--key PUB]`.
+fn analyze_cmd(dir: &std::path::Path, key: Option<&std::path::Path>) -> u8 {
+    if let Some(k) = key {
+        let code = verify_cmd(dir, k);
+        if code != exit::OK {
+            return code;
+        }
+    }
+    let started = std::time::Instant::now();
+    let all = match crate::check::replay::analyze_folder(dir) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let (mut same, mut looks, mut taken, mut differ) = (0, 0, 0, 0);
+    for a in &all {
+        if let Some(r) = &a.derived {
+            looks += r.looks;
+            taken += r.taken;
+        }
+        if a.differences.is_empty() {
+            same += 1;
+            continue;
+        }
+        differ += 1;
+        println!("{} (reported {}):", a.case, a.reported.label());
+        for d in &a.differences {
+            println!("  {}", crate::report::model::one_line(d, 600));
+        }
+    }
+    let derived = all.iter().filter(|a| a.derived.is_some()).count();
+    println!(
+        "analyzed {} case(s) in {} ms: {derived} derived again from their evidence ({looks} checker look(s) re-run; {taken} failure(s) outside them taken from the record), {same} the same, {differ} different",
+        all.len(),
+        started.elapsed().as_millis()
+    );
+    if differ == 0 {
+        exit::OK
+    } else {
+        exit::REQUIREMENT_FAILED
+    }
 }

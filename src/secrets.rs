@@ -97,15 +97,21 @@ pub fn scrub_value(v: &mut serde_json::Value) {
     }
 }
 
-/// A value of `T` scrubbed through its JSON form (a report before it is written anywhere). A
+/// A value of `T` scrubbed through its JSON text (a report before it is written anywhere): one
+/// pass over the whole text per secret, in its JSON-escaped form, rather than one per string. A
 /// value that does not round-trip is returned as it was, with the error.
 pub fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned>(x: T) -> Result<T, (T, String)> {
-    let mut v = match serde_json::to_value(&x) {
-        Ok(v) => v,
-        Err(e) => return Err((x, e.to_string())),
+    let text = match json_text(&x) {
+        Ok(t) => t,
+        Err(e) => return Err((x, e)),
     };
-    scrub_value(&mut v);
-    serde_json::from_value(v).map_err(|e| (x, e.to_string()))
+    serde_json::from_str(&text).map_err(|e| (x, e.to_string()))
+}
+
+/// `x` as compact JSON text with every registered secret removed (see [`scrubbed`]).
+pub fn json_text<T: serde::Serialize + ?Sized>(x: &T) -> Result<String, String> {
+    let text = serde_json::to_string(x).map_err(|e| e.to_string())?;
+    Ok(scrub(&text))
 }
 
 /// A connection string's password removed (URL userinfo, `?password=` and `password=` in the

@@ -190,3 +190,104 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         taken: t.other_failures.len(),
     }
 }
+
+/// What `aocheck analyze` made of one case.
+#[derive(Clone, Debug)]
+pub struct CaseAnalysis {
+    pub case: String,
+    pub reported: Verdict,
+    /// `None`: the case has no evidence (it did not run).
+    pub derived: Option<Rejudged>,
+    /// Every way the derived verdict differs from the report (empty: the same).
+    pub differences: Vec<String>,
+}
+
+/// Derives every case's verdict again from `dir/evidence/` and compares it with `dir/report.json`.
+/// An error names the file and what is wrong with it.
+pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String> {
+    let report_path = dir.join("report.json");
+    let bytes =
+        std::fs::read(&report_path).map_err(|e| format!("{}: {e}", report_path.display()))?;
+    let report: crate::report::model::Report = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{}: not an aocheck run report ({e})", report_path.display()))?;
+    let mut out = Vec::new();
+    for c in &report.cases {
+        let path = dir.join("evidence").join(format!("{}.json", c.id));
+        let tape: Option<Tape> = match std::fs::read(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Ok(b) => {
+                let t: Tape = serde_json::from_slice(&b)
+                    .map_err(|e| format!("{}: not aocheck evidence ({e})", path.display()))?;
+                if t.schema != SCHEMA || t.case != c.id {
+                    return Err(format!(
+                        "{}: schema {:?} for case {:?}; expected {SCHEMA} for {}",
+                        path.display(),
+                        t.schema,
+                        t.case,
+                        c.id
+                    ));
+                }
+                Some(t)
+            }
+        };
+        let Some(tape) = tape else {
+            // A case that never ran has nothing to derive; any other needs its evidence.
+            let differences = if c.verdict == Verdict::NotRun
+                || (c.verdict == Verdict::HarnessError && c.steps.is_empty())
+            {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "no evidence (evidence/{}.json): its verdict {} cannot be derived again",
+                    c.id,
+                    c.verdict.label()
+                )]
+            };
+            out.push(CaseAnalysis {
+                case: c.id.clone(),
+                reported: c.verdict,
+                derived: None,
+                differences,
+            });
+            continue;
+        };
+        let r = rejudge(&tape);
+        let mut differences = Vec::new();
+        if r.verdict != c.verdict {
+            differences.push(format!(
+                "verdict: reported {}, derived {}",
+                c.verdict.label(),
+                r.verdict.label()
+            ));
+        }
+        let reported: BTreeSet<&str> = c.failures.iter().map(|f| f.msg.as_str()).collect();
+        let derived: BTreeSet<&str> = r.failures.iter().map(|f| f.msg.as_str()).collect();
+        for m in derived.difference(&reported) {
+            differences.push(format!("failure derived, not reported: {m}"));
+        }
+        for m in reported.difference(&derived) {
+            differences.push(format!("failure reported, not derived: {m}"));
+        }
+        if r.not_established != c.not_established {
+            differences.push(format!(
+                "not established: reported {:?}, derived {:?}",
+                c.not_established, r.not_established
+            ));
+        }
+        if r.facts != c.facts {
+            differences.push(format!(
+                "facts: reported {:?}, derived {:?}",
+                c.facts, r.facts
+            ));
+        }
+        differences.extend(r.looks_differ.iter().cloned());
+        out.push(CaseAnalysis {
+            case: c.id.clone(),
+            reported: c.verdict,
+            derived: Some(r),
+            differences,
+        });
+    }
+    Ok(out)
+}

@@ -35,6 +35,32 @@ pub fn write_reports(
     Ok(())
 }
 
+/// Writes each case's evidence to `out/evidence/<case>.json` (compact JSON, every registered
+/// credential scrubbed).
+pub fn write_evidence(
+    out: &std::path::Path,
+    evidence: &[(String, std::sync::Arc<serde_json::Value>)],
+) -> Result<(), String> {
+    if evidence.is_empty() {
+        return Ok(());
+    }
+    let dir = out.join("evidence");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (id, tape) in evidence {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(format!("case id {id:?} cannot name a file"));
+        }
+        let body = crate::secrets::json_text(&**tape)?;
+        let f = dir.join(format!("{id}.json"));
+        std::fs::write(&f, body).map_err(|e| format!("{}: {e}", f.display()))?;
+    }
+    Ok(())
+}
+
 /// What a run writes at the top of its folder (and `evidence/`, `sut/`): removed before a run
 /// or a merge writes there, so that nothing an earlier run left (above all a signed envelope)
 /// stands beside the new files as if it were theirs.

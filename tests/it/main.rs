@@ -1,6 +1,7 @@
 //! aocheck's integration tests: one binary (the library links once), one module per area.
 //! `support` is the shared builder; `broken.md` describes the broken variants `broken` runs.
 
+mod analyze;
 mod attest;
 mod broken;
 mod cases;

@@ -117,6 +117,13 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
         "reports/examples is not as signed: regenerate it (README)"
     );
     assert_eq!(checked.predicate_type, attest::RUN_PREDICATE_TYPE);
+    // Its evidence derives every verdict again (`aocheck analyze`).
+    let analysis = aocheck::check::replay::analyze_folder(&dir).expect("the sample's evidence");
+    assert_eq!(analysis.len(), committed.cases.len());
+    for a in &analysis {
+        assert!(a.derived.is_some(), "{}: no evidence", a.case);
+        assert_eq!(a.differences, Vec::<String>::new(), "{}", a.case);
+    }
     for c in &committed.cases {
         assert_eq!(
             checked.statement["predicate"]["verdicts"][&c.id],
