@@ -25,6 +25,26 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// Whether the predicate of the envelope at `envelope` satisfies `docs/schemas/<schema>`
+/// (checked by PyPI's jsonschema, an independent validator).
+pub fn predicate_satisfies(envelope: &Path, schema: &str) -> Result<(), String> {
+    let schema = format!("{}/docs/schemas/{schema}", env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import base64, json, sys, jsonschema; e = json.load(open(sys.argv[1])); st = json.loads(base64.b64decode(e['payload'])); jsonschema.validate(st['predicate'], json.load(open(sys.argv[2])))",
+            utf8(envelope),
+            &schema,
+        ])
+        .output()
+        .expect("python3");
+    if o.status.success() {
+        Ok(())
+    } else {
+        Err(text(&o))
+    }
+}
+
 fn python(args: &[&str]) -> Output {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -71,6 +91,11 @@ fn a_signed_run_is_checked_by_us_and_by_someone_else() {
         text(&theirs)
     );
     assert!(text(&theirs).contains("conformance-run/v1"));
+    predicate_satisfies(
+        &out.join("report.dsse.json"),
+        "conformance-run-v1.schema.json",
+    )
+    .expect("the predicate satisfies its documented schema");
     // The statement names every report format.
     let env: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.dsse.json")).expect("env"))

@@ -308,6 +308,8 @@ fn a_signed_explore_report_verifies_and_one_changed_byte_fails() {
         "{subjects:?}"
     );
     assert_eq!(statement["predicate"]["seed"], 4);
+    crate::attest::predicate_satisfies(&envelope, "explore-run-v1.schema.json")
+        .expect("the predicate satisfies its documented schema");
     // One byte of explore.json changed: named, exit 5.
     let mut changed = written.clone();
     let at = changed
