@@ -404,6 +404,15 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             return exit::BUG;
         }
     };
+    // The page draws each case's timeline from its evidence (scrubbed like the rest).
+    for (id, e) in &evidence {
+        if let Some(c) = report.cases.iter_mut().find(|c| &c.id == id) {
+            c.evidence = crate::secrets::json_text(&**e)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .map(std::sync::Arc::new);
+        }
+    }
     report.incomplete = stopped;
     report.shard = shard;
     if let Some(x) = &expectations {

@@ -5,4 +5,5 @@
 
 pub mod attest;
 pub mod formats;
+pub mod html;
 pub mod model;

@@ -3,6 +3,7 @@
 
 mod analyze;
 mod attest;
+mod attest_hostile;
 mod broken;
 mod cases;
 mod ci_action;
@@ -13,6 +14,7 @@ mod explore_hermes;
 mod explore_report;
 mod fake_bins;
 mod hostile;
+mod html;
 mod layers;
 mod model;
 mod operator;

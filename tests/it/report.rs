@@ -73,8 +73,16 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
     let dir = root().join("reports").join("examples");
     let committed_text =
         std::fs::read_to_string(dir.join("report.json")).expect("committed sample report");
-    let committed: Report =
+    let mut committed: Report =
         serde_json::from_str(&committed_text).expect("the sample matches the report schema");
+    // The page draws each case's timeline from the case's evidence beside the report.
+    for c in &mut committed.cases {
+        let e = std::fs::read(dir.join("evidence").join(format!("{}.json", c.id)))
+            .expect("every case of the sample has evidence");
+        c.evidence = Some(std::sync::Arc::new(
+            serde_json::from_slice(&e).expect("evidence is JSON"),
+        ));
+    }
     assert_eq!(
         redact(serde_json::to_value(&committed).expect("json")),
         fresh_v,
