@@ -119,6 +119,35 @@ pub fn merge(shards: &[(String, Report)], run_id: &str) -> Result<Report, String
     })
 }
 
+/// Each shard's `evidence/` copied into the merged folder (so `aocheck analyze` works on the
+/// merged report too); a case's evidence in two shards is refused, as its report would be.
+fn copy_evidence(shards: &[std::path::PathBuf], out: &Path) -> Result<(), String> {
+    let to = out.join("evidence");
+    for s in shards {
+        let dir = if s.is_dir() {
+            s.clone()
+        } else {
+            s.parent().map(Path::to_path_buf).unwrap_or_default()
+        };
+        let Ok(entries) = std::fs::read_dir(dir.join("evidence")) else {
+            continue;
+        };
+        std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for e in entries.flatten() {
+            let target = to.join(e.file_name());
+            if target.exists() {
+                return Err(format!(
+                    "{}: the same case's evidence is in two shards",
+                    e.path().display()
+                ));
+            }
+            std::fs::copy(e.path(), &target)
+                .map_err(|err| format!("{}: {err}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// The command: reads each shard's report, merges, writes every format (signed with `sign`).
 pub fn merge_cmd(a: crate::explore::merge::MergeArgs) -> u8 {
     let signing = match crate::setup::signing_key(a.sign.as_deref()) {
@@ -166,6 +195,7 @@ pub fn merge_cmd(a: crate::explore::merge::MergeArgs) -> u8 {
     }
     let written = super::clear_outputs(&out)
         .and_then(|()| super::write_reports(&merged, &out, None))
+        .and_then(|()| copy_evidence(&a.shards, &out))
         .and_then(|()| match signing.as_ref() {
             Some(k) => super::seal_run(&merged, &out, k).map(|_| ()),
             None => Ok(()),

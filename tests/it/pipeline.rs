@@ -447,6 +447,10 @@ fn two_shards_merge_into_the_unsharded_report() {
         assert_eq!(whole[k], merged[k], "{k}");
     }
     assert!(merged.get("shard").is_none());
+    // The shards' evidence comes along: the merged report's verdicts derive again from it.
+    let a = aocheck(dir, &["analyze", "merged"]);
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a));
+    assert!(text(&a).contains(" 0 different"), "{}", text(&a));
     // A signed report is diffed as signed: verified with the key, read but said unverified
     // without one, refused (exit 5) with another key.
     let d = |args: &[&str]| {
