@@ -894,10 +894,11 @@ fn analyze_cmd(dir: &std::path::Path, key: Option<&std::path::Path>) -> u8 {
             return exit::INVALID_INPUT;
         }
     };
-    let (mut same, mut looks, mut taken, mut differ) = (0, 0, 0, 0);
+    let (mut same, mut looks, mut finals, mut taken, mut differ) = (0, 0, 0, 0, 0);
     for a in &all {
         if let Some(r) = &a.derived {
             looks += r.looks;
+            finals += r.finals;
             taken += r.taken;
         }
         if a.differences.is_empty() {
@@ -912,7 +913,7 @@ fn analyze_cmd(dir: &std::path::Path, key: Option<&std::path::Path>) -> u8 {
     }
     let derived = all.iter().filter(|a| a.derived.is_some()).count();
     println!(
-        "analyzed {} case(s) in {} ms: {derived} derived again from their evidence ({looks} checker look(s) re-run; {taken} failure(s) outside them taken from the record), {same} the same, {differ} different",
+        "analyzed {} case(s) in {} ms: {derived} derived again from their evidence ({looks} checker look(s) and {finals} final expectation(s) re-run; {taken} failure(s) outside them taken from the record), {same} the same, {differ} different",
         all.len(),
         started.elapsed().as_millis()
     );

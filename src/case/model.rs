@@ -731,7 +731,7 @@ pub struct Checked {
 }
 
 /// [`OccurrenceExpect`] in typed vocabulary.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CheckedOccurrence {
     /// The states accepted (empty: no expectation).
     pub state: Vec<crate::vocab::State>,

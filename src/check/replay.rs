@@ -32,7 +32,15 @@ pub struct Tape {
     pub claims: Vec<String>,
     /// Every look the checkers took, in order.
     pub looks: Vec<Look>,
-    /// Failures found outside the looks and the claims (taken from the record).
+    /// The final expectations on each occurrence, as judged at the end of the case.
+    #[serde(default)]
+    pub finals: Vec<FinalLook>,
+    /// The provider's ledger as the final expectations read it, when it differs from the last
+    /// look's (background work that ended after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_ledger: Option<fake_payments::ledger::Ledger>,
+    /// Failures found outside the looks, the claims and the final expectations on occurrences
+    /// (taken from the record).
     pub other_failures: Vec<Failure>,
     /// Facts examined outside the looks and the claims, per requirement id.
     pub other_facts: BTreeMap<String, u32>,
@@ -66,6 +74,23 @@ pub struct Look {
     pub facts: BTreeMap<String, u32>,
 }
 
+/// One occurrence's final expectation: what the case expects, the implementation's `state`
+/// answer at the end, and what was found (the provider effects are counted again from the
+/// ledger by the declared key rule).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinalLook {
+    pub label: String,
+    /// The occurrence's id (the provider's ledger is attributed to it).
+    pub id: String,
+    pub expect: crate::case::CheckedOccurrence,
+    pub answer: super::evidence::StateAnswer,
+    pub found: Vec<String>,
+    pub facts: BTreeMap<String, u32>,
+    /// What it could not decide (requirement id, why).
+    pub undecided: Option<(String, String)>,
+}
+
 /// A verdict derived again.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejudged {
@@ -77,6 +102,7 @@ pub struct Rejudged {
     pub looks_differ: Vec<String>,
     /// How many checker runs were derived again (looks), and failures taken from the record.
     pub looks: usize,
+    pub finals: usize,
     pub taken: usize,
 }
 
@@ -157,6 +183,47 @@ pub fn rejudge(t: &Tape) -> Rejudged {
             push(&mut failures, f.requirement(), step, f.line());
         }
     }
+    let mut undecided: Vec<String> = t.undecided.clone();
+    let ledger = t
+        .final_ledger
+        .as_ref()
+        .or(t.looks.last().map(|l| &l.snapshot.provider));
+    let key_rule = t.looks.last().and_then(|l| l.snapshot.key_rule.clone());
+    for (i, f) in t.finals.iter().enumerate() {
+        let effects = ledger.map_or(0, |l| {
+            super::accounting::Accounting::of(l, key_rule.as_ref(), &[f.id.as_str()])
+                .effects_of(&f.id)
+                .len() as u32
+        });
+        let (found, und) = super::expect::occurrence(
+            &f.label,
+            &f.expect,
+            &f.answer,
+            effects,
+            super::expect::Pick(&t.declared),
+            &mut checker.facts,
+        );
+        let lines: BTreeSet<String> = found.iter().map(|x| x.line()).collect();
+        let recorded: BTreeSet<String> = f.found.iter().cloned().collect();
+        for l in lines.difference(&recorded) {
+            looks_differ.push(format!(
+                "final expectation {i} ({}): found now, not in the record: {l}",
+                f.label
+            ));
+        }
+        for l in recorded.difference(&lines) {
+            looks_differ.push(format!(
+                "final expectation {i} ({}): in the record, not found now: {l}",
+                f.label
+            ));
+        }
+        for x in found {
+            push(&mut failures, x.requirement(), None, x.line());
+        }
+        if let Some((r, _)) = und {
+            undecided.push(r.id().to_string());
+        }
+    }
     for f in &t.other_failures {
         push(&mut failures, f.requirement, f.step, f.msg.clone());
     }
@@ -169,7 +236,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         .iter()
         .filter(|r| {
             Req::parse(r).is_some()
-                && (facts.get(*r).copied().unwrap_or(0) == 0 || t.undecided.contains(r))
+                && (facts.get(*r).copied().unwrap_or(0) == 0 || undecided.contains(r))
         })
         .cloned()
         .collect();
@@ -187,6 +254,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         facts,
         looks_differ,
         looks: t.looks.len(),
+        finals: t.finals.len(),
         taken: t.other_failures.len(),
     }
 }

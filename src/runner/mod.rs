@@ -275,6 +275,8 @@ async fn setup(
         processes: credentials.is_some(),
         findings: Vec::new(),
         tape: Vec::new(),
+        finals: Vec::new(),
+        final_ledger: None,
         record: !opts.explore,
         operator: OperatorWorld {
             credentials,
@@ -644,8 +646,14 @@ fn evidence_of(
     for l in &world.tape {
         replayed.extend(l.found.iter().cloned());
     }
+    for f in &world.finals {
+        replayed.extend(f.found.iter().cloned());
+    }
     let mut other_facts = world.checker.facts.by_id();
-    for part in std::iter::once(claims_facts).chain(world.tape.iter().map(|l| &l.facts)) {
+    for part in std::iter::once(claims_facts)
+        .chain(world.tape.iter().map(|l| &l.facts))
+        .chain(world.finals.iter().map(|f| &f.facts))
+    {
         for (id, n) in part {
             if let Some(t) = other_facts.get_mut(id) {
                 *t = t.saturating_sub(*n);
@@ -660,15 +668,24 @@ fn evidence_of(
         steps: report.steps.clone(),
         claims: claims.to_vec(),
         looks: world.tape.clone(),
+        finals: world.finals.clone(),
+        final_ledger: world.final_ledger.clone(),
         other_failures: failures
             .iter()
             .filter(|f| !replayed.contains(&f.msg))
             .cloned()
             .collect(),
         other_facts,
+        // What the final expectations on occurrences could not decide is derived again.
         undecided: world
             .undecided
             .iter()
+            .filter(|(r, m)| {
+                !world
+                    .finals
+                    .iter()
+                    .any(|f| f.undecided.as_ref() == Some(&(r.id().to_string(), m.clone())))
+            })
             .map(|(r, _)| r.id().to_string())
             .collect(),
         harness: report.harness.clone(),

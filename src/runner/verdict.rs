@@ -109,6 +109,9 @@ impl World {
         let mut out = Vec::new();
         let pick = expect::Pick(&case.requirements);
         let ledger = self.provider.ledger();
+        if self.record && self.tape.last().map(|l| &l.snapshot.provider) != Some(&ledger) {
+            self.final_ledger = Some(ledger.clone());
+        }
         for (label, e) in &checked.occurrences {
             let Some(id) = self.occurrences.get(label).cloned() else {
                 out.push(expect::never_created(label, pick));
@@ -122,8 +125,22 @@ impl World {
                 }
             };
             let effects = self.effects_of(&ledger, &id).len() as u32;
+            let before = self.record.then(|| self.checker.facts.clone());
             let (found, undecided) =
                 expect::occurrence(label, e, &st, effects, pick, &mut self.checker.facts);
+            if let Some(before) = before {
+                self.finals.push(crate::check::replay::FinalLook {
+                    label: label.clone(),
+                    id: id.to_string(),
+                    expect: e.clone(),
+                    answer: st.clone(),
+                    found: found.iter().map(Finding::line).collect(),
+                    facts: crate::check::replay::facts_between(&before, &self.checker.facts),
+                    undecided: undecided
+                        .as_ref()
+                        .map(|(r, m)| (r.id().to_string(), m.clone())),
+                });
+            }
             out.extend(found);
             self.undecided.extend(undecided);
         }

@@ -75,6 +75,10 @@ pub(super) struct World {
     /// Every look the checkers took (`check/replay.rs`), for the evidence folder; kept only
     /// when `record` (a run's cases, not the explorer's schedules).
     pub(super) tape: Vec<crate::check::replay::Look>,
+    /// The final expectations on occurrences, as judged (recorded like `tape`), and the ledger
+    /// they read.
+    pub(super) finals: Vec<crate::check::replay::FinalLook>,
+    pub(super) final_ledger: Option<fake_payments::ledger::Ledger>,
     pub(super) record: bool,
 }
 

@@ -131,6 +131,21 @@ fn analyze_derives_every_verdict_again_and_sees_a_changed_fact() {
     assert!(text.contains("derived fail"), "{text}");
     assert!(text.contains("history_append_only"), "{text}");
 
+    // A final expectation judged again: the case's expectation on the occurrence made
+    // stricter than what the implementation's answer holds (six entry attempts).
+    let mut t = original.clone();
+    assert!(
+        !t["finals"].as_array().expect("finals").is_empty(),
+        "the case's final expectations are recorded"
+    );
+    t["finals"][0]["expect"]["entry_attempts"] = 6.into();
+    write(&file, &t);
+    let bad = aocheck(&["analyze", utf8(&copy)]);
+    let text = said(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(text.contains("derived fail"), "{text}");
+    assert!(text.contains("occurrence_expected"), "{text}");
+
     // The honest direction: the same facts written differently (members reordered, pretty)
     // derive the same verdicts.
     let pretty = serde_json::to_string_pretty(&original).expect("json");
