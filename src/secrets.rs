@@ -108,10 +108,61 @@ pub fn scrubbed<T: serde::Serialize + serde::de::DeserializeOwned>(x: T) -> Resu
     serde_json::from_str(&text).map_err(|e| (x, e.to_string()))
 }
 
-/// `x` as compact JSON text with every registered secret removed (see [`scrubbed`]).
+/// `x` as compact JSON text with every registered secret removed from its string *values* (see
+/// [`scrubbed`]); member names are the report's own vocabulary and are left alone, so a
+/// credential that happens to be a word like `verdict` cannot break the report's shape.
 pub fn json_text<T: serde::Serialize + ?Sized>(x: &T) -> Result<String, String> {
     let text = serde_json::to_string(x).map_err(|e| e.to_string())?;
-    Ok(scrub(&text))
+    Ok(scrub_json_values(&text))
+}
+
+/// Scrubs the string values of compact or pretty JSON text, one pass, member names untouched.
+fn scrub_json_values(text: &str) -> String {
+    if !holds_secret(text.as_bytes()) {
+        return text.to_string();
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        // A string token from i to its closing quote.
+        let start = i + 1;
+        let mut j = start;
+        while j < b.len() && b[j] != b'"' {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        let end = j.min(b.len());
+        let mut k = end + 1;
+        while k < b.len() && b[k].is_ascii_whitespace() {
+            k += 1;
+        }
+        let is_key = k < b.len() && b[k] == b':';
+        if !is_key {
+            out.push_str(&text[copied..start]);
+            out.push_str(&scrub(&text[start..end]));
+            copied = end;
+        }
+        i = end + 1;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Whether these bytes hold any registered secret (raw or JSON-escaped).
+pub fn holds_secret(bytes: &[u8]) -> bool {
+    let Ok(r) = REGISTRY.lock() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(bytes);
+    r.iter().any(|s| {
+        text.contains(s.as_str())
+            || serde_json::to_string(s).is_ok_and(|e| text.contains(e.trim_matches('"')))
+    })
 }
 
 /// A connection string's password removed (URL userinfo, `?password=` and `password=` in the

@@ -28,6 +28,9 @@ pub struct Tape {
     pub declared: Vec<String>,
     /// The step lines as the report shows them (each step's verb and what it answered).
     pub steps: Vec<String>,
+    /// How many steps the case has (the end of the case is reported at this index).
+    #[serde(default)]
+    pub end_step: usize,
     /// What the implementation claims about itself (its `init` answer).
     pub claims: Vec<String>,
     /// Every look the checkers took, in order.
@@ -161,8 +164,16 @@ pub fn rejudge(t: &Tape) -> Rejudged {
     }
     let mut looks_differ = Vec::new();
     for (i, look) in t.looks.iter().enumerate() {
+        let before = checker.facts.clone();
         let mut found = checker.check(&look.snapshot);
         found.extend(checker.lane(look.holder, look.lane));
+        let examined = facts_between(&before, &checker.facts);
+        if examined != look.facts {
+            looks_differ.push(format!(
+                "look {i}: facts examined now {examined:?}, recorded {:?}",
+                look.facts
+            ));
+        }
         let lines: BTreeSet<String> = found.iter().map(|f| f.line()).collect();
         let recorded: BTreeSet<String> = look.found.iter().cloned().collect();
         let at = look
@@ -178,7 +189,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
                 "look {i} (after {at}): in the record, not found now: {l}"
             ));
         }
-        let step = Some(look.after_step.unwrap_or(t.steps.len()));
+        let step = Some(look.after_step.unwrap_or(t.end_step));
         for f in found {
             push(&mut failures, f.requirement(), step, f.line());
         }
@@ -190,6 +201,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         .or(t.looks.last().map(|l| &l.snapshot.provider));
     let key_rule = t.looks.last().and_then(|l| l.snapshot.key_rule.clone());
     for (i, f) in t.finals.iter().enumerate() {
+        let before = checker.facts.clone();
         let effects = ledger.map_or(0, |l| {
             super::accounting::Accounting::of(l, key_rule.as_ref(), &[f.id.as_str()])
                 .effects_of(&f.id)
@@ -203,6 +215,13 @@ pub fn rejudge(t: &Tape) -> Rejudged {
             super::expect::Pick(&t.declared),
             &mut checker.facts,
         );
+        let examined = facts_between(&before, &checker.facts);
+        if examined != f.facts {
+            looks_differ.push(format!(
+                "final expectation {i} ({}): facts examined now {examined:?}, recorded {:?}",
+                f.label, f.facts
+            ));
+        }
         let lines: BTreeSet<String> = found.iter().map(|x| x.line()).collect();
         let recorded: BTreeSet<String> = f.found.iter().cloned().collect();
         for l in lines.difference(&recorded) {
@@ -224,9 +243,8 @@ pub fn rejudge(t: &Tape) -> Rejudged {
             undecided.push(r.id().to_string());
         }
     }
-    for f in &t.other_failures {
-        push(&mut failures, f.requirement, f.step, f.msg.clone());
-    }
+    // Taken as recorded, each one (a step's own failure is reported at every step it happens).
+    failures.extend(t.other_failures.iter().cloned());
     let mut facts = checker.facts.by_id();
     for (id, n) in &t.other_facts {
         *facts.entry(id.clone()).or_default() += n;
@@ -240,9 +258,12 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         })
         .cloned()
         .collect();
+    // A declared fault that never fired leaves the case undecided (GUIDE §4: a case that ran no
+    // fault is not a pass), whatever the record says of the harness.
+    let unfired = t.unsupported.is_none() && t.faults.iter().any(|f| !f.fired);
     let verdict = case_verdict(
         !failures.is_empty(),
-        t.harness.is_some(),
+        t.harness.is_some() || unfired,
         t.unsupported.is_some(),
         facts.values().sum(),
         !not_established.is_empty(),
@@ -281,7 +302,7 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
     let mut out = Vec::new();
     for c in &report.cases {
         let path = dir.join("evidence").join(format!("{}.json", c.id));
-        let tape: Option<Tape> = match std::fs::read(&path) {
+        let tape: Option<Tape> = match crate::report::attest::read_regular(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(format!("{}: {e}", path.display())),
             Ok(b) => {
@@ -301,17 +322,17 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
         };
         let Some(tape) = tape else {
             // A case that never ran has nothing to derive; any other needs its evidence.
-            let differences = if c.verdict == Verdict::NotRun
-                || (c.verdict == Verdict::HarnessError && c.steps.is_empty())
-            {
-                Vec::new()
-            } else {
-                vec![format!(
-                    "no evidence (evidence/{}.json): its verdict {} cannot be derived again",
-                    c.id,
-                    c.verdict.label()
-                )]
-            };
+            let never_ran = c.steps.is_empty() && c.failures.is_empty();
+            let differences =
+                if never_ran && matches!(c.verdict, Verdict::NotRun | Verdict::HarnessError) {
+                    Vec::new()
+                } else {
+                    vec![format!(
+                        "no evidence (evidence/{}.json): its verdict {} cannot be derived again",
+                        c.id,
+                        c.verdict.label()
+                    )]
+                };
             out.push(CaseAnalysis {
                 case: c.id.clone(),
                 reported: c.verdict,
@@ -329,13 +350,21 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
                 r.verdict.label()
             ));
         }
-        let reported: BTreeSet<&str> = c.failures.iter().map(|f| f.msg.as_str()).collect();
-        let derived: BTreeSet<&str> = r.failures.iter().map(|f| f.msg.as_str()).collect();
+        // A failure is its requirement, its step and its words: each is compared.
+        let triple = |f: &Failure| format!("{} at step {:?}: {}", f.requirement, f.step, f.msg);
+        let reported: BTreeSet<String> = c.failures.iter().map(triple).collect();
+        let derived: BTreeSet<String> = r.failures.iter().map(triple).collect();
         for m in derived.difference(&reported) {
             differences.push(format!("failure derived, not reported: {m}"));
         }
         for m in reported.difference(&derived) {
             differences.push(format!("failure reported, not derived: {m}"));
+        }
+        if tape.faults != c.faults {
+            differences.push(format!(
+                "faults: reported {:?}, recorded in the evidence {:?}",
+                c.faults, tape.faults
+            ));
         }
         if r.not_established != c.not_established {
             differences.push(format!(
@@ -355,6 +384,40 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
             reported: c.verdict,
             derived: Some(r),
             differences,
+        });
+    }
+    // Evidence of a case the report does not list: the report dropped a case it ran.
+    let listed: BTreeSet<String> = report
+        .cases
+        .iter()
+        .map(|c| format!("{}.json", c.id))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(dir.join("evidence")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !listed.contains(&name) {
+                out.push(CaseAnalysis {
+                    case: name.trim_end_matches(".json").to_string(),
+                    reported: Verdict::NotRun,
+                    derived: None,
+                    differences: vec![format!(
+                        "evidence/{name} is here, but report.json lists no such case"
+                    )],
+                });
+            }
+        }
+    }
+    // The summary is what the cases add up to.
+    let again = crate::report::model::Summary::of(&report.cases);
+    if again != report.summary {
+        out.push(CaseAnalysis {
+            case: "(summary)".into(),
+            reported: Verdict::NotRun,
+            derived: None,
+            differences: vec![format!(
+                "report.json's summary {:?} is not what its cases add up to {:?}",
+                report.summary, again
+            )],
         });
     }
     Ok(out)

@@ -344,7 +344,7 @@ pub fn subjects_of(dir: &std::path::Path) -> Result<Vec<Subject>, String> {
             if kind.is_dir() {
                 walk(root, &path, out)?;
             } else if kind.is_file() {
-                let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let bytes = read_regular(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                 out.push(Subject {
                     name: rel,
                     sha256: crate::digest::Digest::of_bytes(&bytes).hex(),
@@ -386,6 +386,7 @@ pub fn seal(
     predicate: Value,
     key: &SigningKey,
 ) -> Result<usize, String> {
+    scrub_folder(dir)?;
     let subjects = subjects_of(dir)?;
     let st = folder_statement(&subjects, predicate_type, predicate);
     let env = sign_statement(&st, key).map_err(|e| format!("signing: {e}"))?;
@@ -400,6 +401,30 @@ pub fn seal(
     Ok(subjects.len())
 }
 
+/// Before signing: every file of the folder is searched for the credentials the run registered
+/// (an implementation may write one beside its store). A text file holding one is scrubbed in
+/// place; any other file holding one is refused, named: it is never signed.
+fn scrub_folder(dir: &std::path::Path) -> Result<(), String> {
+    for s in subjects_of(dir)? {
+        let path = dir.join(&s.name);
+        let bytes = read_regular(&path).map_err(|e| format!("{}: {e}", s.name))?;
+        if !crate::secrets::holds_secret(&bytes) {
+            continue;
+        }
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => std::fs::write(&path, crate::secrets::scrub(text))
+                .map_err(|e| format!("{}: {e}", s.name))?,
+            Err(_) => {
+                return Err(format!(
+                    "{} holds a credential of this run and is not text: it is not signed (remove it, or keep the implementation from writing credentials into the run's folder)",
+                    s.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A verified folder: its statement, and every way the files beside the envelope differ from
 /// its subjects (empty: every byte is as signed).
 #[derive(Debug)]
@@ -408,6 +433,18 @@ pub struct FolderCheck {
     pub predicate_type: String,
     pub subjects: usize,
     pub problems: Vec<String>,
+}
+
+/// A file's bytes, only if it is a regular file (not a link, a pipe or a device, which could
+/// point outside the folder, block the reader or never end).
+pub fn read_regular(p: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let m = std::fs::symlink_metadata(p)?;
+    if !m.file_type().is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a link, a pipe or a device is never read as a file of the run)",
+        ));
+    }
+    std::fs::read(p)
 }
 
 /// Whether a subject name stays inside the folder: relative, `/`-separated, no `.` or `..`.
@@ -474,7 +511,7 @@ pub fn verify_folder(
                 "subject {name:?} is listed twice"
             )));
         }
-        match std::fs::read(dir.join(name)) {
+        match read_regular(&dir.join(name)) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 problems.push(format!("missing: {name} (signed, not in the folder)"))
             }

@@ -606,6 +606,7 @@ pub async fn run_case(
     if world.record {
         report.evidence = evidence_of(
             &world,
+            case.steps.len(),
             &report,
             &failures,
             &claims,
@@ -636,6 +637,7 @@ pub async fn run_case(
 /// always can; the report then simply has no evidence for the case, which `analyze` names).
 fn evidence_of(
     world: &World,
+    end_step: usize,
     report: &CaseReport,
     failures: &[Failure],
     claims: &[String],
@@ -666,6 +668,7 @@ fn evidence_of(
         case: report.id.clone(),
         declared: report.requirements.clone(),
         steps: report.steps.clone(),
+        end_step,
         claims: claims.to_vec(),
         looks: world.tape.clone(),
         finals: world.finals.clone(),
