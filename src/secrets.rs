@@ -18,7 +18,18 @@ pub const REDACTED: &str = "[redacted]";
 /// Shorter values are not registered: scrubbing a two-letter "secret" would mangle every report.
 pub const MIN_LEN: usize = 6;
 
-static REGISTRY: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// The registered secrets, and the matcher built from them (rebuilt when one is added, on the
+/// next search): one pass over a text finds every secret, however many are registered (a test
+/// process registers thousands), and the lock is held only to take the matcher.
+struct Registry {
+    secrets: BTreeSet<String>,
+    matcher: Option<std::sync::Arc<aho_corasick::AhoCorasick>>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    secrets: BTreeSet::new(),
+    matcher: None,
+});
 
 /// Registers a secret value: from now on it is scrubbed from everything this process writes.
 pub fn register(secret: &str) {
@@ -28,8 +39,10 @@ pub fn register(secret: &str) {
     }
     #[cfg(feature = "test-knobs")]
     dump_for_tests(s);
-    if let Ok(mut r) = REGISTRY.lock() {
-        r.insert(s.to_string());
+    if let Ok(mut r) = REGISTRY.lock()
+        && r.secrets.insert(s.to_string())
+    {
+        r.matcher = None;
     }
 }
 
@@ -48,26 +61,46 @@ fn dump_for_tests(s: &str) {
     }
 }
 
-/// `text` with every registered secret (and its JSON-escaped form) replaced by [`REDACTED`].
-pub fn scrub(text: &str) -> String {
-    let Ok(r) = REGISTRY.lock() else {
-        return text.to_string();
-    };
-    let mut out = text.to_string();
-    // Longest first: a secret that contains another is removed whole.
-    let mut all: Vec<&String> = r.iter().collect();
-    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    for s in all {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), REDACTED);
-        }
-        let escaped = serde_json::to_string(s).unwrap_or_default();
-        let inner = escaped.trim_matches('"');
-        if inner != s.as_str() && out.contains(inner) {
-            out = out.replace(inner, REDACTED);
-        }
+/// The matcher over every registered secret, raw and JSON-escaped (`None`: nothing registered).
+fn matcher() -> Option<std::sync::Arc<aho_corasick::AhoCorasick>> {
+    let mut r = REGISTRY.lock().ok()?;
+    if r.secrets.is_empty() {
+        return None;
     }
-    out
+    if r.matcher.is_none() {
+        let mut patterns: Vec<String> = Vec::with_capacity(r.secrets.len() * 2);
+        for s in &r.secrets {
+            patterns.push(s.clone());
+            if let Ok(e) = serde_json::to_string(s) {
+                let inner = e.trim_matches('"');
+                if inner != s.as_str() {
+                    patterns.push(inner.to_string());
+                }
+            }
+        }
+        let built = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&patterns)
+            .ok()?;
+        r.matcher = Some(std::sync::Arc::new(built));
+    }
+    r.matcher.clone()
+}
+
+/// `text` with every registered secret (and its JSON-escaped form) replaced by [`REDACTED`],
+/// the longest first where two overlap.
+pub fn scrub(text: &str) -> String {
+    match matcher() {
+        Some(m) if m.is_match(text) => {
+            let mut out = String::with_capacity(text.len());
+            m.replace_all_with(text, &mut out, |_, _, dst| {
+                dst.push_str(REDACTED);
+                true
+            });
+            out
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// Bytes scrubbed as text where they are UTF-8 (lossy otherwise: a log is for reading).
@@ -155,14 +188,7 @@ fn scrub_json_values(text: &str) -> String {
 
 /// Whether these bytes hold any registered secret (raw or JSON-escaped).
 pub fn holds_secret(bytes: &[u8]) -> bool {
-    let Ok(r) = REGISTRY.lock() else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(bytes);
-    r.iter().any(|s| {
-        text.contains(s.as_str())
-            || serde_json::to_string(s).is_ok_and(|e| text.contains(e.trim_matches('"')))
-    })
+    matcher().is_some_and(|m| m.is_match(bytes))
 }
 
 /// A connection string's password removed (URL userinfo, `?password=` and `password=` in the
