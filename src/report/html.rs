@@ -690,3 +690,80 @@ pub fn timeline(t: &Tape) -> Option<String> {
     );
     Some(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::{Failure, Summary};
+    use proptest::prelude::*;
+
+    /// A report of one failed case whose title, failure, step, store and self-description are
+    /// all `said` (what an implementation could make the harness write).
+    fn said(said: &str) -> Report {
+        let mut c = CaseReport::new(
+            "AOC-CASE-001",
+            said,
+            std::path::Path::new("cases/x.yaml"),
+            vec!["AOC-REQ-001".into()],
+        );
+        c.verdict = Verdict::Fail;
+        c.failures.push(Failure {
+            requirement: crate::aoc::Req::R001,
+            step: Some(0),
+            msg: said.into(),
+        });
+        c.steps.push(said.into());
+        c.harness = Some(said.into());
+        let cases = vec![c];
+        Report {
+            schema: crate::report::model::SCHEMA.into(),
+            run_id: "r".into(),
+            seed: 1,
+            started_at: "0".into(),
+            aocheck_version: "0".into(),
+            implementation: serde_json::json!({"name": said, "version": said, "command": said}),
+            provider_profile: None,
+            store: serde_json::json!({"kind": said}),
+            test_input_digest: said.into(),
+            requirements: crate::runner::aggregate(&cases),
+            summary: Summary::of(&cases),
+            cases,
+            disclaimer: said.into(),
+            incomplete: Some(said.into()),
+            shard: None,
+            expectations: None,
+        }
+    }
+
+    fn allowed(ch: char) -> bool {
+        matches!(ch, '\t' | '\n' | '\r')
+            || ((ch as u32) >= 0x20 && ch != '\u{FFFE}' && ch != '\u{FFFF}')
+    }
+
+    proptest! {
+        /// Whatever an implementation says, the page holds exactly the markup of the page where
+        /// it said the same with its markup characters replaced (no tag or attribute of its
+        /// own), and no character XML cannot hold.
+        #[test]
+        fn what_the_implementation_says_adds_no_markup(s in any::<String>()) {
+            let harmless: String = s
+                .chars()
+                .map(|c| if "<>\"'&".contains(c) { 'x' } else { c })
+                .collect();
+            let (page, plain) = (html(&said(&s)), html(&said(&harmless)));
+            for ch in ['<', '>', '"', '\''] {
+                prop_assert_eq!(page.matches(ch).count(), plain.matches(ch).count());
+            }
+            prop_assert!(page.chars().all(allowed));
+        }
+    }
+
+    #[test]
+    fn markup_is_escaped_and_forbidden_characters_replaced() {
+        let page = html(&said("<script>alert(1)</script>\u{1}\u{FFFF}"));
+        assert!(!page.contains("<script>"), "a script got into the page");
+        assert!(page.contains("&lt;script&gt;"));
+        assert!(page.contains('\u{FFFD}'));
+        assert!(page.chars().all(allowed));
+    }
+}
