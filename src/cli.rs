@@ -407,9 +407,8 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
     // The page draws each case's timeline from its evidence (scrubbed like the rest).
     for (id, e) in &evidence {
         if let Some(c) = report.cases.iter_mut().find(|c| &c.id == id) {
-            c.evidence = crate::secrets::json_text(&**e)
+            c.evidence = crate::secrets::scrubbed((**e).clone())
                 .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
                 .map(std::sync::Arc::new);
         }
     }

@@ -109,6 +109,14 @@ pub struct Rejudged {
     pub taken: usize,
 }
 
+/// Adds a failure unless one with the same words is already there (a finding seen at several
+/// looks is reported once, at the first): the rule the run and `analyze` both follow.
+pub fn push_failure(failures: &mut Vec<Failure>, f: Failure) {
+    if !failures.iter().any(|x| x.msg == f.msg) {
+        failures.push(f);
+    }
+}
+
 /// A case's verdict from what was found, in the order of the policy (GUIDE §4): a violated
 /// requirement fails the case; otherwise a harness error, then unsupported; no fact examined at
 /// all is not run; a declared requirement not established is missing knowledge.
@@ -136,11 +144,12 @@ pub fn case_verdict(
 
 /// The difference of two fact tallies, per requirement id (for what one look examined).
 pub fn facts_between(before: &Facts, after: &Facts) -> BTreeMap<String, u32> {
+    let before = before.by_id();
     after
         .by_id()
         .into_iter()
         .filter_map(|(id, n)| {
-            let was = before.by_id().get(&id).copied().unwrap_or(0);
+            let was = before.get(&id).copied().unwrap_or(0);
             (n > was).then(|| (id, n - was))
         })
         .collect()
@@ -151,13 +160,14 @@ pub fn rejudge(t: &Tape) -> Rejudged {
     let mut checker = Checker::default();
     let mut failures: Vec<Failure> = Vec::new();
     let push = |failures: &mut Vec<Failure>, requirement: Req, step, msg: String| {
-        if !failures.iter().any(|x| x.msg == msg) {
-            failures.push(Failure {
+        push_failure(
+            failures,
+            Failure {
                 requirement,
                 step,
                 msg,
-            });
-        }
+            },
+        )
     };
     for f in checker.claims(&t.claims) {
         push(&mut failures, f.requirement(), None, f.line());

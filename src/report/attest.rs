@@ -243,13 +243,6 @@ fn open(envelope_bytes: &[u8]) -> Result<(Envelope, Vec<u8>), AttestError> {
     Ok((env, payload))
 }
 
-/// The statement an envelope carries, its signature **not** checked (a reader with no key; say
-/// so wherever it is shown).
-pub fn unverified_statement(envelope_bytes: &[u8]) -> Result<Value, AttestError> {
-    let (_, payload) = open(envelope_bytes)?;
-    parse_strict(&payload).map_err(|e| AttestError::Envelope(format!("statement: {e}")))
-}
-
 /// Verifies an envelope's exact bytes with a public key and returns the statement it carries
 /// (`_type` checked; the predicate type is the caller's to check).
 pub fn verify_statement(envelope_bytes: &[u8], key: &VerifyingKey) -> Result<Value, AttestError> {
@@ -311,13 +304,29 @@ pub struct Subject {
     pub sha256: String,
 }
 
-/// Every regular file below `dir` (the subjects of its statement), sorted by name; a symbolic
-/// link or a name that is not UTF-8 is refused (it cannot be named or read back the same way).
+/// Every regular file below `dir` (the subjects of its statement), sorted by name, with its
+/// SHA-256.
 pub fn subjects_of(dir: &std::path::Path) -> Result<Vec<Subject>, String> {
+    files_of(dir)?
+        .into_iter()
+        .map(|name| {
+            let bytes = read_regular(&dir.join(&name)).map_err(|e| format!("{name}: {e}"))?;
+            Ok(Subject {
+                sha256: crate::digest::Digest::of_bytes(&bytes).hex(),
+                name,
+            })
+        })
+        .collect()
+}
+
+/// The names (below `dir`, `/`-separated, sorted) of every regular file that would be a subject,
+/// nothing read; a symbolic link, a pipe or a name that is not UTF-8 is refused (it cannot be
+/// named or read back the same way).
+pub fn files_of(dir: &std::path::Path) -> Result<Vec<String>, String> {
     fn walk(
         root: &std::path::Path,
         dir: &std::path::Path,
-        out: &mut Vec<Subject>,
+        out: &mut Vec<String>,
     ) -> Result<(), String> {
         let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         for entry in entries {
@@ -344,11 +353,7 @@ pub fn subjects_of(dir: &std::path::Path) -> Result<Vec<Subject>, String> {
             if kind.is_dir() {
                 walk(root, &path, out)?;
             } else if kind.is_file() {
-                let bytes = read_regular(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                out.push(Subject {
-                    name: rel,
-                    sha256: crate::digest::Digest::of_bytes(&bytes).hex(),
-                });
+                out.push(rel);
             } else {
                 return Err(format!(
                     "{}: not a regular file (a link or a device cannot be signed as a file of the run)",
@@ -360,7 +365,7 @@ pub fn subjects_of(dir: &std::path::Path) -> Result<Vec<Subject>, String> {
     }
     let mut out = Vec::new();
     walk(dir, dir, &mut out)?;
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.sort();
     Ok(out)
 }
 
@@ -405,19 +410,18 @@ pub fn seal(
 /// (an implementation may write one beside its store). A text file holding one is scrubbed in
 /// place; any other file holding one is refused, named: it is never signed.
 fn scrub_folder(dir: &std::path::Path) -> Result<(), String> {
-    for s in subjects_of(dir)? {
-        let path = dir.join(&s.name);
-        let bytes = read_regular(&path).map_err(|e| format!("{}: {e}", s.name))?;
+    for name in files_of(dir)? {
+        let path = dir.join(&name);
+        let bytes = read_regular(&path).map_err(|e| format!("{name}: {e}"))?;
         if !crate::secrets::holds_secret(&bytes) {
             continue;
         }
         match std::str::from_utf8(&bytes) {
             Ok(text) => std::fs::write(&path, crate::secrets::scrub(text))
-                .map_err(|e| format!("{}: {e}", s.name))?,
+                .map_err(|e| format!("{name}: {e}"))?,
             Err(_) => {
                 return Err(format!(
-                    "{} holds a credential of this run and is not text: it is not signed (remove it, or keep the implementation from writing credentials into the run's folder)",
-                    s.name
+                    "{name} holds a credential of this run and is not text: it is not signed (remove it, or keep the implementation from writing credentials into the run's folder)"
                 ));
             }
         }
@@ -524,12 +528,12 @@ pub fn verify_folder(
             }
         }
     }
-    match subjects_of(&dir) {
+    // Only the names are needed here: every signed file was read above.
+    match files_of(&dir) {
         Ok(on_disk) => {
-            for s in on_disk.iter().filter(|s| !named.contains(&s.name)) {
+            for name in on_disk.iter().filter(|n| !named.contains(*n)) {
                 problems.push(format!(
-                    "not signed: {} (in the folder, not a subject of this envelope: a file written after it was signed, or an envelope older than the files beside it)",
-                    s.name
+                    "not signed: {name} (in the folder, not a subject of this envelope: a file written after it was signed, or an envelope older than the files beside it)"
                 ));
             }
         }

@@ -19,12 +19,20 @@ pub(crate) fn xml(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(ch),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
+            c => out.push(xml_char(c)),
         }
     }
     out
+}
+
+/// A character as XML 1.0 can hold it: itself, or U+FFFD for the control characters (but tab
+/// and line breaks), U+FFFE and U+FFFF.
+pub(crate) fn xml_char(c: char) -> char {
+    match c {
+        '\t' | '\n' | '\r' => c,
+        c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => '\u{FFFD}',
+        c => c,
+    }
 }
 
 /// Text for Markdown, on one line: line breaks and control characters become spaces (so nothing

@@ -19,13 +19,15 @@ const TEMPLATE: &str = include_str!("templates/report.html.j2");
 /// A string for the template: every character XML 1.0 does not allow replaced by U+FFFD (the
 /// template's escaping does the rest).
 fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            '\t' | '\n' | '\r' => c,
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => '\u{FFFD}',
-            c => c,
-        })
-        .collect()
+    s.chars().map(super::formats::xml_char).collect()
+}
+
+/// A vocabulary value's wire word (`client_gone`, `payment_created`): its serde name.
+fn word<T: Serialize>(x: &T) -> String {
+    serde_json::to_value(x)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn mark(v: Verdict) -> &'static str {
@@ -487,10 +489,7 @@ pub fn timeline(t: &Tape) -> Option<String> {
                 let kinds = a.entries[before..]
                     .iter()
                     .map(|e| {
-                        let k = serde_json::to_value(e.kind)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
+                        let k = word(&e.kind);
                         match e.generation {
                             Some(g) if k != "observed" => format!("{k} g{g}"),
                             _ => k,
@@ -611,15 +610,9 @@ pub fn timeline(t: &Tape) -> Option<String> {
             continue;
         };
         let cy = cred_y[row];
-        let reply = serde_json::to_value(r.reply)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let reply = word(&r.reply);
         let (colour, fate) = reply_style(&reply);
-        let op = serde_json::to_value(r.op)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let op = word(&r.op);
         let title = format!(
             "request {} {op} → {} {}{}{}",
             r.seq,
@@ -653,10 +646,7 @@ pub fn timeline(t: &Tape) -> Option<String> {
             );
         }
         for e in ledger.effects.iter().filter(|e| e.request_seq == r.seq) {
-            let kind = serde_json::to_value(e.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
+            let kind = word(&e.kind);
             let _ = write!(
                 s,
                 "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"8\" height=\"8\" fill=\"#37474f\"><title>{}</title></rect>",

@@ -87,14 +87,14 @@ pub(super) use crate::check::expect::primary;
 /// A finding, placed at its step (`None`: the end of the case) in the report: one line per
 /// distinct finding.
 pub(super) fn push_finding(failures: &mut Vec<Failure>, f: Finding, step: Option<usize>) {
-    let msg = f.line();
-    if !failures.iter().any(|x| x.msg == msg) {
-        failures.push(Failure {
+    crate::check::replay::push_failure(
+        failures,
+        Failure {
             requirement: f.requirement(),
             step,
-            msg,
-        });
-    }
+            msg: f.line(),
+        },
+    );
 }
 
 impl World {

@@ -2,29 +2,9 @@
 //! alone, with no implementation and no provider; one changed recorded fact changes the verdict
 //! it should, and an unchanged folder changes none.
 
+use crate::support::{aocheck_bin as aocheck, said, utf8};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn aocheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aocheck"))
-        .args(args)
-        .env_remove("AOCHECK_STORE")
-        .output()
-        .expect("run aocheck")
-}
-
-fn utf8(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn said(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn read(p: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json")

@@ -2,28 +2,9 @@
 //! verified here and by an independent DSSE implementation (PyPI's securesystemslib, with keys
 //! read by PyPI's cryptography and by OpenSSL), both ways; and nothing secret in any output.
 
+use crate::support::{aocheck_bin as aocheck, said as text, utf8};
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn aocheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aocheck"))
-        .args(args)
-        .env_remove("AOCHECK_STORE")
-        .output()
-        .expect("run aocheck")
-}
-
-fn utf8(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Whether the predicate of the envelope at `envelope` satisfies `docs/schemas/<schema>`
 /// (checked by PyPI's jsonschema, an independent validator).

@@ -5,6 +5,7 @@
 //! fooled, the test asserts what aocheck should do and is ignored with the defect named (run
 //! them with `--ignored`).
 
+use crate::support::{said, utf8};
 use aocheck::report::attest;
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
@@ -21,18 +22,6 @@ fn bin() -> Command {
 
 fn aocheck(args: &[&str]) -> Output {
     bin().args(args).output().expect("run aocheck")
-}
-
-fn utf8(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
-
-fn said(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn read_json(p: &Path) -> Value {

@@ -279,3 +279,26 @@ pub fn report_of(cases: Vec<aocheck::report::model::CaseReport>) -> aocheck::rep
         expectations: None,
     }
 }
+
+/// The `aocheck` binary of this build, run with `args` (no `AOCHECK_STORE` from outside).
+pub fn aocheck_bin(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_aocheck"))
+        .args(args)
+        .env_remove("AOCHECK_STORE")
+        .output()
+        .expect("run aocheck")
+}
+
+/// A path as a command-line word (test paths are UTF-8).
+pub fn utf8(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// What a process said, stdout then stderr.
+pub fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
