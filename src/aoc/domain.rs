@@ -726,6 +726,8 @@ impl<S: Store> Domain<S> {
                     },
                 )
             })?;
+            // The new occurrence's state, known without a read once the store has it.
+            let created = OccurrenceState::fold(std::slice::from_ref(&first)).ok();
             let new = NewOccurrence {
                 id: id.clone(),
                 lane: holder.lane.clone(),
@@ -742,7 +744,12 @@ impl<S: Store> Domain<S> {
                 .create(self.ns(), new, self.fence(holder), Some(limit))
                 .await
             {
-                Ok(CreateResult::Created) => return Ok(id),
+                Ok(CreateResult::Created) => {
+                    if let Some(st) = &created {
+                        self.remember(st);
+                    }
+                    return Ok(id);
+                }
                 Ok(CreateResult::Existing(existing)) => {
                     return self.creation_retry(existing, &req.request_digest).await;
                 }

@@ -31,6 +31,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "records",
         include_str!("migrations/postgres/0003_records.sql"),
     ),
+    (
+        4,
+        "lane_counts",
+        include_str!("migrations/postgres/0004_lane_counts.sql"),
+    ),
 ];
 const MIGRATION_LOCK: i64 = 0x6f63_6865_636b;
 
@@ -196,6 +201,7 @@ impl PostgresStore {
             "occurrences",
             "entries",
             "admissions",
+            "lane_counts",
         ] {
             c.execute(&format!("DELETE FROM {t} WHERE ns = $1"), &[&ns])
                 .await
