@@ -51,7 +51,7 @@ pub struct Config {
 }
 
 fn default_max_ledger() -> usize {
-    10_000
+    140_000
 }
 
 fn default_retention() -> u64 {

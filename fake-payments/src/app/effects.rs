@@ -7,44 +7,53 @@ pub(super) fn visible<'a>(
     retention_ms: u64,
     acct: &str,
     id: &str,
-) -> Option<&'a Payment> {
-    d.payments.get(id).filter(|p| {
-        p.account == acct
-            && !d.expired.contains(&p.id)
-            && d.clock.now_ms().saturating_sub(p.created_ms) <= retention_ms
-    })
+) -> Option<(Id16, &'a Payment)> {
+    let b = id16(PAY, id)?;
+    let p = d.book.payments.get(&b)?;
+    (d.book.names.str(p.account) == acct
+        && !d.book.expired.contains(&b)
+        && d.clock.now_ms().saturating_sub(p.created_ms) <= retention_ms)
+        .then_some((b, p))
 }
 
 pub(super) fn push_effect(
     d: &mut Data,
     seq: u64,
     kind: EffectKind,
-    p: &Payment,
-    refund: Option<(String, i64)>,
-    r: &ApiReq,
+    id: Id16,
+    refund: Option<(Id16, i64)>,
     fault: Option<String>,
 ) {
-    d.effect_seq += 1;
-    let (refund_id, amount) = match refund {
+    let b = &mut d.book;
+    let Some(p) = b.payments.get(&id) else {
+        return;
+    };
+    let (refund, amount) = match refund {
         Some((id, a)) => (Some(id), a),
         None => (None, p.amount),
     };
-    d.effect_of.insert(seq, d.ledger.effects.len());
-    d.ledger.effects.push(Effect {
-        seq: d.effect_seq,
+    let status = p.status;
+    let fault = b.names.opt(fault.as_deref());
+    let req = (seq - 1) as u32;
+    b.effects.push(Eff {
         kind,
-        account: p.account.clone(),
-        payment_id: p.id.clone(),
-        refund_id,
+        req,
+        payment: id,
+        refund,
         amount,
-        currency: p.currency.clone(),
-        status: p.status.clone(),
-        request_digest: r.request_digest.clone(),
-        idempotency_key: r.key.clone(),
+        status,
         fault,
-        request_seq: seq,
-        reply: Reply::Pending,
     });
+}
+
+fn decided(status: u16, body: Value, effect: bool) -> Decided {
+    Decided {
+        status,
+        body,
+        effect,
+        replayed: false,
+        created: None,
+    }
 }
 
 pub(super) fn effect(
@@ -57,110 +66,99 @@ pub(super) fn effect(
 ) -> Decided {
     let acct = r.account.id.as_str();
     let retention_ms = s.config.retention_secs.saturating_mul(1000);
-    let not_found = |id: &str| Decided {
-        status: 404,
-        body: error_body(
-            "payment_not_found",
-            format!("no payment {id} for this account"),
-        ),
-        effect: false,
-        replayed: false,
+    let not_found = |id: &str| {
+        decided(
+            404,
+            error_body(
+                "payment_not_found",
+                format!("no payment {id} for this account"),
+            ),
+            false,
+        )
     };
     match r.op {
         Op::Create => {
-            let Some(CreateFields {
-                amount,
-                currency,
-                description,
-                metadata,
-                status,
-            }) = r.create.as_ref().map(|c| CreateFields {
-                amount: c.amount,
-                currency: c.currency.clone(),
-                description: c.description.clone(),
-                metadata: c.metadata.clone(),
-                status: c.status.clone(),
-            })
-            else {
-                return Decided {
-                    status: 400,
-                    body: error_body("invalid_request", "invalid create body"),
-                    effect: false,
-                    replayed: false,
-                };
+            let Some(c) = r.create.as_ref() else {
+                return decided(
+                    400,
+                    error_body("invalid_request", "invalid create body"),
+                    false,
+                );
             };
+            let id = *uuid::Uuid::now_v7().as_bytes();
+            let b = &mut d.book;
+            let status = b.names.get(&c.status);
             let p = Payment {
-                id: format!("pay_{}", uuid::Uuid::now_v7().simple()),
-                account: acct.to_string(),
-                amount,
-                amount_captured: if status == "succeeded" { amount } else { 0 },
-                amount_refunded: 0,
-                currency,
-                description,
-                metadata,
+                account: b.names.get(acct),
+                currency: b.names.get(&c.currency),
                 status,
+                first_status: status,
+                req: (seq - 1) as u32,
+                amount: c.amount,
+                amount_captured: if c.status == "succeeded" { c.amount } else { 0 },
+                amount_refunded: 0,
                 created_ms: d.clock.now_ms(),
-                request_digest: r.request_digest.clone(),
-                idempotency_key: r.key.clone(),
+                description: c.description.as_deref().map(Small::new),
+                metadata: c
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                    .collect(),
             };
-            push_effect(d, seq, EffectKind::PaymentCreated, &p, None, r, fault);
-            let body = p.json();
-            let declined = p.status == "declined";
-            d.payments.insert(p.id.clone(), p);
-            if declined {
+            let body = d.book.payment_json(&id, &p);
+            let declined = c.status == "declined";
+            d.book.payments.insert(id, p);
+            push_effect(d, seq, EffectKind::PaymentCreated, id, None, fault);
+            let mut out = if declined {
                 let mut e = error_body("card_declined", "the card was declined");
                 e["error"]["payment"] = body;
-                Decided {
-                    status: 402,
-                    body: e,
-                    effect: true,
-                    replayed: false,
-                }
+                decided(402, e, true)
             } else {
-                Decided {
-                    status: 201,
-                    body,
-                    effect: true,
-                    replayed: false,
-                }
-            }
+                decided(201, body, true)
+            };
+            out.created = Some(id);
+            out
         }
         Op::Capture => {
             let id = r.payment_id.clone().unwrap_or_default();
-            if visible(d, retention_ms, acct, &id).is_none() {
-                return not_found(&id);
-            }
-            let Some(p) = d.payments.get_mut(&id) else {
+            let Some((b, _)) = visible(d, retention_ms, acct, &id) else {
                 return not_found(&id);
             };
-            if p.status != "requires_capture" {
-                return Decided {
-                    status: 409,
-                    body: error_body(
+            let succeeded_requires = (
+                d.book.names.get("succeeded"),
+                d.book.names.get("requires_capture"),
+            );
+            let succeeded = succeeded_requires.0;
+            let Some(p) = d.book.payments.get_mut(&b) else {
+                return not_found(&id);
+            };
+            if p.status != succeeded_requires.1 {
+                return decided(
+                    409,
+                    error_body(
                         "payment_not_capturable",
-                        format!("payment {id} is {}", p.status),
+                        format!("payment {id} is {}", d.book.names.str(p.status)),
                     ),
-                    effect: false,
-                    replayed: false,
-                };
+                    false,
+                );
             }
-            p.status = "succeeded".into();
+            p.status = succeeded;
             p.amount_captured = p.amount;
-            let p = p.clone();
-            push_effect(d, seq, EffectKind::PaymentCaptured, &p, None, r, fault);
-            Decided {
-                status: 200,
-                body: p.json(),
-                effect: true,
-                replayed: false,
-            }
+            push_effect(d, seq, EffectKind::PaymentCaptured, b, None, fault);
+            let body = d
+                .book
+                .payments
+                .get(&b)
+                .map_or(Value::Null, |p| d.book.payment_json(&b, p));
+            decided(200, body, true)
         }
         Op::Refund => {
             let id = r.payment_id.clone().unwrap_or_default();
-            if visible(d, retention_ms, acct, &id).is_none() {
+            let Some((b, _)) = visible(d, retention_ms, acct, &id) else {
                 return not_found(&id);
-            }
-            let Some(p) = d.payments.get_mut(&id) else {
+            };
+            let succeeded = d.book.names.get("succeeded");
+            let Some(p) = d.book.payments.get_mut(&b) else {
                 return not_found(&id);
             };
             let remaining = p.amount_captured - p.amount_refunded;
@@ -170,66 +168,58 @@ pub(super) fn effect(
                 .and_then(|b| b.get("amount"))
                 .and_then(Value::as_i64)
                 .unwrap_or(remaining);
-            if p.status != "succeeded" || remaining <= 0 {
-                return Decided {
-                    status: 409,
-                    body: error_body(
+            if p.status != succeeded || remaining <= 0 {
+                let status = d.book.names.str(p.status).to_string();
+                return decided(
+                    409,
+                    error_body(
                         "payment_not_refundable",
-                        format!("payment {id} is {} with {remaining} refundable", p.status),
+                        format!("payment {id} is {status} with {remaining} refundable"),
                     ),
-                    effect: false,
-                    replayed: false,
-                };
+                    false,
+                );
             }
             if want > remaining {
-                return Decided {
-                    status: 400,
-                    body: error_body(
+                return decided(
+                    400,
+                    error_body(
                         "amount_invalid",
                         format!("at most {remaining} can be refunded"),
                     ),
-                    effect: false,
-                    replayed: false,
-                };
+                    false,
+                );
             }
             p.amount_refunded += want;
-            let p = p.clone();
-            let refund_id = format!("re_{}", uuid::Uuid::now_v7().simple());
+            let (account, currency) = (p.account, p.currency);
+            let refund = *uuid::Uuid::now_v7().as_bytes();
             push_effect(
                 d,
                 seq,
                 EffectKind::PaymentRefunded,
-                &p,
-                Some((refund_id.clone(), want)),
-                r,
+                b,
+                Some((refund, want)),
                 fault,
             );
-            Decided {
-                status: 201,
-                body: json!({
+            decided(
+                201,
+                json!({
                     "object": "refund",
-                    "id": refund_id,
-                    "payment": p.id,
-                    "account": p.account,
+                    "id": id_text(REFUND, &refund),
+                    "payment": id_text(PAY, &b),
+                    "account": d.book.names.str(account),
                     "amount": want,
-                    "currency": p.currency,
+                    "currency": d.book.names.str(currency),
                     "status": "succeeded",
                     "request_digest": r.request_digest,
                     "idempotency_key": r.key,
                 }),
-                effect: true,
-                replayed: false,
-            }
+                true,
+            )
         }
         Op::Get => {
             let id = r.payment_id.clone().unwrap_or_default();
             match visible(d, retention_ms, acct, &id) {
-                Some(p) => Decided {
-                    status: 200,
-                    body: p.json(),
-                    effect: false,
-                    replayed: false,
-                },
+                Some((b, p)) => decided(200, d.book.payment_json(&b, p), false),
                 None => not_found(&id),
             }
         }
@@ -241,15 +231,22 @@ pub(super) fn effect(
                 .unwrap_or(10);
             let key = r.query.get("idempotency_key");
             let after = r.query.get("starting_after");
-            let mut matching: Vec<&Payment> = d
+            // Ids compare as their bytes (text order); a cursor that is not one of ours as text.
+            let after16 = after.and_then(|a| id16(PAY, a));
+            let now = d.clock.now_ms();
+            let book = &d.book;
+            let mut matching: Vec<(&Id16, &Payment)> = book
                 .payments
-                .values()
-                .filter(|p| {
-                    p.account == acct
-                        && !d.expired.contains(&p.id)
-                        && d.clock.now_ms().saturating_sub(p.created_ms) <= retention_ms
-                        && key.is_none_or(|k| p.idempotency_key.as_ref() == Some(k))
-                        && after.is_none_or(|a| p.id.as_str() > a.as_str())
+                .iter()
+                .filter(|(id, p)| {
+                    book.names.str(p.account) == acct
+                        && !book.expired.contains(*id)
+                        && now.saturating_sub(p.created_ms) <= retention_ms
+                        && key.is_none_or(|k| book.key_of(p.req) == Some(k.as_str()))
+                        && after.is_none_or(|a| match &after16 {
+                            Some(a16) => *id > a16,
+                            None => id_text(PAY, id).as_str() > a.as_str(),
+                        })
                 })
                 .collect();
             let incomplete = matches!(f, Some(Fault::IncompleteListing));
@@ -260,22 +257,21 @@ pub(super) fn effect(
             let has_more = matching.len() > limit;
             matching.truncate(limit);
             let next = if has_more {
-                matching.last().map(|p| p.id.clone())
+                matching.last().map(|(id, _)| id_text(PAY, id))
             } else {
                 None
             };
-            Decided {
-                status: 200,
-                body: json!({
+            decided(
+                200,
+                json!({
                     "object": "list",
-                    "data": matching.iter().map(|p| p.json()).collect::<Vec<_>>(),
+                    "data": matching.iter().map(|(id, p)| book.payment_json(id, p)).collect::<Vec<_>>(),
                     "has_more": has_more || incomplete,
                     "complete": !has_more && !incomplete,
                     "next_cursor": next,
                 }),
-                effect: false,
-                replayed: false,
-            }
+                false,
+            )
         }
     }
 }

@@ -9,7 +9,7 @@
 use crate::config::{AccountConfig, CURRENCIES, Config, IdempotencyProfile, MAX_AMOUNT};
 use crate::contract::{self, SIGNATURE_HEADER};
 use crate::faults::{self, Fault, ForgeMode, Op, Plan, RuleState};
-use crate::ledger::{Effect, EffectKind, Ledger, Reply, RequestRecord};
+use crate::ledger::{EffectKind, Ledger, Reply};
 use crate::profile;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -21,108 +21,34 @@ use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
-
-/// A payment.
-#[derive(Clone, Debug)]
-struct Payment {
-    id: String,
-    account: String,
-    amount: i64,
-    amount_captured: i64,
-    amount_refunded: i64,
-    currency: String,
-    description: Option<String>,
-    metadata: BTreeMap<String, String>,
-    status: String,
-    created_ms: u64,
-    request_digest: String,
-    idempotency_key: Option<String>,
-}
-
-impl Payment {
-    fn json(&self) -> Value {
-        json!({
-            "object": "payment",
-            "id": self.id,
-            "account": self.account,
-            "environment": profile::ENVIRONMENT,
-            "amount": self.amount,
-            "amount_captured": self.amount_captured,
-            "amount_refunded": self.amount_refunded,
-            "currency": self.currency,
-            "description": self.description,
-            "metadata": self.metadata,
-            "status": self.status,
-            "created": self.created_ms / 1000,
-            "request_digest": self.request_digest,
-            "idempotency_key": self.idempotency_key,
-        })
-    }
-}
-
-#[derive(Clone, Debug)]
-enum Idem {
-    InFlight {
-        request_digest: String,
-        at_ms: u64,
-    },
-    Done {
-        request_digest: String,
-        at_ms: u64,
-        status: u16,
-        body: Value,
-    },
-}
-
-impl Idem {
-    fn digest(&self) -> &str {
-        match self {
-            Idem::InFlight { request_digest, .. } | Idem::Done { request_digest, .. } => {
-                request_digest
-            }
-        }
-    }
-    fn at_ms(&self) -> u64 {
-        match self {
-            Idem::InFlight { at_ms, .. } | Idem::Done { at_ms, .. } => *at_ms,
-        }
-    }
-}
 
 #[derive(Default)]
 struct Data {
     /// Where time comes from (retention, idempotency ages, `delay` faults); kept by a reset.
     clock: fake_control::clock::Clock,
-    payments: BTreeMap<String, Payment>,
-    idem: HashMap<(String, String), Idem>,
-    expired: HashSet<String>,
+    /// The ground truth and the provider's state, kept compactly.
+    book: Book,
     rules: Vec<RuleState>,
-    ledger: Ledger,
     seq: u64,
-    effect_seq: u64,
-    /// Request seq → index of its effect in `ledger.effects`.
-    effect_of: HashMap<u64, usize>,
 }
 
 impl Data {
-    /// Sets the reply of a request and of its effect, if any (O(1)).
-    fn set_reply(&mut self, seq: u64, reply: Reply) {
-        if let Some(r) = seq
-            .checked_sub(1)
-            .and_then(|i| self.ledger.requests.get_mut(i as usize))
-            .filter(|r| r.seq == seq)
-        {
-            r.reply = reply;
+    fn new(clock: fake_control::clock::Clock, cap: usize) -> Self {
+        Data {
+            clock,
+            book: Book::with_cap(cap),
+            rules: Vec::new(),
+            seq: 0,
         }
-        if let Some(e) = self
-            .effect_of
-            .get(&seq)
-            .and_then(|i| self.ledger.effects.get_mut(*i))
-        {
-            e.reply = reply;
+    }
+
+    /// Sets the reply of a request (and so of its effect, if any).
+    fn set_reply(&mut self, seq: u64, reply: Reply) {
+        if let Some(r) = self.book.rec_mut(seq) {
+            r.reply = reply;
         }
     }
 }
@@ -131,6 +57,7 @@ pub use fake_control::ReleaseAction;
 
 pub use fake_control::serve;
 
+mod book;
 mod control;
 mod documents;
 mod effects;
@@ -138,6 +65,7 @@ mod pipeline;
 mod requests;
 mod responses;
 
+use book::*;
 use control::*;
 use documents::*;
 use effects::*;
@@ -246,7 +174,11 @@ impl Handle {
     }
 
     pub fn ledger(&self) -> Ledger {
-        self.lock().ledger.clone()
+        self.lock().book.ledger()
+    }
+    /// How many requests the ledger holds, without rendering it.
+    pub fn recorded_requests(&self) -> usize {
+        self.lock().book.requests.len()
     }
     /// Replaces the fault plan (counters restart).
     pub fn set_plan(&self, plan: Plan) -> Result<(), Vec<String>> {
@@ -292,10 +224,7 @@ impl Handle {
     pub fn reset(&self) {
         let mut d = self.lock();
         let clock = d.clock.clone();
-        *d = Data {
-            clock,
-            ..Data::default()
-        };
+        *d = Data::new(clock, self.0.config.max_ledger_requests);
         drop(d);
         self.0.holds.reject_all();
     }
@@ -307,12 +236,8 @@ impl Handle {
     /// under the lock without copying the ledger.
     pub fn decided(&self, seqs: &[u64]) -> bool {
         let d = self.lock();
-        seqs.iter().all(|seq| {
-            d.ledger
-                .requests
-                .iter()
-                .any(|r| r.seq == *seq && r.status != 0)
-        })
+        seqs.iter()
+            .all(|seq| d.book.rec(*seq).is_some_and(|r| r.status != 0))
     }
     /// Requests parked per hold name.
     pub fn holds(&self) -> Value {
@@ -331,14 +256,12 @@ impl Handle {
     /// Moves one payment (or, with `None`, every payment) beyond retention.
     pub fn expire(&self, payment_id: Option<&str>) -> usize {
         let mut d = self.lock();
-        let ids: Vec<String> = match payment_id {
-            Some(id) => d
-                .payments
-                .contains_key(id)
-                .then(|| id.to_string())
+        let ids: Vec<Id16> = match payment_id {
+            Some(id) => id16(PAY, id)
+                .filter(|b| d.book.payments.contains_key(b))
                 .into_iter()
                 .collect(),
-            None => d.payments.keys().cloned().collect(),
+            None => d.book.payments.keys().copied().collect(),
         };
         for id in &ids {
             expire_payment(&mut d, id);
@@ -354,11 +277,11 @@ impl Handle {
             ));
         }
         let mut d = self.lock();
-        let p = d
-            .payments
-            .get_mut(payment_id)
+        let name = d.book.names.get(status);
+        let p = id16(PAY, payment_id)
+            .and_then(|b| d.book.payments.get_mut(&b))
             .ok_or_else(|| format!("no payment {payment_id}"))?;
-        p.status = status.to_string();
+        p.status = name;
         if status == "succeeded" {
             p.amount_captured = p.amount;
         }
@@ -382,12 +305,14 @@ impl Handle {
     }
 }
 
-fn expire_payment(d: &mut Data, id: &str) {
-    d.expired.insert(id.to_string());
-    if let Some(p) = d.payments.get(id)
-        && let Some(k) = &p.idempotency_key
+fn expire_payment(d: &mut Data, id: &Id16) {
+    let b = &mut d.book;
+    b.expired.insert(*id);
+    if let Some(p) = b.payments.get(id)
+        && let Some(k) = b.requests.get(p.req as usize).and_then(|r| r.key.clone())
     {
-        d.idem.remove(&(p.account.clone(), k.clone()));
+        let slot = (p.account, k);
+        b.idem.remove(&slot);
     }
 }
 
@@ -417,6 +342,7 @@ pub fn router_with_clock(
         None => random_key(),
     };
     let key_id = contract::key_id(&key.verifying_key());
+    let cap = config.max_ledger_requests;
     let shared = Arc::new(Shared {
         accounts: config
             .accounts
@@ -428,10 +354,7 @@ pub fn router_with_clock(
         key,
         key_id,
         forge_key: random_key(),
-        data: Mutex::new(Data {
-            clock,
-            ..Data::default()
-        }),
+        data: Mutex::new(Data::new(clock, cap)),
         holds: fake_control::Holds::default(),
         control_log: Default::default(),
     });

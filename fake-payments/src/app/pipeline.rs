@@ -69,18 +69,20 @@ pub(super) struct Decided {
     pub(super) body: Value,
     pub(super) effect: bool,
     pub(super) replayed: bool,
+    /// The payment this request created, if it created one.
+    pub(super) created: Option<Id16>,
 }
 
 pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     let acct = r.account.id.clone();
     let uses_idem =
         r.op.is_effectful() && r.key.is_some() && r.account.idempotency != IdempotencyProfile::None;
-    let idem_key = (acct.clone(), r.key.clone().unwrap_or_default());
+    let idem_key = Small::new(r.key.as_deref().unwrap_or_default());
     // 1. Count the request and select its fault.
     let (seq, fault) = {
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
         // A full ledger processes nothing: an effect it could not record would make it lie.
-        if d.ledger.requests.len() >= s.config.max_ledger_requests {
+        if d.book.requests.len() >= s.config.max_ledger_requests {
             let body = error_body(
                 "ledger_full",
                 format!(
@@ -99,30 +101,34 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         } else {
             faults::select(&mut d.rules, r.op, Some(&acct), r.key.as_deref()).map(|(_, f)| f)
         };
-        d.ledger.requests.push(RequestRecord {
-            seq,
+        let b = &mut d.book;
+        let index = b.requests.len() as u32;
+        let rec = Rec {
             op: r.op,
-            account: Some(acct.clone()),
-            idempotency_key: r.key.clone(),
-            request_digest: r.request_digest.clone(),
-            payment_id: r.payment_id.clone(),
-            lookup_key: r.query.get("idempotency_key").cloned(),
-            fault: fault.as_ref().map(|f| f.to_string()),
-            refs: Vec::new(),
-            credential: r.credential.clone(),
-            revoked: r.revoked,
+            reply: Reply::Pending,
             status: 0,
             replayed: false,
             effect: false,
-            reply: Reply::Pending,
-        });
+            revoked: r.revoked,
+            account: b.names.get(&acct),
+            credential: b.names.get(&r.credential),
+            fault: b
+                .names
+                .opt(fault.as_ref().map(|f| f.to_string()).as_deref()),
+            digest: b.digest_for(index, &r.request_digest),
+            key: r.key.as_deref().map(Small::new),
+            payment: r.payment_id.as_deref().map(Into::into),
+            lookup_key: r.query.get("idempotency_key").map(|k| k.as_str().into()),
+            refs: Refs::None,
+        };
+        b.requests.push(rec);
         // A revoked credential: recorded, refused, nothing else.
         if r.revoked {
             let body = error_body(
                 "credential_revoked",
                 "this credential was revoked; its holder was stopped",
             );
-            if let Some(rec) = d.ledger.requests.last_mut() {
+            if let Some(rec) = d.book.requests.last_mut() {
                 rec.status = 401;
                 rec.reply = Reply::Written;
             }
@@ -130,26 +136,36 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         }
         // 2. Faults that act on provider state before anything else.
         match &fault {
-            Some(Fault::Forget) => d.idem.clear(),
+            Some(Fault::Forget) => d.book.idem.clear(),
             Some(Fault::ExpireRetention) => {
-                let target = r.payment_id.clone().or_else(|| {
-                    let key = r
+                let target = match r.payment_id.as_deref() {
+                    // A named payment that is not one of ours expires nothing.
+                    Some(id) => Some(id16(PAY, id)),
+                    None => r
                         .key
                         .as_deref()
-                        .or(r.query.get("idempotency_key").map(String::as_str))?;
-                    d.payments
-                        .values()
-                        .find(|p| p.account == acct && p.idempotency_key.as_deref() == Some(key))
-                        .map(|p| p.id.clone())
-                });
+                        .or(r.query.get("idempotency_key").map(String::as_str))
+                        .and_then(|key| {
+                            d.book
+                                .payments
+                                .iter()
+                                .find(|(_, p)| {
+                                    d.book.names.str(p.account) == acct
+                                        && d.book.key_of(p.req) == Some(key)
+                                })
+                                .map(|(id, _)| Some(*id))
+                        }),
+                };
                 match target {
-                    Some(id) => expire_payment(&mut d, &id),
+                    Some(Some(id)) => expire_payment(&mut d, &id),
+                    Some(None) => {}
                     None => {
-                        let ids: Vec<String> = d
+                        let ids: Vec<Id16> = d
+                            .book
                             .payments
-                            .values()
-                            .filter(|p| p.account == acct)
-                            .map(|p| p.id.clone())
+                            .iter()
+                            .filter(|(_, p)| d.book.names.str(p.account) == acct)
+                            .map(|(id, _)| *id)
                             .collect();
                         for id in ids {
                             expire_payment(&mut d, &id);
@@ -163,15 +179,11 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     };
     let finish = |status: u16, body: &Value, reply: Reply, replayed: bool, effect: bool| {
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(rec) = seq
-            .checked_sub(1)
-            .and_then(|i| d.ledger.requests.get_mut(i as usize))
-            .filter(|x| x.seq == seq)
-        {
+        if let Some(rec) = d.book.rec_mut(seq) {
             rec.status = status;
             rec.replayed = replayed;
             rec.effect = effect;
-            rec.refs = payment_refs(body);
+            rec.refs = Refs::of(payment_refs(body));
         }
         d.set_reply(seq, reply);
     };
@@ -180,12 +192,14 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         let retention = s.config.retention_secs.saturating_mul(1000);
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
         let now = d.clock.now_ms();
-        if let Some(e) = d.idem.get(&idem_key).cloned() {
-            if now.saturating_sub(e.at_ms()) > retention {
-                d.idem.remove(&idem_key);
+        let slot_key = (d.book.names.get(&acct), idem_key.clone());
+        if let Some(e) = d.book.idem.get(&slot_key).cloned() {
+            if now.saturating_sub(e.at_ms) > retention {
+                d.book.idem.remove(&slot_key);
             } else {
                 let profile = r.account.idempotency;
-                let (status, body, replayed) = if e.digest() != r.request_digest {
+                let same = d.book.same_digest(e.req, &r.request_digest);
+                let (status, body, replayed) = if !same {
                     match profile {
                         IdempotencyProfile::IetfDraft => (
                             422,
@@ -205,8 +219,8 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                         ),
                     }
                 } else {
-                    match e {
-                        Idem::InFlight { .. } => (
+                    match &e.done {
+                        None => (
                             409,
                             error_body(
                                 "idempotency_key_in_flight",
@@ -214,7 +228,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                             ),
                             false,
                         ),
-                        Idem::Done { status, body, .. } => (status, body, true),
+                        Some((status, saved)) => (*status, replay_body(&d.book, saved), true),
                     }
                 };
                 drop(d);
@@ -225,11 +239,12 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 );
             }
         }
-        d.idem.insert(
-            idem_key.clone(),
-            Idem::InFlight {
-                request_digest: r.request_digest.clone(),
+        d.book.idem.insert(
+            slot_key,
+            Slot {
+                req: (seq - 1) as u32,
                 at_ms: now,
+                done: None,
             },
         );
     }
@@ -273,11 +288,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     // 5. Rejection before any effect.
     if let Some(Fault::Reject { status }) = fault {
         if uses_idem {
-            s.data
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .idem
-                .remove(&idem_key);
+            let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+            let slot_key = (d.book.names.get(&acct), idem_key.clone());
+            d.book.idem.remove(&slot_key);
         }
         let body = error_body(
             if status >= 500 {
@@ -300,24 +313,27 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
         let decided = effect(s, &mut d, &r, seq, fault_label.clone(), &fault);
         // 7. Save the response for idempotent replays: the first response, 5xx included.
         if uses_idem {
-            let (status, body) = match &fault {
+            let (status, saved) = match &fault {
                 Some(Fault::CommitThen { status }) if decided.effect => (
                     *status,
-                    error_body(
-                        "provider_error",
-                        format!("internal error after processing ({status})"),
+                    Saved::Bytes(
+                        contract::canonical(&error_body(
+                            "provider_error",
+                            format!("internal error after processing ({status})"),
+                        ))
+                        .into_boxed_slice(),
                     ),
                 ),
-                _ => (decided.status, decided.body.clone()),
+                _ => (decided.status, save_body(&d.book, &decided)),
             };
             let at_ms = d.clock.now_ms();
-            d.idem.insert(
-                idem_key.clone(),
-                Idem::Done {
-                    request_digest: r.request_digest.clone(),
+            let slot_key = (d.book.names.get(&acct), idem_key.clone());
+            d.book.idem.insert(
+                slot_key,
+                Slot {
+                    req: (seq - 1) as u32,
                     at_ms,
-                    status,
-                    body,
+                    done: Some((status, saved)),
                 },
             );
         }
@@ -421,6 +437,37 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 Outcome::Respond(tag_response(s, &r, decided.status, &decided.body, None)),
             )
         }
+    }
+}
+
+/// What to keep of a reply for replays: a creation's reply as the payment it created (see
+/// [`Saved::Created`]); anything else as canonical bytes.
+pub(super) fn save_body(b: &Book, decided: &Decided) -> Saved {
+    match decided.created {
+        // Rendered again from the payment's creation fields, it is the same body (a test in
+        // `book` checks it for creations of every kind).
+        Some(id) if b.payments.get(&id).is_some() => Saved::Created(id),
+        _ => Saved::Bytes(contract::canonical(&decided.body).into_boxed_slice()),
+    }
+}
+
+/// A saved reply's body, as first sent.
+pub(super) fn replay_body(b: &Book, saved: &Saved) -> Value {
+    match saved {
+        Saved::Created(id) => {
+            let Some(p) = b.payments.get(id) else {
+                return Value::Null;
+            };
+            let body = b.created_json(id, p);
+            if b.names.str(p.first_status) == "declined" {
+                let mut e = error_body("card_declined", "the card was declined");
+                e["error"]["payment"] = body;
+                e
+            } else {
+                body
+            }
+        }
+        Saved::Bytes(bytes) => serde_json::from_slice(bytes).unwrap_or(Value::Null),
     }
 }
 

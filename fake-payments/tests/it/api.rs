@@ -111,6 +111,86 @@ async fn create_ok(s: &Server, bearer: &str, key: &str, capture: bool) -> Value 
     r.json()
 }
 
+/// A replay returns the first reply byte for byte, for creations of every kind (captured,
+/// authorised only, declined, with and without description and metadata), even after the payment
+/// changed since: the fake keeps a creation's reply as the payment it created and renders it
+/// again, and this is what says the rendering is the same.
+#[rstest]
+#[case::captured(json!({"amount": 1250, "currency": "eur", "description": "invoice 7", "metadata": {"order": "7"}, "capture": true}), 201)]
+#[case::authorised(json!({"amount": 990, "currency": "usd", "capture": false}), 201)]
+#[case::declined(json!({"amount": 5, "currency": "eur", "metadata": {"simulate": "declined"}}), 402)]
+#[case::processing(json!({"amount": 7, "currency": "gbp", "description": "a description longer than twenty-two bytes", "metadata": {"simulate": "processing", "b": "2", "a": "1"}}), 201)]
+#[tokio::test]
+async fn a_replayed_creation_is_the_first_reply_byte_for_byte(
+    #[case] body: Value,
+    #[case] status: u16,
+) {
+    let s = start().await;
+    let send = || {
+        call(
+            &s,
+            "POST",
+            "/v1/payments",
+            Some("sk_test_a"),
+            Some("same"),
+            Some(body.clone()),
+        )
+    };
+    let first = send().await.expect("create");
+    assert_eq!(
+        first.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let id = first.json()["id"]
+        .as_str()
+        .or(first.json()["error"]["payment"]["id"].as_str())
+        .expect("a payment id")
+        .to_string();
+    // The payment changes after its creation: captured, refunded, or its status set.
+    let capture = call(
+        &s,
+        "POST",
+        &format!("/v1/payments/{id}/capture"),
+        Some("sk_test_a"),
+        Some("cap"),
+        None,
+    )
+    .await
+    .expect("capture");
+    if capture.status == 200 {
+        let refund = call(
+            &s,
+            "POST",
+            &format!("/v1/payments/{id}/refund"),
+            Some("sk_test_a"),
+            Some("ref"),
+            Some(json!({"amount": 1})),
+        )
+        .await
+        .expect("refund");
+        assert_eq!(refund.status, 201);
+    }
+    s.handle.set_status(&id, "disputed").expect("status");
+    let again = send().await.expect("replay");
+    assert_eq!(again.status, first.status);
+    assert_eq!(
+        String::from_utf8_lossy(&again.body),
+        String::from_utf8_lossy(&first.body)
+    );
+    again.verify(&s, "acct_a").expect("the replay is signed");
+    let l = s.handle.ledger();
+    assert!(l.requests.last().expect("req").replayed);
+    assert_eq!(
+        l.effects
+            .iter()
+            .filter(|e| e.kind == EffectKind::PaymentCreated)
+            .count(),
+        1
+    );
+}
+
 // ---------- every fault × operation × idempotency profile ----------
 
 fn fault_named(name: &str, op: Op) -> Fault {
