@@ -45,8 +45,8 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 pub struct SqliteStore {
     /// The read connection.
     conn: Arc<Mutex<Connection>>,
-    /// The writer thread's queue.
-    writer: mpsc::Sender<Job>,
+    /// The writer thread and its queue.
+    writer: Arc<Writer>,
     /// The benchmark's baseline connection (see [`SqliteStore::bare_commit`]), opened on demand.
     bare: Arc<Mutex<Option<Connection>>>,
     path: PathBuf,
@@ -64,6 +64,25 @@ type Deliver = Box<dyn FnOnce(Option<&str>) + Send>;
 /// succeeded (a failed one is rolled back to its savepoint) and how to answer its caller; given
 /// `Err(why)` it does not run and answers with `why`.
 type Job = Box<dyn FnOnce(Result<&Connection, &str>) -> (bool, Deliver) + Send>;
+
+/// The writer thread's queue and handle. When the last handle on the store goes, the queue
+/// closes and the drop waits for the thread: it has answered every write and closed its
+/// connection (the last checkpoint included) before the store is gone, so a caller that then
+/// reads, copies or hashes the database file sees it finished.
+#[derive(Debug)]
+struct Writer {
+    queue: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
 
 /// The most writes one commit holds (bounds a batch's latency and its rollback).
 const MAX_BATCH: usize = 256;
@@ -160,14 +179,17 @@ impl SqliteStore {
         let mut wconn = connect(&path)?;
         migrate(&mut wconn)?;
         let conn = connect(&path)?;
-        let (writer, jobs) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
+        let (queue, jobs) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
             .name("aocheck-sqlite-writer".into())
             .spawn(move || writer_loop(wconn, jobs))
             .map_err(|e| StoreError::backend(format!("start the writer thread: {e}")))?;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
-            writer,
+            writer: Arc::new(Writer {
+                queue: Some(queue),
+                thread: Some(thread),
+            }),
             bare: Arc::default(),
             path,
         })
@@ -200,6 +222,9 @@ impl SqliteStore {
             (ok, deliver)
         });
         self.writer
+            .queue
+            .as_ref()
+            .ok_or_else(|| StoreError::backend("the sqlite writer thread has stopped"))?
             .send(job)
             .map_err(|_| StoreError::backend("the sqlite writer thread has stopped"))?;
         rx.await.map_err(|_| {

@@ -75,7 +75,7 @@ use responses::*;
 
 struct Shared {
     config: Config,
-    accounts: HashMap<String, AccountConfig>,
+    accounts: HashMap<String, Arc<AccountConfig>>,
     /// Credentials issued at run time (one per implementation process), by key.
     issued: Mutex<HashMap<String, Issued>>,
     key: SigningKey,
@@ -347,7 +347,7 @@ pub fn router_with_clock(
         accounts: config
             .accounts
             .iter()
-            .map(|a| (a.key.clone(), a.clone()))
+            .map(|a| (a.key.clone(), Arc::new(a.clone())))
             .collect(),
         issued: Mutex::new(HashMap::new()),
         config,

@@ -6,7 +6,7 @@ use super::*;
 /// A request after authentication, reading and validation.
 pub(super) struct ApiReq {
     pub(super) op: Op,
-    pub(super) account: AccountConfig,
+    pub(super) account: Arc<AccountConfig>,
     pub(super) key: Option<String>,
     pub(super) request_digest: String,
     pub(super) body: Option<Value>,
@@ -58,13 +58,14 @@ pub(super) async fn admit(
     let (parts, body) = req.into_parts();
     let pq = path_q(&parts.uri);
     let method = parts.method.as_str().to_string();
-    let unauth_digest = contract::request_digest(&method, &pq, None);
+    // The digest a refusal before the body is read is bound to (computed only for a refusal).
+    let unauth_digest = || contract::request_digest(&method, &pq, None);
     let found = bearer(&parts.headers).and_then(|k| match s.accounts.get(k) {
         Some(a) => Some((a.clone(), "account".to_string(), false)),
         None => {
             let issued = s.issued.lock().unwrap_or_else(|p| p.into_inner());
             let i = issued.get(k)?;
-            let a = s.config.accounts.iter().find(|a| a.id == i.account)?;
+            let a = s.accounts.values().find(|a| a.id == i.account)?;
             Some((a.clone(), i.label.clone(), i.revoked))
         }
     });
@@ -73,7 +74,7 @@ pub(super) async fn admit(
             s,
             401,
             "-",
-            &unauth_digest,
+            &unauth_digest(),
             &error_body(
                 "unauthenticated",
                 "send `Authorization: Bearer <account key>`",
@@ -86,7 +87,7 @@ pub(super) async fn admit(
             s,
             413,
             &account.id,
-            &unauth_digest,
+            &unauth_digest(),
             &error_body(
                 "body_too_large",
                 format!("request bodies are limited to {limit} bytes"),
@@ -105,7 +106,7 @@ pub(super) async fn admit(
                     s,
                     400,
                     &account.id,
-                    &unauth_digest,
+                    &unauth_digest(),
                     &error_body("invalid_json", format!("the body is not JSON: {e}")),
                 ));
             }
