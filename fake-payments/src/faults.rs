@@ -71,6 +71,13 @@ pub enum Fault {
     Hold { name: String },
 }
 
+impl Fault {
+    /// Whether this fault can make a request wait before its effect (a hold, a delay).
+    pub fn waits(&self) -> bool {
+        matches!(self, Fault::Hold { .. } | Fault::Delay { .. })
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -82,6 +82,9 @@ struct Shared {
     key_id: String,
     forge_key: SigningKey,
     data: Mutex<Data>,
+    /// Whether the plan holds a rule that can make a request wait (hold, delay): such a request
+    /// runs in a task of its own. Kept with the plan, so a request learns it without the lock.
+    waits: std::sync::atomic::AtomicBool,
     holds: fake_control::Holds,
     /// Every request that reached a `/_control` route over HTTP.
     control_log: fake_control::control::ControlLog,
@@ -186,7 +189,12 @@ impl Handle {
         if !defects.is_empty() {
             return Err(defects);
         }
-        self.lock().rules = plan.rules.into_iter().map(RuleState::new).collect();
+        let mut d = self.lock();
+        d.rules = plan.rules.into_iter().map(RuleState::new).collect();
+        self.0.waits.store(
+            d.rules.iter().any(|x| x.rule.fault.waits()),
+            std::sync::atomic::Ordering::SeqCst,
+        );
         Ok(())
     }
     /// Appends one rule to the plan; the counters of the rules already set are kept.
@@ -198,7 +206,13 @@ impl Handle {
         if !defects.is_empty() {
             return Err(defects);
         }
-        self.lock().rules.push(RuleState::new(rule));
+        let mut d = self.lock();
+        if rule.fault.waits() {
+            self.0
+                .waits
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        d.rules.push(RuleState::new(rule));
         Ok(())
     }
     /// Disarms every hold rule named `name` that has not fired, so that it parks nothing more
@@ -225,6 +239,9 @@ impl Handle {
         let mut d = self.lock();
         let clock = d.clock.clone();
         *d = Data::new(clock, self.0.config.max_ledger_requests);
+        self.0
+            .waits
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         drop(d);
         self.0.holds.reject_all();
     }
@@ -355,6 +372,7 @@ pub fn router_with_clock(
         key_id,
         forge_key: random_key(),
         data: Mutex::new(Data::new(clock, cap)),
+        waits: std::sync::atomic::AtomicBool::new(false),
         holds: fake_control::Holds::default(),
         control_log: Default::default(),
     });

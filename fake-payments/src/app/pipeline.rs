@@ -9,13 +9,8 @@ use super::*;
 /// and runs inline.
 pub(super) async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
     let drop = r.drop.clone();
-    let may_wait = s
-        .data
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .rules
-        .iter()
-        .any(|x| matches!(x.rule.fault, Fault::Hold { .. } | Fault::Delay { .. }));
+    // Set with the plan, under the same lock as the rules (see `Shared::waits`).
+    let may_wait = s.waits.load(std::sync::atomic::Ordering::SeqCst);
     let outcome = if may_wait {
         let (tx, rx) = oneshot::channel();
         let shared = s.clone();
@@ -78,8 +73,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     let uses_idem =
         r.op.is_effectful() && r.key.is_some() && r.account.idempotency != IdempotencyProfile::None;
     let idem_key = Small::new(r.key.as_deref().unwrap_or_default());
-    // 1. Count the request and select its fault.
-    let (seq, fault) = {
+    // 1. Count the request and select its fault (the lock is kept through the idempotency step:
+    // nothing waits in between).
+    let (seq, fault, guard) = {
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
         // A full ledger processes nothing: an effect it could not record would make it lie.
         if d.book.requests.len() >= s.config.max_ledger_requests {
@@ -175,7 +171,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             }
             _ => {}
         }
-        (seq, fault)
+        (seq, fault, d)
     };
     let finish = |status: u16, body: &Value, reply: Reply, replayed: bool, effect: bool| {
         let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
@@ -190,7 +186,7 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     // 3. Idempotency.
     if uses_idem {
         let retention = s.config.retention_secs.saturating_mul(1000);
-        let mut d = s.data.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = guard;
         let now = d.clock.now_ms();
         let slot_key = (d.book.names.get(&acct), idem_key.clone());
         if let Some(e) = d.book.idem.get(&slot_key).cloned() {
@@ -247,6 +243,8 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 done: None,
             },
         );
+    } else {
+        drop(guard);
     }
     // 4. Pre-effect faults that wait.
     let mut fault = fault;
@@ -337,6 +335,16 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 },
             );
         }
+        // No post-effect fault: the record is finished here, under the same lock.
+        if !post_fault(&fault, &decided)
+            && let Some(rec) = d.book.rec_mut(seq)
+        {
+            rec.status = decided.status;
+            rec.replayed = decided.replayed;
+            rec.effect = decided.effect;
+            rec.refs = Refs::of(payment_refs(&decided.body));
+            rec.reply = Reply::Written;
+        }
         decided
     };
     // 8. Post-effect faults.
@@ -424,19 +432,20 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 )),
             )
         }
-        _ => {
-            finish(
-                decided.status,
-                &decided.body,
-                Reply::Written,
-                decided.replayed,
-                decided.effect,
-            );
-            (
-                seq,
-                Outcome::Respond(tag_response(s, &r, decided.status, &decided.body, None)),
-            )
-        }
+        // Finished with the effect, under its lock.
+        _ => (
+            seq,
+            Outcome::Respond(tag_response(s, &r, decided.status, &decided.body, None)),
+        ),
+    }
+}
+
+/// Whether a post-effect fault acts on this reply (the arms of step 8 before its last).
+fn post_fault(fault: &Option<Fault>, decided: &Decided) -> bool {
+    match fault {
+        Some(Fault::CommitThen { .. } | Fault::CommitThenDrop) => decided.effect,
+        Some(Fault::Garble | Fault::Omit { .. } | Fault::Forge { .. }) => true,
+        _ => false,
     }
 }
 
