@@ -1,13 +1,15 @@
 //! Run starts per second on loopback (`POST /v1/runs` with admission, the ledger and a spawned
 //! run engine), beside a bare axum route returning the same 202 body, in the same run with the
-//! same client and concurrency. Runs park on a long sleep step so their execution does not compete
-//! with the starts being measured. Medians of alternating rounds.
+//! raw load generator (`fake_control::bench::drive_raw`, a keep-alive connection per worker and
+//! requests written as bytes, far cheaper per request than what it drives) and concurrency. Runs
+//! park on a long sleep step so their execution does not compete with the starts being measured.
+//! Medians of alternating rounds.
 //!
 //! `cargo bench -p fake-hermes --bench starts`; `FAKE_BENCH_SECONDS` per round (default 2),
 //! `FAKE_BENCH_CONCURRENCY` (default 8).
 
 use axum::http::StatusCode;
-use fake_control::bench::{self, MakeRequest, Settings};
+use fake_control::bench::{self, RawRequest, Settings};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -15,7 +17,12 @@ fn main() {
     let s = Settings::from_env();
     let (bare, fake, runs) = bench::main_with(async move {
         let (app, handle) =
-            fake_hermes::router(fake_hermes::Config::default()).map_err(|d| d.join("; "))?;
+            // Throughput is measured on a fake with room for every run the comparison starts.
+            fake_hermes::router(fake_hermes::Config {
+                max_runs: usize::MAX,
+                ..fake_hermes::Config::default()
+            })
+            .map_err(|d| d.join("; "))?;
         handle
             .set_scripts(
                 Vec::new(),
@@ -28,19 +35,26 @@ fn main() {
             json!({"run_id": "run_0", "status": "started"}),
         )
         .await?;
-        let make: MakeRequest = Arc::new(|c: &reqwest::Client, url: &str, _, _| {
-            c.post(url).json(&json!({"input": "benchmark objective"}))
+        let body = br#"{"input":"benchmark objective"}"#.to_vec();
+        let plain: RawRequest = {
+            let body = body.clone();
+            Arc::new(move |_, _| (String::new(), body.clone()))
+        };
+        let with_key: RawRequest = Arc::new(move |_, _| {
+            (
+                "authorization: Bearer hermes-test-key\r\n".into(),
+                body.clone(),
+            )
         });
-        let (bare, fake) = bench::compare(
-            &bare_url,
-            &fake_url,
-            make,
-            "hermes-test-key",
-            StatusCode::ACCEPTED,
+        let got = bench::compare_raw(
+            &[
+                (&bare_url, plain, StatusCode::ACCEPTED),
+                (&fake_url, with_key, StatusCode::ACCEPTED),
+            ],
             s,
         )
         .await?;
-        Ok((bare, fake, handle.ledger().runs.len()))
+        Ok((got[0], got[1], handle.ledger().runs.len()))
     });
     println!(
         "{}",

@@ -45,8 +45,16 @@ fn component_costs() -> serde_json::Value {
 fn main() {
     let s = Settings::from_env();
     let (bare, signed, fake, effects, fill) = bench::main_with(async move {
-        let (app, handle) =
-            fake_payments::router(fake_payments::Config::example()).map_err(|d| d.join("; "))?;
+        // `FAKE_BENCH_CAP` fills a ledger of another cap (default: the configuration's default).
+        let cap = std::env::var("FAKE_BENCH_CAP")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(fake_payments::Config::example().max_ledger_requests);
+        let (app, handle) = fake_payments::router(fake_payments::Config {
+            max_ledger_requests: cap,
+            ..fake_payments::Config::example()
+        })
+        .map_err(|d| d.join("; "))?;
         let fill_url = format!("{}/v1/payments", bench::spawn_fake(app).await?);
         // First fill a fresh ledger from empty to its cap: the fake must refuse with its documented
         // error (`503 ledger_full`), and the peak resident set below is measured at the cap.
