@@ -57,14 +57,7 @@ pub async fn spawn_bare(status: StatusCode, body: Value) -> Result<String, Strin
             async move { (status, axum::Json(body)) }
         }),
     );
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let url = format!("http://{}/bare", l.local_addr().map_err(|e| e.to_string())?);
-    tokio::spawn(async move {
-        let _ = axum::serve(l, app).await;
-    });
-    Ok(url)
+    Ok(format!("{}/bare", spawn_app(app).await?))
 }
 
 /// A bare axum `app` served with axum's own server on loopback; returns its base URL.

@@ -933,6 +933,23 @@ mod tests {
     async fn a_failed_write_in_a_batch_takes_nothing_else_with_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SqliteStore::open(dir.path().join("s.db")).expect("open");
+        // A first write holds the writer long enough for the others to queue behind it, so they
+        // share commits for certain (the savepoint path runs; a lone write would not need it).
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+        let first = store.clone();
+        let holder = tokio::spawn(async move {
+            first
+                .write(move |_| {
+                    let _ = held_tx.send(());
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    Ok(())
+                })
+                .await
+        });
+        tokio::task::spawn_blocking(move || held_rx.recv())
+            .await
+            .expect("join")
+            .expect("the first write started");
         let mut tasks = Vec::new();
         for i in 0..64u64 {
             let s = store.clone();
@@ -965,6 +982,7 @@ mod tests {
                 assert!(matches!(r, Err(StoreError::Conflict { .. })), "k{i}: {r:?}");
             }
         }
+        holder.await.expect("task").expect("the holding write");
         let again = store.reopen().expect("reopen");
         for i in 0..64u64 {
             let got = again

@@ -32,7 +32,6 @@ struct Data {
     /// The ground truth and the provider's state, kept compactly.
     book: Book,
     rules: Vec<RuleState>,
-    seq: u64,
 }
 
 impl Data {
@@ -41,7 +40,6 @@ impl Data {
             clock,
             book: Book::with_cap(cap),
             rules: Vec::new(),
-            seq: 0,
         }
     }
 

@@ -89,8 +89,8 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             // Seq 0: no record of it exists to mark.
             return (0, Outcome::Respond(tag_response(s, &r, 503, &body, None)));
         }
-        d.seq += 1;
-        let seq = d.seq;
+        // A request's seq is its position in the ledger plus one.
+        let seq = d.book.requests.len() as u64 + 1;
         // A revoked credential's request is never a fault's target: it is refused below.
         let fault = if r.revoked {
             None
