@@ -440,7 +440,10 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
     }
 }
 
-/// Whether a post-effect fault acts on this reply (the arms of step 8 before its last).
+/// Whether a post-effect fault acts on this reply: the guards of step 8's arms before its last,
+/// restated so that the common case finishes its record under the effect's lock. A new
+/// post-effect fault goes in both places (`every_fault_on_every_operation_against_the_ledger`
+/// runs every fault on every operation).
 fn post_fault(fault: &Option<Fault>, decided: &Decided) -> bool {
     match fault {
         Some(Fault::CommitThen { .. } | Fault::CommitThenDrop) => decided.effect,
