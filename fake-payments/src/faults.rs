@@ -13,6 +13,10 @@ pub enum Op {
     Refund,
     Get,
     List,
+    /// Confirming a payment intent created unconfirmed (the Stripe dialect): the charge.
+    Confirm,
+    /// Canceling a payment intent (the Stripe dialect): voids an authorisation.
+    Cancel,
     Any,
 }
 
@@ -24,11 +28,16 @@ impl Op {
             Op::Refund => "refund",
             Op::Get => "get",
             Op::List => "list",
+            Op::Confirm => "confirm",
+            Op::Cancel => "cancel",
             Op::Any => "any",
         }
     }
     pub fn is_effectful(self) -> bool {
-        matches!(self, Op::Create | Op::Capture | Op::Refund)
+        matches!(
+            self,
+            Op::Create | Op::Capture | Op::Refund | Op::Confirm | Op::Cancel
+        )
     }
 }
 

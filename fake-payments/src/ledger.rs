@@ -34,6 +34,8 @@ pub enum EffectKind {
     PaymentCreated,
     PaymentCaptured,
     PaymentRefunded,
+    /// An authorisation voided before capture (the Stripe dialect's cancel): no money moved.
+    PaymentCanceled,
 }
 
 /// One effect that really happened.
@@ -86,6 +88,16 @@ pub struct RequestRecord {
     pub credential: String,
     /// Made with a revoked credential: answered 401, nothing processed.
     pub revoked: bool,
+    /// The client's `User-Agent`, as sent (an SDK names itself and its version there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_agent: Option<String>,
+    /// The `Stripe-Version` the client pinned, as sent (the Stripe dialect's API version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stripe_version: Option<String>,
+    /// The dialect the request spoke: absent for the native API, `stripe` for `/v1/payment_intents`
+    /// and `/v1/refunds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
 }
 
 /// The ledger returned by `GET /_control/ledger`.

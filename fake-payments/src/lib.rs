@@ -18,7 +18,7 @@ pub mod faults;
 pub mod ledger;
 pub mod profile;
 
-pub use app::{Handle, router, router_with_clock, serve};
+pub use app::{Handle, STRIPE_DEFAULT_VERSION, StripeSettings, router, router_with_clock, serve};
 pub use config::{AccountConfig, Config, IdempotencyProfile};
 pub use fake_control::clock;
 /// What the control log records of one request to a `/_control` route.

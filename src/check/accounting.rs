@@ -217,6 +217,9 @@ mod tests {
             reply: fake_payments::ledger::Reply::Written,
             credential: "account".into(),
             revoked: false,
+            user_agent: None,
+            stripe_version: None,
+            dialect: None,
         }
     }
 

@@ -126,9 +126,14 @@ pub fn mutations_accounted(
                 "on payment {}, which no occurrence of the case created",
                 payment.map_or("(none named)", String::as_str)
             )),
-            (Op::Capture, Some(o)) if o == occurrence => Ok(()),
+            (Op::Capture | Op::Cancel, Some(o)) if o == occurrence => Ok(()),
             (_, Some(o)) => match remedy {
-                Some(r) if r.original == *o && (kind == Op::Capture || r.may_refund()) => Ok(()),
+                Some(r)
+                    if r.original == *o
+                        && (matches!(kind, Op::Capture | Op::Cancel) || r.may_refund()) =>
+                {
+                    Ok(())
+                }
                 Some(r) if r.original == *o => Err(format!(
                     "by a {} remedy, which moves no money back on the original's payment",
                     r.kind.name()
@@ -148,6 +153,7 @@ pub fn mutations_accounted(
         let kind = match e.kind {
             EffectKind::PaymentCaptured => Op::Capture,
             EffectKind::PaymentRefunded => Op::Refund,
+            EffectKind::PaymentCanceled => Op::Cancel,
             EffectKind::PaymentCreated => continue,
         };
         if let Err(why) = allowed(kind, Some(&e.payment_id)) {

@@ -243,6 +243,10 @@ impl Checker {
                     Req::R012,
                     format!("provider payment {} was captured", e.payment_id),
                 ),
+                fake_payments::ledger::EffectKind::PaymentCanceled => (
+                    Req::R012,
+                    format!("provider payment {} was canceled", e.payment_id),
+                ),
                 fake_payments::ledger::EffectKind::PaymentRefunded => (
                     Req::R012,
                     format!(

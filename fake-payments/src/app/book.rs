@@ -134,6 +134,11 @@ pub(super) struct Rec {
     pub(super) payment: Option<Box<str>>,
     pub(super) lookup_key: Option<Box<str>>,
     pub(super) refs: Refs,
+    /// The client's `User-Agent` and `Stripe-Version` (`Name::NONE` when absent).
+    pub(super) agent: Name,
+    pub(super) version: Name,
+    /// Spoken in the Stripe dialect.
+    pub(super) stripe: bool,
 }
 
 /// One effect (see [`Effect`]); its seq is its position plus one. Its account and currency are
@@ -273,6 +278,9 @@ pub(super) struct Book {
     /// Request index → a request digest not of the `sha256:` form (never made by this fake's
     /// own digest rule; kept so that the ledger says exactly what was recorded).
     pub(super) odd_digests: HashMap<u32, Box<str>>,
+    /// What the Stripe dialect knows of a payment intent beyond the payment: its payment method
+    /// and capture method, and an intent not yet confirmed (no payment exists for it yet).
+    pub(super) intents: HashMap<Id16, super::stripe::Intent>,
 }
 
 /// Records reserved ahead at most (a cap above it grows the vectors as they fill).
@@ -408,6 +416,9 @@ impl Book {
                 reply: r.reply,
                 credential: self.names.str(r.credential).to_string(),
                 revoked: r.revoked,
+                user_agent: self.names.text(r.agent),
+                stripe_version: self.names.text(r.version),
+                dialect: r.stripe.then(|| "stripe".to_string()),
             })
             .collect();
         let effects = self

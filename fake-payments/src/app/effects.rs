@@ -56,7 +56,22 @@ fn decided(status: u16, body: Value, effect: bool) -> Decided {
     }
 }
 
+/// The effect of a request in either dialect (the Stripe dialect's own acts in `stripe`).
 pub(super) fn effect(
+    s: &Shared,
+    d: &mut Data,
+    r: &ApiReq,
+    seq: u64,
+    fault: Option<String>,
+    f: &Option<Fault>,
+) -> Decided {
+    match &r.stripe {
+        Some(act) => super::stripe::effect(s, d, r, seq, fault, f, act),
+        None => native_effect(s, d, r, seq, fault, f),
+    }
+}
+
+pub(super) fn native_effect(
     s: &Shared,
     d: &mut Data,
     r: &ApiReq,
@@ -85,39 +100,7 @@ pub(super) fn effect(
                     false,
                 );
             };
-            let id = *uuid::Uuid::now_v7().as_bytes();
-            let b = &mut d.book;
-            let status = b.names.get(&c.status);
-            let p = Payment {
-                account: b.names.get(acct),
-                currency: b.names.get(&c.currency),
-                status,
-                first_status: status,
-                req: (seq - 1) as u32,
-                amount: c.amount,
-                amount_captured: if c.status == "succeeded" { c.amount } else { 0 },
-                amount_refunded: 0,
-                created_ms: d.clock.now_ms(),
-                description: c.description.as_deref().map(Small::new),
-                metadata: c
-                    .metadata
-                    .iter()
-                    .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
-                    .collect(),
-            };
-            let body = d.book.payment_json(&id, &p);
-            let declined = c.status == "declined";
-            d.book.payments.insert(id, p);
-            push_effect(d, seq, EffectKind::PaymentCreated, id, None, fault);
-            let mut out = if declined {
-                let mut e = error_body("card_declined", "the card was declined");
-                e["error"]["payment"] = body;
-                decided(402, e, true)
-            } else {
-                decided(201, body, true)
-            };
-            out.created = Some(id);
-            out
+            create_payment(d, acct, c, seq, fault, *uuid::Uuid::now_v7().as_bytes())
         }
         Op::Capture => {
             let id = r.payment_id.clone().unwrap_or_default();
@@ -223,6 +206,15 @@ pub(super) fn effect(
                 None => not_found(&id),
             }
         }
+        // Confirming and canceling are the Stripe dialect's (see `stripe`).
+        Op::Confirm | Op::Cancel => decided(
+            404,
+            error_body(
+                "not_found",
+                "confirm and cancel exist in the Stripe dialect only",
+            ),
+            false,
+        ),
         Op::List | Op::Any => {
             let limit: usize = r
                 .query
@@ -274,4 +266,48 @@ pub(super) fn effect(
             )
         }
     }
+}
+
+/// Creates payment `id` from validated fields, with its `PaymentCreated` effect: 201, or a
+/// decline (402, the payment embedded) that moved no money.
+pub(super) fn create_payment(
+    d: &mut Data,
+    acct: &str,
+    c: &CreateFields,
+    seq: u64,
+    fault: Option<String>,
+    id: Id16,
+) -> Decided {
+    let b = &mut d.book;
+    let status = b.names.get(&c.status);
+    let p = Payment {
+        account: b.names.get(acct),
+        currency: b.names.get(&c.currency),
+        status,
+        first_status: status,
+        req: (seq - 1) as u32,
+        amount: c.amount,
+        amount_captured: if c.status == "succeeded" { c.amount } else { 0 },
+        amount_refunded: 0,
+        created_ms: d.clock.now_ms(),
+        description: c.description.as_deref().map(Small::new),
+        metadata: c
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+            .collect(),
+    };
+    let body = d.book.payment_json(&id, &p);
+    let declined = c.status == "declined";
+    d.book.payments.insert(id, p);
+    push_effect(d, seq, EffectKind::PaymentCreated, id, None, fault);
+    let mut out = if declined {
+        let mut e = error_body("card_declined", "the card was declined");
+        e["error"]["payment"] = body;
+        decided(402, e, true)
+    } else {
+        decided(201, body, true)
+    };
+    out.created = Some(id);
+    out
 }

@@ -62,6 +62,7 @@ mod effects;
 mod pipeline;
 mod requests;
 mod responses;
+mod stripe;
 
 use book::*;
 use control::*;
@@ -70,6 +71,7 @@ use effects::*;
 use pipeline::*;
 use requests::*;
 use responses::*;
+pub use stripe::{DEFAULT_VERSION as STRIPE_DEFAULT_VERSION, Settings as StripeSettings};
 
 struct Shared {
     config: Config,
@@ -86,6 +88,8 @@ struct Shared {
     holds: fake_control::Holds,
     /// Every request that reached a `/_control` route over HTTP.
     control_log: fake_control::control::ControlLog,
+    /// The Stripe dialect's settings (`POST /_control/stripe`).
+    stripe: Mutex<stripe::Settings>,
 }
 
 /// A credential issued at run time for one account, under a label the ledger records.
@@ -241,7 +245,12 @@ impl Handle {
             .waits
             .store(false, std::sync::atomic::Ordering::SeqCst);
         drop(d);
+        *self.0.stripe.lock().unwrap_or_else(|p| p.into_inner()) = stripe::Settings::default();
         self.0.holds.reject_all();
+    }
+    /// Sets the Stripe dialect's settings (`Stripe-Should-Retry`, search lag).
+    pub fn set_stripe(&self, settings: StripeSettings) {
+        *self.0.stripe.lock().unwrap_or_else(|p| p.into_inner()) = settings;
     }
     /// Releases every request parked under `name`; returns how many.
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
@@ -373,6 +382,7 @@ pub fn router_with_clock(
         waits: std::sync::atomic::AtomicBool::new(false),
         holds: fake_control::Holds::default(),
         control_log: Default::default(),
+        stripe: Mutex::new(stripe::Settings::default()),
     });
     let handle = Handle(shared.clone());
     let api = Router::new()
@@ -399,6 +409,48 @@ pub fn router_with_clock(
         .route(
             "/v1/profile",
             get(published_profile).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents",
+            post(stripe::pi_create)
+                .get(stripe::pi_list)
+                .fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents/search",
+            get(stripe::pi_search).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents/{id}",
+            get(stripe::pi_get).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents/{id}/confirm",
+            post(stripe::pi_confirm).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents/{id}/capture",
+            post(stripe::pi_capture).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/payment_intents/{id}/cancel",
+            post(stripe::pi_cancel).fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/refunds",
+            post(stripe::re_create)
+                .get(stripe::re_list)
+                .fallback(method_not_allowed),
+        )
+        .route(
+            "/v1/refunds/{id}",
+            get(stripe::re_get).fallback(method_not_allowed),
+        )
+        .route(
+            "/_control/stripe",
+            get(stripe::control_stripe)
+                .post(stripe::control_stripe)
+                .fallback(method_not_allowed),
         )
         .route(
             "/_control/expire",

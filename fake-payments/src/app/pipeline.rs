@@ -9,6 +9,7 @@ use super::*;
 /// and runs inline.
 pub(super) async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
     let drop = r.drop.clone();
+    let stripe = r.stripe.is_some();
     // Set with the plan, under the same lock as the rules (see `Shared::waits`).
     let may_wait = s.waits.load(std::sync::atomic::Ordering::SeqCst);
     let outcome = if may_wait {
@@ -18,7 +19,7 @@ pub(super) async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
         r.client_gone = flag;
         tokio::spawn(async move {
             let (seq, outcome) = pipeline(&shared, r).await;
-            if let Err(Outcome::Respond(_)) = tx.send(outcome) {
+            if let Err((_, Outcome::Respond(_))) = tx.send((seq, outcome)) {
                 mark_reply(&shared, seq, Reply::ClientGone);
             }
         });
@@ -26,11 +27,19 @@ pub(super) async fn run(s: Arc<Shared>, mut r: ApiReq) -> Response {
         watch.answered();
         got
     } else {
-        Ok(pipeline(&s, r).await.1)
+        Ok(pipeline(&s, r).await)
     };
     match outcome {
-        Ok(Outcome::Respond(resp)) => resp,
-        Ok(Outcome::Drop) => match drop {
+        Ok((seq, Outcome::Respond(mut resp))) => {
+            if stripe {
+                // The Stripe dialect names every request (`req_` and its ledger seq).
+                if let Ok(v) = HeaderValue::from_str(&super::stripe::request_id(seq)) {
+                    resp.headers_mut().insert("request-id", v);
+                }
+            }
+            resp
+        }
+        Ok((_, Outcome::Drop)) => match drop {
             Some(d) => {
                 d.0.notify_one();
                 std::future::pending::<Response>().await
@@ -116,6 +125,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             payment: r.payment_id.as_deref().map(Into::into),
             lookup_key: r.query.get("idempotency_key").map(|k| k.as_str().into()),
             refs: Refs::None,
+            agent: b.names.opt(r.agent.as_deref()),
+            version: b.names.opt(r.version.as_deref()),
+            stripe: r.stripe.is_some(),
         };
         b.requests.push(rec);
         // A revoked credential: recorded, refused, nothing else.
@@ -229,10 +241,12 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
                 };
                 drop(d);
                 finish(status, &body, Reply::Written, replayed, false);
-                return (
-                    seq,
-                    Outcome::Respond(tag_response(s, &r, status, &body, None)),
-                );
+                let mut resp = tag_response(s, &r, status, &body, None);
+                if replayed && r.stripe.is_some() {
+                    resp.headers_mut()
+                        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                }
+                return (seq, Outcome::Respond(resp));
             }
         }
         d.book.idem.insert(

@@ -21,6 +21,11 @@ pub(super) struct ApiReq {
     pub(super) credential: String,
     /// Made with a credential revoked before it arrived: recorded, answered 401, no effect.
     pub(super) revoked: bool,
+    /// The client's `User-Agent` and `Stripe-Version` headers, as sent.
+    pub(super) agent: Option<String>,
+    pub(super) version: Option<String>,
+    /// What a Stripe-dialect request asks for (`None`: the native API).
+    pub(super) stripe: Option<super::stripe::StripeAct>,
 }
 
 /// A validated create body.
@@ -54,6 +59,18 @@ pub(super) async fn admit(
     op: Op,
     req: Request,
     payment_id: Option<String>,
+) -> Result<ApiReq, Response> {
+    admit_as(s, op, req, payment_id, false).await
+}
+
+/// [`admit`] in either dialect: the Stripe dialect's body is form-encoded (bracketed keys,
+/// read into the JSON object the request digest is taken over) and its query is percent-decoded.
+pub(super) async fn admit_as(
+    s: &Arc<Shared>,
+    op: Op,
+    req: Request,
+    payment_id: Option<String>,
+    stripe: bool,
 ) -> Result<ApiReq, Response> {
     let (parts, body) = req.into_parts();
     let pq = path_q(&parts.uri);
@@ -98,6 +115,22 @@ pub(super) async fn admit(
         fake_control::serve::read_limited(&parts.headers, body, limit, too_large).await?;
     let body = if bytes.is_empty() {
         None
+    } else if stripe {
+        match super::stripe::form_json(&bytes) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                return Err(signed(
+                    s,
+                    400,
+                    &account.id,
+                    &unauth_digest(),
+                    &error_body(
+                        "invalid_request",
+                        format!("the form body is malformed: {e}"),
+                    ),
+                ));
+            }
+        }
     } else {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) => Some(v),
@@ -138,14 +171,29 @@ pub(super) async fn admit(
         .map(|q| {
             q.split('&')
                 .filter_map(|kv| {
-                    kv.split_once('=')
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                    kv.split_once('=').map(|(k, v)| {
+                        if stripe {
+                            (super::stripe::decode(k), super::stripe::decode(v))
+                        } else {
+                            (k.to_string(), v.to_string())
+                        }
+                    })
                 })
                 .collect()
         })
         .unwrap_or_default();
     let drop = parts.extensions.get::<DropConn>().cloned();
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(200).collect::<String>())
+    };
     Ok(ApiReq {
+        agent: header("user-agent"),
+        version: header("stripe-version"),
+        stripe: None,
         op,
         account,
         key,

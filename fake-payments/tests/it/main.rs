@@ -1,3 +1,4 @@
 //! fake-payments integration tests: one binary, one module per area.
 
 mod api;
+mod stripe;
