@@ -29,6 +29,9 @@ pub enum Command {
     /// Explore seeded random fault schedules, judged by the invariants; shrink each finding to a
     /// case file.
     Explore(crate::explore::cmd::ExploreArgs),
+    /// Judge a running service, not an adapter: start it as a deploy file says, drive it through
+    /// its own business API, land faults at the provider, judge by the providers' ledgers.
+    Deploy(crate::deploy::DeployArgs),
     /// Merge the explore reports of the shards of one exploration (`explore --shard K/N`) into
     /// one report set in OUT.
     Merge(crate::explore::merge::MergeArgs),
@@ -552,6 +555,7 @@ pub async fn run(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(a) => run_suite_cmd(a).await,
         Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
+        Command::Deploy(a) => crate::deploy::deploy_cmd(a).await,
         Command::Merge(a) => {
             if a.shards
                 .first()

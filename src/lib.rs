@@ -43,6 +43,7 @@ pub mod check;
 pub mod ci;
 pub mod cli;
 pub mod clock;
+pub mod deploy;
 pub mod digest;
 pub mod exit;
 pub mod explore;

@@ -5,6 +5,7 @@
 
 pub mod accounting;
 pub mod credentials;
+pub mod deploy;
 pub mod evidence;
 pub mod expect;
 mod finding;
@@ -25,7 +26,9 @@ use std::collections::BTreeMap;
 pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 43] = [
+pub const CHECKERS: [(&str, &[Req]); 45] = [
+    ("deploy_one_entry", &[Req::R010, Req::R002]),
+    ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),
     ("one_effect_per_occurrence", &[Req::R010, Req::R002]),

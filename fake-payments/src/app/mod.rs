@@ -311,6 +311,16 @@ impl Handle {
         }
         Ok(())
     }
+    /// A payment as the native API renders it now (metadata included), whatever its account;
+    /// `None` for an id that is no payment (a draft intent is none).
+    pub fn payment(&self, payment_id: &str) -> Option<Value> {
+        let d = self.lock();
+        let id = id16(PAY, payment_id)?;
+        d.book
+            .payments
+            .get(&id)
+            .map(|p| d.book.payment_json(&id, p))
+    }
     /// The published verifying key.
     pub fn public_key(&self) -> ed25519_dalek::VerifyingKey {
         self.0.key.verifying_key()

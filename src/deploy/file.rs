@@ -1,0 +1,516 @@
+//! The deploy file (`aocheck-deploy.yaml`, version 1; schema `docs/schemas/deploy-v1.schema.json`):
+//! how to start the implementer's service, when it is ready, how to kill it, how its provider
+//! entries map to occurrences, and how to drive and observe it through its own business API.
+//! Every defect is named with the file, the field and the fix, all at once.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Placeholders a service's environment may hold.
+pub const ENV_PLACEHOLDERS: [&str; 7] = [
+    "payments.url",
+    "payments.key",
+    "hermes.url",
+    "store.url",
+    "store.dir",
+    "port",
+    "instance",
+];
+
+/// Placeholders a request template may hold (`{amount:int}` writes a JSON number).
+pub const DRIVE_PLACEHOLDERS: [&str; 4] = ["occurrence", "amount", "amount:int", "currency"];
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeployFile {
+    pub version: u32,
+    pub name: String,
+    pub service: Service,
+    /// How the provider's entries map to occurrences; without it no verdict can be green.
+    #[serde(default)]
+    pub attribution: Option<Attribution>,
+    pub drive: Drive,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// The argv, run in the deploy file's folder.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "one")]
+    pub instances: u32,
+    pub ready: Ready,
+    #[serde(default)]
+    pub kill: KillMode,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ready {
+    pub path: String,
+    #[serde(default = "ready_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn ready_timeout() -> u64 {
+    30_000
+}
+
+/// How an instance is killed: SIGKILL to its process group, or `cgroup.kill` of a cgroup v2
+/// aocheck makes for it under its own (delegated) cgroup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillMode {
+    #[default]
+    ProcessGroup,
+    Cgroup,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attribution {
+    /// The Idempotency-Key a provider entry of occurrence `{occurrence}` carries.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// The metadata field of a provider payment that holds the occurrence.
+    #[serde(default)]
+    pub metadata: Option<String>,
+}
+
+impl Attribution {
+    /// The rule in words (the report's key rule).
+    pub fn describe(&self) -> String {
+        match (&self.idempotency_key, &self.metadata) {
+            (Some(k), _) => format!("Idempotency-Key {k}"),
+            (None, Some(m)) => format!("metadata.{m} holds the occurrence"),
+            (None, None) => "none declared".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drive {
+    pub submit: Request,
+    pub status: Status,
+    /// How long to keep watching after the outcome is final, so that a late duplicate entry is
+    /// seen (a job queue's retry after a lease expires).
+    #[serde(default = "settle_ms")]
+    pub settle_ms: u64,
+    /// How long an occurrence may stay pending before the case gives up waiting.
+    #[serde(default = "deadline_ms")]
+    pub deadline_ms: u64,
+}
+
+fn settle_ms() -> u64 {
+    4_000
+}
+fn deadline_ms() -> u64 {
+    60_000
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    #[serde(default = "post")]
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub body: Option<Value>,
+    #[serde(default = "accepted")]
+    pub accept: Vec<u16>,
+}
+
+fn post() -> String {
+    "POST".into()
+}
+fn get() -> String {
+    "GET".into()
+}
+fn accepted() -> Vec<u16> {
+    vec![200, 201, 202]
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    #[serde(default = "get")]
+    pub method: String,
+    pub path: String,
+    /// A JSON path (`$.state`, `$.order['state']`, `$.items[0].state`) to the service's label.
+    pub outcome: String,
+    /// The service's labels and what each means in AOC terms.
+    pub outcomes: BTreeMap<String, Outcome>,
+}
+
+/// What a label of the service means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Success,
+    NotAccepted,
+    FinalFailure,
+    /// Not final yet (or the service cannot tell): never a verdict on the outcome.
+    Pending,
+}
+
+impl Outcome {
+    pub fn is_final(self) -> bool {
+        self != Outcome::Pending
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::NotAccepted => "not_accepted",
+            Outcome::FinalFailure => "final_failure",
+            Outcome::Pending => "pending",
+        }
+    }
+}
+
+/// A loaded deploy file and the folder it was read from.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub file: DeployFile,
+    pub path: PathBuf,
+    pub dir: PathBuf,
+    pub sha256: String,
+}
+
+/// Reads and checks a deploy file; every defect at once, each naming the file and field.
+pub fn load(path: &Path) -> Result<Loaded, Vec<String>> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| vec![format!("{shown}: cannot read: {e}")])?;
+    let text =
+        String::from_utf8(bytes.clone()).map_err(|_| vec![format!("{shown}: not UTF-8 text")])?;
+    let file: DeployFile = serde_saphyr::from_str(&text).map_err(|e| {
+        vec![format!(
+            "{shown}: {e} (the fields are described in docs/schemas/deploy-v1.schema.json)"
+        )]
+    })?;
+    let defects = validate(&file);
+    if !defects.is_empty() {
+        return Err(defects
+            .into_iter()
+            .map(|d| format!("{shown}: {d}"))
+            .collect());
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    Ok(Loaded {
+        file,
+        path: path.to_path_buf(),
+        dir,
+        sha256: crate::digest::Digest::of_bytes(&bytes).hex(),
+    })
+}
+
+/// The placeholders (`{name}`) in a string.
+pub fn placeholders(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(o) => o.iter().for_each(|(k, x)| {
+            out.push(k.clone());
+            strings(x, out)
+        }),
+        _ => {}
+    }
+}
+
+/// Every defect of a parsed file: field, what is wrong, and the fix.
+pub fn validate(f: &DeployFile) -> Vec<String> {
+    let mut d = Vec::new();
+    if f.version != 1 {
+        d.push(format!(
+            "version: {} is not a version this aocheck reads; write `version: 1`",
+            f.version
+        ));
+    }
+    if f.name.trim().is_empty()
+        || !f
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        d.push(format!(
+            "name: {:?} must be letters, digits, `-` or `_` (it names the report folder)",
+            f.name
+        ));
+    }
+    if f.service.command.is_empty() || f.service.command[0].trim().is_empty() {
+        d.push("service.command: give the argv, e.g. `[python3, app.py]`".into());
+    }
+    if !(1..=8).contains(&f.service.instances) {
+        d.push(format!(
+            "service.instances: {} is outside 1..=8",
+            f.service.instances
+        ));
+    }
+    for (k, v) in &f.service.env {
+        for p in placeholders(v) {
+            if !ENV_PLACEHOLDERS.contains(&p) {
+                d.push(format!(
+                    "service.env.{k}: unknown placeholder {{{p}}}; one of {}",
+                    ENV_PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(", ")
+                ));
+            }
+        }
+    }
+    if !f.service.ready.path.starts_with('/') {
+        d.push(format!(
+            "service.ready.path: {:?} must start with `/`",
+            f.service.ready.path
+        ));
+    }
+    if !f.service.env.values().any(|v| v.contains("{port}")) {
+        d.push("service.env: no variable holds {port}; the service must listen where aocheck says (e.g. `PORT: \"{port}\"`)".into());
+    }
+    if let Some(a) = &f.attribution {
+        match (&a.idempotency_key, &a.metadata) {
+            (Some(_), Some(_)) => d.push(
+                "attribution: give one of `idempotency_key` and `metadata`, not both".into(),
+            ),
+            (None, None) => d.push(
+                "attribution: give `idempotency_key: \"…{occurrence}…\"` or `metadata: FIELD` (or leave attribution out: then no verdict can pass)".into(),
+            ),
+            (Some(k), None) if !placeholders(k).contains(&"occurrence") => d.push(format!(
+                "attribution.idempotency_key: {k:?} must hold {{occurrence}}"
+            )),
+            (Some(k), None) => {
+                for p in placeholders(k) {
+                    if p != "occurrence" {
+                        d.push(format!(
+                            "attribution.idempotency_key: unknown placeholder {{{p}}}; only {{occurrence}}"
+                        ));
+                    }
+                }
+            }
+            (None, Some(m)) if m.trim().is_empty() => {
+                d.push("attribution.metadata: name the metadata field".into())
+            }
+            _ => {}
+        }
+    }
+    let r = &f.drive.submit;
+    request_defects("submit", &r.method, &r.path, r.body.as_ref(), &mut d);
+    if r.accept.is_empty() || r.accept.iter().any(|s| !(100..=599).contains(s)) {
+        d.push(
+            "drive.submit.accept: list the HTTP statuses that mean accepted, e.g. [200, 202]"
+                .into(),
+        );
+    }
+    let s = &f.drive.status;
+    request_defects("status", &s.method, &s.path, None, &mut d);
+    if !s.path.contains("{occurrence}") {
+        d.push("drive.status.path: must hold {occurrence} (the status of which order?)".into());
+    }
+    if let Err(e) = JsonPath::parse(&s.outcome) {
+        d.push(format!("drive.status.outcome: {e}"));
+    }
+    if !s.outcomes.values().any(|o| *o == Outcome::Success) {
+        d.push("drive.status.outcomes: map at least one label to `success`".into());
+    }
+    if f.drive.deadline_ms == 0 || f.drive.deadline_ms > 600_000 {
+        d.push("drive.deadline_ms: give 1 to 600000".into());
+    }
+    if f.drive.settle_ms > 120_000 {
+        d.push("drive.settle_ms: give at most 120000".into());
+    }
+    d
+}
+
+fn request_defects(
+    name: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    d: &mut Vec<String>,
+) {
+    if !["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&method) {
+        d.push(format!(
+            "drive.{name}.method: {method:?} is not one of GET, POST, PUT, PATCH, DELETE"
+        ));
+    }
+    if !path.starts_with('/') {
+        d.push(format!("drive.{name}.path: {path:?} must start with `/`"));
+    }
+    let mut all = vec![path.to_string()];
+    if let Some(b) = body {
+        strings(b, &mut all);
+    }
+    for s in &all {
+        for p in placeholders(s) {
+            if !DRIVE_PLACEHOLDERS.contains(&p) {
+                d.push(format!(
+                    "drive.{name}: unknown placeholder {{{p}}}; one of {}",
+                    DRIVE_PLACEHOLDERS.map(|p| format!("{{{p}}}")).join(", ")
+                ));
+            }
+        }
+    }
+}
+
+/// A JSON path of member names and array indices: `$`, `.name`, `['name']`, `[N]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonPath(Vec<Seg>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+impl JsonPath {
+    pub fn parse(s: &str) -> Result<JsonPath, String> {
+        let Some(mut rest) = s.strip_prefix('$') else {
+            return Err(format!("{s:?} must start with `$` (e.g. `$.state`)"));
+        };
+        let mut segs = Vec::new();
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix('.') {
+                let end = r.find(['.', '[']).unwrap_or(r.len());
+                let name = &r[..end];
+                if name.is_empty() {
+                    return Err(format!("{s:?}: an empty member name after `.`"));
+                }
+                segs.push(Seg::Key(name.to_string()));
+                rest = &r[end..];
+            } else if let Some(r) = rest.strip_prefix("['") {
+                let Some(end) = r.find("']") else {
+                    return Err(format!("{s:?}: `['` without its `']`"));
+                };
+                segs.push(Seg::Key(r[..end].to_string()));
+                rest = &r[end + 2..];
+            } else if let Some(r) = rest.strip_prefix('[') {
+                let Some(end) = r.find(']') else {
+                    return Err(format!("{s:?}: `[` without its `]`"));
+                };
+                let n = r[..end]
+                    .parse::<usize>()
+                    .map_err(|_| format!("{s:?}: `[{}]` is no array index", &r[..end]))?;
+                segs.push(Seg::Index(n));
+                rest = &r[end + 1..];
+            } else {
+                return Err(format!(
+                    "{s:?}: cannot read {rest:?} (use `.name`, `['name']` or `[N]`)"
+                ));
+            }
+        }
+        Ok(JsonPath(segs))
+    }
+
+    pub fn find<'a>(&self, v: &'a Value) -> Option<&'a Value> {
+        self.0.iter().try_fold(v, |v, s| match s {
+            Seg::Key(k) => v.get(k),
+            Seg::Index(i) => v.get(i),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    const GOOD: &str = r#"
+version: 1
+name: shop
+service:
+  command: [python3, app.py]
+  env: {PORT: "{port}", KEY: "{payments.key}"}
+  ready: {path: /healthz}
+attribution: {idempotency_key: "order-{occurrence}"}
+drive:
+  submit: {path: /orders, body: {order_id: "{occurrence}", amount: "{amount:int}"}}
+  status:
+    path: "/orders/{occurrence}"
+    outcome: $.state
+    outcomes: {paid: success, queued: pending}
+"#;
+
+    fn parse(text: &str) -> DeployFile {
+        serde_saphyr::from_str(text).expect("the test's file parses")
+    }
+
+    #[test]
+    fn a_good_file_has_no_defect_and_takes_the_defaults() {
+        let f = parse(GOOD);
+        assert_eq!(validate(&f), Vec::<String>::new());
+        assert_eq!(f.service.instances, 1);
+        assert_eq!(f.service.kill, KillMode::ProcessGroup);
+        assert_eq!(f.drive.submit.method, "POST");
+        assert_eq!(f.drive.submit.accept, vec![200, 201, 202]);
+        assert_eq!(f.drive.status.method, "GET");
+    }
+
+    #[rstest]
+    #[case::version("version: 1", "version: 2", "version: 2 is not")]
+    #[case::placeholder(
+        "KEY: \"{payments.key}\"",
+        "KEY: \"{payments.secret}\"",
+        "service.env.KEY: unknown placeholder {payments.secret}"
+    )]
+    #[case::no_port("PORT: \"{port}\"", "PORT: \"8080\"", "no variable holds {port}")]
+    #[case::key_rule("order-{occurrence}", "order-fixed", "must hold {occurrence}")]
+    #[case::path("outcome: $.state", "outcome: state", "drive.status.outcome")]
+    #[case::no_success("paid: success", "paid: pending", "at least one label to `success`")]
+    #[case::drive_placeholder(
+        "\"{amount:int}\"",
+        "\"{price}\"",
+        "drive.submit: unknown placeholder {price}"
+    )]
+    #[case::name("name: shop", "name: my shop", "name: \"my shop\"")]
+    fn each_defect_names_its_field(#[case] from: &str, #[case] to: &str, #[case] said: &str) {
+        let f = parse(&GOOD.replacen(from, to, 1));
+        let d = validate(&f);
+        assert!(d.iter().any(|x| x.contains(said)), "{d:?}");
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("aocheck-deploy.yaml");
+        std::fs::write(
+            &p,
+            GOOD.replace("instances", "x").replace("kill", "y") + "extra: 1\n",
+        )
+        .expect("write");
+        let e = load(&p).err().unwrap_or_default().join("\n");
+        assert!(
+            e.contains("extra") && e.contains("aocheck-deploy.yaml"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn placeholders_are_found_in_order() {
+        assert_eq!(placeholders("a{x}b{y.z}{"), vec!["x", "y.z"]);
+    }
+}

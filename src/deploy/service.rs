@@ -1,0 +1,283 @@
+//! The implementer's service, started by aocheck: each instance in a process group of its own
+//! (and, with `kill: cgroup`, a cgroup v2 of its own under aocheck's delegated cgroup), its
+//! environment's placeholders filled, its output to a log file, ready when its HTTP check
+//! answers 2xx; killed with SIGKILL to the group (or `cgroup.kill`), and the death confirmed.
+
+use super::file::{KillMode, Loaded};
+use rustix::process::{Pid, Signal};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// What the placeholders of a service's environment stand for in one case.
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub payments_url: String,
+    pub payments_key: String,
+    pub hermes_url: Option<String>,
+    pub store_dir: PathBuf,
+}
+
+/// One running instance.
+#[derive(Debug)]
+pub struct Instance {
+    pub label: String,
+    pub port: u16,
+    pub base: String,
+    child: Child,
+    pid: u32,
+    cgroup: Option<PathBuf>,
+    pub log: PathBuf,
+}
+
+/// How a kill was confirmed (for the report).
+#[derive(Clone, Debug)]
+pub struct Killed {
+    pub how: String,
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("no free loopback port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// The environment's values with their placeholders filled.
+pub fn fill_env(
+    env: &BTreeMap<String, String>,
+    e: &Env,
+    port: u16,
+    instance: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let dir = e.store_dir.display().to_string();
+    env.iter()
+        .map(|(k, v)| {
+            let mut out = v.clone();
+            for (name, val) in [
+                ("payments.url", Some(e.payments_url.clone())),
+                ("payments.key", Some(e.payments_key.clone())),
+                ("hermes.url", e.hermes_url.clone()),
+                ("store.url", Some(format!("sqlite:{dir}/service.db"))),
+                ("store.dir", Some(dir.clone())),
+                ("port", Some(port.to_string())),
+                ("instance", Some(instance.to_string())),
+            ] {
+                let p = format!("{{{name}}}");
+                if out.contains(&p) {
+                    match val {
+                        Some(val) => out = out.replace(&p, &val),
+                        None => {
+                            return Err(format!(
+                                "service.env.{k}: {p} has no value in this run (no such provider started)"
+                            ));
+                        }
+                    }
+                }
+            }
+            Ok((k.clone(), out))
+        })
+        .collect()
+}
+
+/// This process's own cgroup v2 folder, if the unified hierarchy is mounted.
+fn own_cgroup() -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let rel = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or("no cgroup v2 (unified) entry in /proc/self/cgroup")?;
+    Ok(Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/')))
+}
+
+/// Starts instance `label` and waits until its ready check answers 2xx.
+pub async fn start(
+    d: &Loaded,
+    e: &Env,
+    label: &str,
+    logs: &Path,
+    client: &reqwest::Client,
+) -> Result<Instance, String> {
+    let s = &d.file.service;
+    let port = free_port()?;
+    let env = fill_env(&s.env, e, port, label)?;
+    let log = logs.join(format!("service-{label}-{port}.log"));
+    let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = Command::new(&s.command[0]);
+    cmd.args(&s.command[1..])
+        .current_dir(&d.dir)
+        .envs(env)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true);
+    let child = cmd.spawn().map_err(|e| {
+        format!(
+            "service.command: cannot start {:?} in {}: {e}",
+            s.command[0],
+            d.dir.display()
+        )
+    })?;
+    let pid = child.id().ok_or("the service exited at once")?;
+    let mut inst = Instance {
+        label: label.to_string(),
+        port,
+        base: format!("http://127.0.0.1:{port}"),
+        child,
+        pid,
+        cgroup: None,
+        log,
+    };
+    if s.kill == KillMode::Cgroup {
+        let cg = own_cgroup()?.join(format!("aocheck-{label}-{port}"));
+        let placed = std::fs::create_dir(&cg)
+            .and_then(|_| std::fs::write(cg.join("cgroup.procs"), pid.to_string()));
+        if let Err(why) = placed {
+            inst.kill_group();
+            return Err(format!(
+                "service.kill: cgroup: cannot place the service in {} ({why}); this machine does not delegate a cgroup v2 to aocheck; use `kill: process_group`",
+                cg.display()
+            ));
+        }
+        inst.cgroup = Some(cg);
+    }
+    let deadline = Instant::now() + Duration::from_millis(s.ready.timeout_ms);
+    let url = format!("{}{}", inst.base, s.ready.path);
+    loop {
+        if let Ok(Some(st)) = inst.child.try_wait() {
+            return Err(format!(
+                "instance {label} exited ({st}) before it was ready; its output: {}",
+                tail(&inst.log)
+            ));
+        }
+        if let Ok(r) = client
+            .get(&url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            return Ok(inst);
+        }
+        if Instant::now() > deadline {
+            inst.kill_group();
+            return Err(format!(
+                "service.ready: {url} did not answer 2xx within {} ms; the service's output: {}",
+                s.ready.timeout_ms,
+                tail(&inst.log)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The last lines of a log, on one line.
+pub fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(8).collect();
+    crate::report::model::one_line(
+        &lines.into_iter().rev().collect::<Vec<_>>().join(" | "),
+        800,
+    )
+}
+
+impl Instance {
+    fn kill_group(&self) {
+        if let Some(g) = i32::try_from(self.pid)
+            .ok()
+            .filter(|g| *g > 1)
+            .and_then(Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
+        }
+    }
+
+    /// Kills the instance as a crash would (no chance to clean up) and confirms it: the
+    /// process's own exit by SIGKILL observed, and (cgroup) the cgroup empty.
+    pub async fn kill(&mut self) -> Result<Killed, String> {
+        let how = match &self.cgroup {
+            Some(cg) => {
+                std::fs::write(cg.join("cgroup.kill"), "1")
+                    .map_err(|e| format!("{}: {e}", cg.join("cgroup.kill").display()))?;
+                format!("cgroup.kill of {}", cg.display())
+            }
+            None => {
+                self.kill_group();
+                format!("SIGKILL to process group {}", self.pid)
+            }
+        };
+        let st = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .map_err(|_| format!("instance {} did not die within 10 s of {how}", self.label))?
+            .map_err(|e| format!("instance {}: {e}", self.label))?;
+        use std::os::unix::process::ExitStatusExt as _;
+        let confirmed = match st.signal() {
+            Some(9) => "its exit by signal 9 (SIGKILL) observed".to_string(),
+            other => {
+                return Err(format!(
+                    "instance {} ended with {st} (signal {other:?}), not by the kill",
+                    self.label
+                ));
+            }
+        };
+        let mut how = format!("{how}; {confirmed}");
+        if let Some(cg) = &self.cgroup {
+            let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
+            if !procs.trim().is_empty() {
+                return Err(format!(
+                    "{} still holds processes after cgroup.kill",
+                    cg.display()
+                ));
+            }
+            how.push_str("; the cgroup is empty");
+            let _ = std::fs::remove_dir(cg);
+        }
+        Ok(Killed { how })
+    }
+
+    /// Stops the instance at the end of a case (SIGTERM, then SIGKILL after 3 s).
+    pub async fn stop(mut self) {
+        if let Some(g) = i32::try_from(self.pid)
+            .ok()
+            .filter(|g| *g > 1)
+            .and_then(Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(g, Signal::TERM);
+        }
+        if tokio::time::timeout(Duration::from_secs(3), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.kill_group();
+            let _ = self.child.wait().await;
+        }
+        // Whatever the service left in its group.
+        self.kill_group();
+        if let Some(cg) = &self.cgroup {
+            let _ = std::fs::write(cg.join("cgroup.kill"), "1");
+            let _ = std::fs::remove_dir(cg);
+        }
+    }
+
+    /// Whether the process has exited (unasked).
+    pub fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(st)) => Some(st.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
