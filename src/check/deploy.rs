@@ -23,6 +23,8 @@ pub struct Reported {
     pub outcome: Option<&'static str>,
     /// The service's own label, as it wrote it.
     pub label: String,
+    /// The fault its entry met, when that made the reply ambiguous.
+    pub ambiguity: Ambiguity,
 }
 
 /// Whether the case's fault was an ambiguous reply (a 5xx after commit, a dropped connection):
@@ -44,7 +46,6 @@ pub fn judge(
     ledger: &Ledger,
     owner: Option<Owner<'_>>,
     reported: &[Reported],
-    ambiguity: Ambiguity,
     facts: &mut Facts,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -67,12 +68,17 @@ pub fn judge(
             "deploy_one_entry",
             Req::R010,
             format!(
-                "the provider recorded payment {} ({} {}, key {:?}, request {}) that the declared attribution places under no occurrence of the case (ground truth)",
-                e.payment_id, e.amount, e.currency, e.idempotency_key, e.request_seq
+                "the provider recorded payment {} ({} {}, key {}, request {}) that the declared attribution places under no occurrence of the case (ground truth)",
+                e.payment_id,
+                e.amount,
+                e.currency,
+                e.idempotency_key.as_deref().unwrap_or("none"),
+                e.request_seq
             ),
         ));
     }
     for r in reported {
+        let ambiguity = r.ambiguity;
         let mine: Vec<_> = creations
             .iter()
             .filter(|(_, o)| o.as_deref() == Some(r.occurrence.as_str()))
@@ -86,12 +92,12 @@ pub fn judge(
                 .iter()
                 .map(|e| {
                     format!(
-                        "{} ({} {}, {}, key {:?}, request {}, reply {:?})",
+                        "{} ({} {}, {}, key {}, request {}, reply {:?})",
                         e.payment_id,
                         e.amount,
                         e.currency,
                         e.status,
-                        e.idempotency_key,
+                        e.idempotency_key.as_deref().unwrap_or("none"),
                         e.request_seq,
                         e.reply
                     )
@@ -213,21 +219,22 @@ mod tests {
             .map(str::to_string)
     }
 
-    fn said(outcome: Option<&'static str>) -> Vec<Reported> {
+    fn said(outcome: Option<&'static str>, ambiguity: Ambiguity) -> Vec<Reported> {
         vec![Reported {
             occurrence: "o1".into(),
             outcome,
             label: outcome.unwrap_or("charging").into(),
+            ambiguity,
         }]
     }
 
-    fn run(effects: Vec<Effect>, reported: &[Reported], amb: Ambiguity) -> (Vec<Req>, Facts) {
+    fn run(effects: Vec<Effect>, reported: &[Reported]) -> (Vec<Req>, Facts) {
         let ledger = Ledger {
             effects,
             requests: Vec::new(),
         };
         let mut facts = Facts::default();
-        let f = judge(&ledger, Some(&by_key), reported, amb, &mut facts);
+        let f = judge(&ledger, Some(&by_key), reported, &mut facts);
         (f.iter().map(Finding::requirement).collect(), facts)
     }
 
@@ -251,7 +258,7 @@ mod tests {
         #[case] amb: Ambiguity,
         #[case] want: Vec<Req>,
     ) {
-        let (got, facts) = run(effects, &said(outcome), amb);
+        let (got, facts) = run(effects, &said(outcome, amb));
         assert_eq!(got, want);
         assert!(facts.count(Req::R010) > 0, "the entry count was examined");
         assert_eq!(facts.count(Req::R011) > 0, outcome.is_some());
@@ -267,8 +274,7 @@ mod tests {
         let f = judge(
             &ledger,
             None,
-            &said(Some("success")),
-            Ambiguity::None,
+            &said(Some("success"), Ambiguity::None),
             &mut facts,
         );
         assert!(f.is_empty());

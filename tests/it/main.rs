@@ -8,6 +8,7 @@ mod broken;
 mod cases;
 mod ci_action;
 mod cli;
+mod deploy;
 mod domain;
 mod explore;
 mod explore_hermes;

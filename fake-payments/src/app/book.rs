@@ -258,7 +258,7 @@ impl Payments {
             _ => self.0.push((id, p)),
         }
     }
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&Id16, &Payment)> {
+    pub(super) fn iter(&self) -> impl DoubleEndedIterator<Item = (&Id16, &Payment)> {
         self.0.iter().map(|(k, v)| (k, v))
     }
     pub(super) fn keys(&self) -> impl Iterator<Item = &Id16> {

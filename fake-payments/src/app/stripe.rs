@@ -69,7 +69,13 @@ pub(super) enum StripeAct {
     },
     Cancel,
     Retrieve,
-    List,
+    /// Newest first, as Stripe lists: `starting_after` pages toward older intents,
+    /// `ending_before` toward newer; `created` bounds in seconds.
+    List {
+        limit: usize,
+        before: Option<String>,
+        created: Vec<(&'static str, u64)>,
+    },
     Search {
         clauses: Vec<(String, String)>,
         limit: usize,
@@ -486,8 +492,36 @@ pub(super) async fn pi_create(State(s): State<Arc<Shared>>, req: Request) -> Res
 
 pub(super) async fn pi_list(State(s): State<Arc<Shared>>, req: Request) -> Response {
     call(s, Op::List, req, None, |r| {
-        limit(&r.query)?;
-        Ok(StripeAct::List)
+        let limit = limit(&r.query)?;
+        let mut created = Vec::new();
+        for (k, v) in &r.query {
+            let op = match k.as_str() {
+                "limit" | "starting_after" | "ending_before" => continue,
+                k if k.starts_with("expand[") => continue,
+                "created" => "eq",
+                "created[gt]" => "gt",
+                "created[gte]" => "gte",
+                "created[lt]" => "lt",
+                "created[lte]" => "lte",
+                other => {
+                    return Err(Invalid {
+                        status: 400,
+                        code: "parameter_unknown",
+                        param: Some(other.to_string()),
+                        message: format!("Received unknown parameter: {other}"),
+                    });
+                }
+            };
+            let t = v
+                .parse::<u64>()
+                .map_err(|_| invalid(k, format!("Invalid integer: {v}")))?;
+            created.push((op, t));
+        }
+        Ok(StripeAct::List {
+            limit,
+            before: r.query.get("ending_before").cloned(),
+            created,
+        })
     })
     .await
 }
@@ -877,9 +911,53 @@ pub(super) fn effect(
             }
             native_effect(s, d, r, seq, fault, f)
         }
-        // Capture (read as `Retrieve` with the capture op), list, refund: the native effect.
-        StripeAct::Retrieve | StripeAct::List | StripeAct::Refund => {
-            native_effect(s, d, r, seq, fault, f)
+        // Capture (read as `Retrieve` with the capture op) and refund: the native effect.
+        StripeAct::Retrieve | StripeAct::Refund => native_effect(s, d, r, seq, fault, f),
+        StripeAct::List {
+            limit,
+            before,
+            created,
+        } => {
+            let now = d.clock.now_ms();
+            let book = &d.book;
+            let after = r.query.get("starting_after").map(|a| id16(PAY, a));
+            let before = before.as_deref().map(|b| id16(PAY, &native_id(b)));
+            let mut hits: Vec<(&Id16, &Payment)> = book
+                .payments
+                .iter()
+                .rev()
+                .filter(|(id, p)| {
+                    let secs = p.created_ms / 1000;
+                    book.names.str(p.account) == acct
+                        && !book.expired.contains(*id)
+                        && now.saturating_sub(p.created_ms) <= retention_ms
+                        // A cursor that is no intent of ours pages nothing.
+                        && after.is_none_or(|a| a.is_some_and(|a| **id < a))
+                        && before.is_none_or(|b| b.is_some_and(|b| **id > b))
+                        && created.iter().all(|(op, t)| match *op {
+                            "gt" => secs > *t,
+                            "gte" => secs >= *t,
+                            "lt" => secs < *t,
+                            "lte" => secs <= *t,
+                            _ => secs == *t,
+                        })
+                })
+                .collect();
+            if matches!(f, Some(Fault::IncompleteListing)) && !hits.is_empty() {
+                // The newest matching intent is left out (the one a caller most likely seeks).
+                hits.remove(0);
+            }
+            let has_more = hits.len() > *limit;
+            hits.truncate(*limit);
+            decided(
+                200,
+                json!({
+                    "object": "list",
+                    "data": hits.iter().map(|(id, p)| book.payment_json(id, p)).collect::<Vec<_>>(),
+                    "has_more": has_more,
+                }),
+                false,
+            )
         }
         StripeAct::Search {
             clauses,
@@ -897,13 +975,14 @@ pub(super) fn effect(
             let mut hits: Vec<(&Id16, &Payment)> = book
                 .payments
                 .iter()
+                .rev()
                 .filter(|(id, p)| {
                     book.names.str(p.account) == acct
                         && !book.expired.contains(*id)
                         && now.saturating_sub(p.created_ms) <= retention_ms
                         // Not yet indexed: Stripe's search is eventually consistent.
                         && now.saturating_sub(p.created_ms) >= lag
-                        && after.is_none_or(|a| **id > a)
+                        && after.is_none_or(|a| **id < a)
                         && clauses.iter().all(|(field, want)| match field.as_str() {
                             "status" => stripe_status(book.names.str(p.status)) == want,
                             "currency" => book.names.str(p.currency) == want,
@@ -913,8 +992,8 @@ pub(super) fn effect(
                         })
                 })
                 .collect();
-            if matches!(f, Some(Fault::IncompleteListing)) {
-                hits.pop();
+            if matches!(f, Some(Fault::IncompleteListing)) && !hits.is_empty() {
+                hits.remove(0);
             }
             let has_more = hits.len() > *limit;
             hits.truncate(*limit);

@@ -412,10 +412,12 @@ async fn listing_pages_and_search_lags_behind_retrieval() {
         let r = form(&s, "/v1/payment_intents", Some(&order), &f).await;
         ids.push(r.body["id"].as_str().expect("id").to_string());
     }
+    // Newest first, as Stripe lists; `starting_after` pages toward older intents.
     let page = get(&s, "/v1/payment_intents?limit=2").await;
     assert_eq!(page.body["object"], "list");
     assert_eq!(page.body["has_more"], true);
-    assert_eq!(page.body["data"].as_array().map(Vec::len), Some(2));
+    assert_eq!(page.body["data"][0]["id"], ids[2].as_str());
+    assert_eq!(page.body["data"][1]["id"], ids[1].as_str());
     let last = page.body["data"][1]["id"].as_str().expect("id");
     let rest = get(
         &s,
@@ -423,7 +425,16 @@ async fn listing_pages_and_search_lags_behind_retrieval() {
     )
     .await;
     assert_eq!(rest.body["has_more"], false);
-    assert_eq!(rest.body["data"][0]["id"], ids[2].as_str());
+    assert_eq!(rest.body["data"].as_array().map(Vec::len), Some(1));
+    assert_eq!(rest.body["data"][0]["id"], ids[0].as_str());
+    let newer = get(&s, &format!("/v1/payment_intents?ending_before={}", ids[0])).await;
+    assert_eq!(newer.body["data"].as_array().map(Vec::len), Some(2));
+    let future = get(&s, "/v1/payment_intents?created%5Bgt%5D=99999999999").await;
+    assert_eq!(future.body["data"].as_array().map(Vec::len), Some(0));
+    assert_eq!(future.body["has_more"], false);
+    let unknown = get(&s, "/v1/payment_intents?customer=cus_1").await;
+    assert_eq!(unknown.status, 400);
+    assert_eq!(unknown.body["error"]["param"], "customer");
 
     let q = "/v1/payment_intents/search?query=metadata%5B%27order_id%27%5D%3A%27o-1%27";
     s.handle.set_stripe(StripeSettings {

@@ -1,0 +1,346 @@
+//! `aocheck deploy`: the driver against a wiremock server standing in for the user's service
+//! (each request template rendered exactly, each outcome read by its JSON path, each malformed
+//! answer refused with the template's name), the deploy files of `examples/` against the
+//! schema (an independent validator) and the loader, and both example services judged end to
+//! end through the official Python SDK.
+
+use aocheck::deploy::drive::{self, DriveError, Vars};
+use aocheck::deploy::file::{self, Outcome, Request, Status};
+use rstest::rstest;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use wiremock::matchers::{body_json, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+fn vars() -> Vars {
+    Vars {
+        occurrence: "o-1".into(),
+        amount: 2000,
+        currency: "usd".into(),
+    }
+}
+
+fn status_t(outcome: &str) -> Status {
+    Status {
+        method: "GET".into(),
+        path: "/orders/{occurrence}".into(),
+        outcome: outcome.into(),
+        outcomes: BTreeMap::from([
+            ("paid".to_string(), Outcome::Success),
+            ("declined".to_string(), Outcome::NotAccepted),
+            ("queued".to_string(), Outcome::Pending),
+        ]),
+    }
+}
+
+#[tokio::test]
+async fn the_submit_template_is_sent_exactly_as_rendered() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/shops/usd/orders"))
+        .and(header("content-type", "application/json"))
+        .and(body_json(json!({
+            "order_id": "o-1",
+            "amount": 2000,
+            "label": "order o-1 for 2000",
+            "nested": {"o-1": ["usd"]},
+        })))
+        .respond_with(ResponseTemplate::new(202).set_body_json(json!({"state": "queued"})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let t = Request {
+        method: "POST".into(),
+        path: "/shops/{currency}/orders".into(),
+        body: Some(json!({
+            "order_id": "{occurrence}",
+            "amount": "{amount:int}",
+            "label": "order {occurrence} for {amount}",
+            "nested": {"{occurrence}": ["{currency}"]},
+        })),
+        accept: vec![202],
+    };
+    let got = drive::submit(&reqwest::Client::new(), &server.uri(), &t, &vars()).await;
+    assert_eq!(got, Ok(202));
+}
+
+#[rstest]
+#[case::member("$.state", json!({"state": "paid"}), "paid", Outcome::Success)]
+#[case::nested("$.order['state']", json!({"order": {"state": "declined"}}), "declined", Outcome::NotAccepted)]
+#[case::indexed("$.history[0].state", json!({"history": [{"state": "queued"}]}), "queued", Outcome::Pending)]
+#[tokio::test]
+async fn the_outcome_is_read_by_its_json_path(
+    #[case] jp: &str,
+    #[case] answer: Value,
+    #[case] label: &str,
+    #[case] outcome: Outcome,
+) {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/orders/o-1"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(answer))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let got = drive::status(
+        &reqwest::Client::new(),
+        &server.uri(),
+        &status_t(jp),
+        &vars(),
+    )
+    .await
+    .expect("read");
+    assert_eq!(got.label, label);
+    assert_eq!(got.outcome, outcome);
+}
+
+#[rstest]
+#[case::not_json(ResponseTemplate::new(200).set_body_string("<html>ok</html>"), "drive.status: the answer is not JSON")]
+#[case::no_such_member(ResponseTemplate::new(200).set_body_json(json!({"status": "paid"})), "drive.status: $.state is not in the answer")]
+#[case::unmapped(ResponseTemplate::new(200).set_body_json(json!({"state": "settled"})), "drive.status: $.state is \"settled\", a label the deploy file does not map")]
+#[case::an_object(ResponseTemplate::new(200).set_body_json(json!({"state": {"x": 1}})), "a label the deploy file does not map")]
+#[case::error_status(ResponseTemplate::new(500).set_body_json(json!({"state": "paid"})), "drive.status: GET")]
+#[tokio::test]
+async fn a_malformed_status_answer_is_refused_with_the_templates_name(
+    #[case] answer: ResponseTemplate,
+    #[case] said: &str,
+) {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/orders/o-1"))
+        .respond_with(answer)
+        .mount(&server)
+        .await;
+    let got = drive::status(
+        &reqwest::Client::new(),
+        &server.uri(),
+        &status_t("$.state"),
+        &vars(),
+    )
+    .await;
+    let e = got.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains(said), "{e}");
+}
+
+#[tokio::test]
+async fn a_submit_answered_outside_accept_is_refused_with_the_templates_name() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(409))
+        .mount(&server)
+        .await;
+    let t = Request {
+        method: "POST".into(),
+        path: "/orders".into(),
+        body: None,
+        accept: vec![200, 202],
+    };
+    let got = drive::submit(&reqwest::Client::new(), &server.uri(), &t, &vars()).await;
+    assert!(
+        matches!(
+            &got,
+            Err(DriveError::Status {
+                template: "submit",
+                status: 409,
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    let e = got.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.starts_with("drive.submit: POST"), "{e}");
+}
+
+fn examples() -> Vec<std::path::PathBuf> {
+    ["shop-keyed", "shop-naive"]
+        .iter()
+        .map(|n| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(n)
+                .join("aocheck-deploy.yaml")
+        })
+        .collect()
+}
+
+#[test]
+fn the_example_deploy_files_load_and_meet_the_schema() {
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas/deploy-v1.schema.json");
+    for f in examples() {
+        if let Err(d) = file::load(&f) {
+            panic!("{}: {d:?}", f.display());
+        }
+        // An independent reading: PyPI's YAML-free route is JSON, so the file is read by our
+        // loader's YAML parser into JSON first, then validated by PyPI's jsonschema.
+        let text = std::fs::read_to_string(&f).expect("read");
+        let v: Value = serde_saphyr::from_str(&text).expect("yaml");
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json,sys,jsonschema; s=json.load(open(sys.argv[1])); jsonschema.validate(json.loads(sys.argv[2]), s, cls=jsonschema.Draft202012Validator)",
+            ])
+            .arg(&schema)
+            .arg(v.to_string())
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            f.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_schema_refuses_what_the_loader_refuses() {
+    let schema =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas/deploy-v1.schema.json");
+    let bad = [
+        json!({"version": 2, "name": "x", "service": {"command": ["a"], "ready": {"path": "/"}}, "drive": {}}),
+        json!({"version": 1, "name": "x", "service": {"command": ["a"], "ready": {"path": "/"}, "extra": 1},
+               "drive": {"submit": {"path": "/o"}, "status": {"path": "/o/{occurrence}", "outcome": "$.s", "outcomes": {"a": "success"}}}}),
+        json!({"version": 1, "name": "x", "service": {"command": ["a"], "ready": {"path": "/"}},
+               "attribution": {"idempotency_key": "fixed"},
+               "drive": {"submit": {"path": "/o"}, "status": {"path": "/o/{occurrence}", "outcome": "$.s", "outcomes": {"a": "success"}}}}),
+    ];
+    for b in bad {
+        let out = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json,sys,jsonschema; s=json.load(open(sys.argv[1])); jsonschema.validate(json.loads(sys.argv[2]), s, cls=jsonschema.Draft202012Validator)",
+            ])
+            .arg(&schema)
+            .arg(b.to_string())
+            .output()
+            .expect("python3");
+        assert!(!out.status.success(), "the schema accepted {b}");
+        let parsed: Result<file::DeployFile, _> = serde_json::from_value(b.clone());
+        assert!(
+            parsed
+                .map(|f| file::validate(&f))
+                .is_ok_and(|d| !d.is_empty())
+                || serde_json::from_value::<file::DeployFile>(b.clone()).is_err(),
+            "the loader accepted {b}"
+        );
+    }
+}
+
+/// The examples pay through PyPI's official `stripe` package: without it they cannot start.
+fn python_stripe() {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import stripe"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the example services need PyPI's stripe package: run .ci/run, or `python3 -m pip install stripe==16.1.0`"
+    );
+}
+
+async fn judge_example(name: &str) -> aocheck::report::model::Report {
+    python_stripe();
+    let f = examples()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains(name))
+        .expect("example");
+    let loaded = file::load(&f).expect("the example's deploy file loads");
+    let out = tempfile::tempdir().expect("tempdir");
+    for d in ["logs", "work"] {
+        std::fs::create_dir_all(out.path().join(d)).expect("mkdir");
+    }
+    aocheck::deploy::run(&loaded, out.path(), &[], &mut |_| {}).await
+}
+
+fn verdict_of(r: &aocheck::report::model::Report, id: &str) -> aocheck::report::model::Verdict {
+    r.cases
+        .iter()
+        .find(|c| c.id == id)
+        .map(|c| c.verdict)
+        .unwrap_or(aocheck::report::model::Verdict::NotRun)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keyed_example_passes_every_case_it_supports() {
+    use aocheck::report::model::Verdict;
+    let r = judge_example("shop-keyed").await;
+    for c in &r.cases {
+        let want = if c.id == "DEPLOY-HISTORY" {
+            Verdict::Unsupported
+        } else {
+            Verdict::Pass
+        };
+        assert_eq!(c.verdict, want, "{}: {} {:?}", c.id, c.reasons(), c.steps);
+        if want == Verdict::Pass {
+            assert!(c.faults.iter().all(|f| f.fired) && !c.faults.is_empty());
+            assert!(c.occurrences.iter().all(|o| o.provider_effects == 1));
+        }
+    }
+    let agents = r.implementation["user_agents_seen"].to_string();
+    assert!(
+        agents.contains("Stripe/v1 PythonBindings/16.1.0"),
+        "{agents}"
+    );
+    let req = |id: &str| {
+        r.requirements
+            .iter()
+            .find(|x| x.id.to_string() == id)
+            .map(|x| x.verdict)
+    };
+    assert_eq!(req("AOC-REQ-010"), Some(Verdict::Pass));
+    assert_eq!(req("AOC-REQ-011"), Some(Verdict::Pass));
+    assert_eq!(req("AOC-REQ-004"), Some(Verdict::Unsupported));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
+    use aocheck::report::model::Verdict;
+    let r = judge_example("shop-naive").await;
+    for id in ["DEPLOY-001", "DEPLOY-003", "DEPLOY-005"] {
+        let c = r.cases.iter().find(|c| c.id == id).expect("case");
+        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
+        assert!(
+            c.failures
+                .iter()
+                .any(|f| f.requirement.to_string() == "AOC-REQ-010"
+                    && f.msg.contains("recorded 2 entries for one occurrence")),
+            "{id}: {:?}",
+            c.failures
+        );
+        assert_eq!(c.occurrences[0].provider_effects, 2);
+    }
+    // The SDK's own retry under its own key hides a lost reply; a resubmission is deduplicated
+    // by the order id: an honest pass where the service does hold.
+    assert_eq!(verdict_of(&r, "DEPLOY-002"), Verdict::Pass);
+    assert_eq!(verdict_of(&r, "DEPLOY-004"), Verdict::Pass);
+    assert_eq!(
+        aocheck::exit::of_report(&r),
+        aocheck::exit::REQUIREMENT_FAILED
+    );
+}
+
+#[test]
+fn a_bad_deploy_file_is_refused_naming_file_field_and_fix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("aocheck-deploy.yaml");
+    std::fs::write(
+        &f,
+        "version: 1\nname: x\nservice: {command: [true], env: {P: \"{prot}\"}, ready: {path: healthz}}\ndrive:\n  submit: {path: /o}\n  status: {path: /o, outcome: state, outcomes: {a: pending}}\n",
+    )
+    .expect("write");
+    let o = crate::support::aocheck_bin(&["deploy", "check", crate::support::utf8(&f)]);
+    assert_eq!(o.status.code(), Some(3));
+    let said = crate::support::said(&o);
+    for want in [
+        "service.env.P: unknown placeholder {prot}",
+        "service.ready.path",
+        "no variable holds {port}",
+        "drive.status.path: must hold {occurrence}",
+        "drive.status.outcome",
+        "at least one label to `success`",
+    ] {
+        assert!(said.contains(want), "{want} not in {said}");
+    }
+    assert!(said.contains("aocheck-deploy.yaml"), "{said}");
+}
