@@ -185,6 +185,17 @@ pub struct Loaded {
     pub sha256: String,
 }
 
+impl Loaded {
+    /// Whether the service's environment names fake-hermes.
+    pub fn needs_hermes(&self) -> bool {
+        self.file
+            .service
+            .env
+            .values()
+            .any(|v| v.contains("{hermes.url}"))
+    }
+}
+
 /// Reads and checks a deploy file; every defect at once, each naming the file and field.
 pub fn load(path: &Path) -> Result<Loaded, Vec<String>> {
     let shown = path.display().to_string();

@@ -13,6 +13,7 @@
 //! history is not observable through a business API.
 
 pub mod drive;
+pub mod explore;
 pub mod file;
 pub mod service;
 
@@ -23,7 +24,7 @@ use crate::report::model::{
     CaseReport, Failure, FaultReport, HarnessCause, OccurrenceReport, Report, Summary, Verdict,
 };
 use drive::{Observed, Vars};
-use fake_payments::faults::{Fault, Op, Plan, Rule};
+use fake_payments::faults::{Fault, Op, Rule};
 use file::{Loaded, Outcome};
 use serde_json::json;
 use service::{Env, Instance};
@@ -44,6 +45,9 @@ pub enum DeployCmd {
     Run(RunArgs),
     /// Check a deploy file: every defect at once, with the field and the fix.
     Check { file: PathBuf },
+    /// Try seeded random fault schedules against the service; shrink the first that fails to
+    /// a schedule file `run --schedule` replays.
+    Explore(explore::ExploreArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,12 +58,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Run only the cases with these ids (repeatable), e.g. `--case DEPLOY-001`.
-    #[arg(long = "case")]
+    #[arg(long = "case", conflicts_with = "schedule")]
     pub cases: Vec<String>,
+    /// Run this schedule (a file `deploy explore` wrote) instead of the cases.
+    #[arg(long)]
+    pub schedule: Option<PathBuf>,
 }
 
-/// The cases that make sense at a deployment's boundary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The faults that make sense at a deployment's boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     CrashAtHold,
     LostReply,
@@ -122,17 +130,18 @@ pub const NEEDS_HISTORY: [Req; 9] = [
     Req::R013,
 ];
 
-const HOLD: &str = "deploy-entry";
 const ACCOUNT_KEY: &str = "sk_test_a";
 
 /// The providers of one run, in process, on loopback.
-struct Providers {
+#[derive(Debug)]
+pub struct Providers {
     payments: fake_payments::Handle,
     payments_url: String,
     hermes_url: Option<String>,
 }
 
-async fn start_providers(needs_hermes: bool) -> Result<Providers, String> {
+/// fake-payments, and fake-hermes when the service's environment names it.
+async fn start_providers(d: &Loaded) -> Result<Providers, String> {
     let (app, payments) = fake_payments::router(fake_payments::Config::example())
         .map_err(|d| format!("fake-payments: {}", d.join("; ")))?;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -143,7 +152,7 @@ async fn start_providers(needs_hermes: bool) -> Result<Providers, String> {
         l.local_addr().map_err(|e| format!("fake-payments: {e}"))?
     );
     tokio::spawn(fake_payments::serve(l, app));
-    let hermes_url = if needs_hermes {
+    let hermes_url = if d.needs_hermes() {
         let (app, _h) = fake_hermes::router(fake_hermes::Config::default())
             .map_err(|d| format!("fake-hermes: {}", d.join("; ")))?;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -181,6 +190,7 @@ pub async fn deploy_cmd(a: DeployArgs) -> u8 {
             }
         },
         DeployCmd::Run(r) => run_cmd(r).await,
+        DeployCmd::Explore(e) => explore::explore_cmd(e).await,
     }
 }
 
@@ -211,7 +221,35 @@ async fn run_cmd(a: RunArgs) -> u8 {
         eprintln!("{e}");
         return crate::exit::INVALID_INPUT;
     }
-    let report = run(&loaded, &out, &a.cases, &mut |line| eprintln!("{line}")).await;
+    let report = match &a.schedule {
+        None => run(&loaded, &out, &a.cases, &mut |line| eprintln!("{line}")).await,
+        Some(f) => {
+            let schedule = match read_schedule(f) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return crate::exit::INVALID_INPUT;
+                }
+            };
+            let p = match start_providers(&loaded).await {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("providers: {e}");
+                    return crate::exit::UNREACHABLE;
+                }
+            };
+            eprintln!("schedule {} …", explore::describe(&schedule));
+            let ran = run_schedule(
+                &loaded,
+                &p,
+                &out.join("work").join("schedule"),
+                &out.join("logs").join("schedule"),
+                &schedule,
+            )
+            .await;
+            schedule_report(&loaded, &schedule, ran, f)
+        }
+    };
     if let Err(e) = crate::ci::write_reports(&report, &out, None) {
         eprintln!("cannot write the reports in {}: {e}", out.display());
         return crate::exit::UNREACHABLE;
@@ -259,16 +297,10 @@ pub async fn run(
     only: &[String],
     progress: &mut dyn FnMut(String),
 ) -> Report {
-    let needs_hermes = d
-        .file
-        .service
-        .env
-        .values()
-        .any(|v| v.contains("{hermes.url}"));
     let mut cases = Vec::new();
     let mut seen_agents = BTreeSet::new();
     let mut seen_versions = BTreeSet::new();
-    match start_providers(needs_hermes).await {
+    match start_providers(d).await {
         Err(e) => {
             for c in CASES
                 .iter()
@@ -301,6 +333,16 @@ pub async fn run(
         }
     }
     cases.push(history_case(d));
+    assemble(d, cases, seen_agents, seen_versions)
+}
+
+/// The report of a run's cases (the history case included).
+fn assemble(
+    d: &Loaded,
+    mut cases: Vec<CaseReport>,
+    agents: BTreeSet<String>,
+    versions: BTreeSet<String>,
+) -> Report {
     let implementation = json!({
         "kind": "deployment",
         "name": d.file.name,
@@ -308,10 +350,13 @@ pub async fn run(
         "deploy_file_sha256": d.sha256,
         "command": d.file.service.command,
         "instances": d.file.service.instances,
-        "kill": match d.file.service.kill { file::KillMode::Cgroup => "cgroup", file::KillMode::ProcessGroup => "process_group" },
+        "kill": match d.file.service.kill {
+            file::KillMode::Cgroup => "cgroup",
+            file::KillMode::ProcessGroup => "process_group",
+        },
         "attribution": d.file.attribution.as_ref().map(file::Attribution::describe),
-        "user_agents_seen": seen_agents,
-        "stripe_versions_seen": seen_versions,
+        "user_agents_seen": agents,
+        "stripe_versions_seen": versions,
     });
     for c in cases.iter_mut() {
         c.implementation = Some(implementation.clone());
@@ -337,6 +382,57 @@ pub async fn run(
         shard: None,
         expectations: None,
     }
+}
+
+/// Reads a schedule file (`deploy explore` writes one).
+pub fn read_schedule(f: &Path) -> Result<Schedule, String> {
+    let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+    let s: Schedule = serde_saphyr::from_str(&text).map_err(|e| {
+        format!(
+            "{}: {e} (a schedule is `steps: [{{occurrence: ID, fault: crash_at_hold | lost_reply | error_after_commit | resubmit | takeover | null}}]`)",
+            f.display()
+        )
+    })?;
+    let mut seen = BTreeSet::new();
+    for (i, st) in s.steps.iter().enumerate() {
+        if st.occurrence.is_empty() || !seen.insert(st.occurrence.clone()) {
+            return Err(format!(
+                "{}: steps[{i}].occurrence: give each order its own non-empty id",
+                f.display()
+            ));
+        }
+    }
+    if s.steps.is_empty() {
+        return Err(format!("{}: steps: give at least one order", f.display()));
+    }
+    Ok(s)
+}
+
+/// The report of one schedule run as a case (`DEPLOY-SCHEDULE`).
+pub fn schedule_report(d: &Loaded, s: &Schedule, ran: Ran, file: &Path) -> Report {
+    let mut reqs = vec![Req::R010, Req::R002, Req::R011];
+    if s.steps
+        .iter()
+        .any(|st| matches!(st.fault, Some(Kind::LostReply | Kind::ErrorAfterCommit)))
+    {
+        reqs.push(Req::R009);
+    }
+    let mut c = CaseReport::new(
+        "DEPLOY-SCHEDULE",
+        &format!("Schedule {}", explore::describe(s)),
+        &d.path,
+        reqs.iter().map(|r| r.to_string()).collect(),
+    );
+    c.file_sha256 = d.sha256.clone();
+    c.key_rule = d.file.attribution.as_ref().map(file::Attribution::describe);
+    c.repro = format!(
+        "aocheck deploy run {} --schedule {}",
+        d.path.display(),
+        file.display()
+    );
+    let (agents, versions) = (ran.agents.clone(), ran.versions.clone());
+    let c = case_report(d, c, &reqs, ran);
+    assemble(d, vec![c, history_case(d)], agents, versions)
 }
 
 fn new_case(d: &Loaded, c: &DeployCase) -> CaseReport {
@@ -398,6 +494,69 @@ fn rule(fault: Fault) -> Rule {
     }
 }
 
+/// One order of a schedule, and the fault its first payment creation meets.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub occurrence: String,
+    #[serde(default)]
+    pub fault: Option<Kind>,
+}
+
+/// Orders submitted one after another, each watched until its outcome is final and settled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    pub steps: Vec<Step>,
+}
+
+impl Kind {
+    fn fault(self, hold: &str) -> Fault {
+        match self {
+            Kind::CrashAtHold | Kind::Resubmit | Kind::Takeover => {
+                Fault::Hold { name: hold.into() }
+            }
+            Kind::LostReply => Fault::CommitThenDrop,
+            Kind::ErrorAfterCommit => Fault::CommitThen { status: 500 },
+        }
+    }
+    fn ambiguity(self) -> Ambiguity {
+        match self {
+            Kind::LostReply => Ambiguity::Dropped,
+            Kind::ErrorAfterCommit => Ambiguity::ErrorAfterCommit,
+            _ => Ambiguity::None,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::CrashAtHold => "crash_at_hold",
+            Kind::LostReply => "lost_reply",
+            Kind::ErrorAfterCommit => "error_after_commit",
+            Kind::Resubmit => "resubmit",
+            Kind::Takeover => "takeover",
+        }
+    }
+}
+
+/// What running a schedule gave.
+#[derive(Debug)]
+pub struct Ran {
+    pub steps: Vec<String>,
+    pub faults: Vec<FaultReport>,
+    /// Why aocheck could not decide, when it could not.
+    pub undecided: Option<(HarnessCause, String)>,
+    pub reported: Vec<Reported>,
+    pub observed: Vec<Option<Observed>>,
+    pub findings: Vec<crate::check::Finding>,
+    pub facts: Facts,
+    /// Provider entries per occurrence, by the declared attribution.
+    pub entries: Vec<u32>,
+    pub millis: u64,
+    /// The clients (`User-Agent`) and API versions (`Stripe-Version`) seen on the wire.
+    pub agents: BTreeSet<String>,
+    pub versions: BTreeSet<String>,
+}
+
 struct Ctx<'a> {
     d: &'a Loaded,
     p: &'a Providers,
@@ -406,6 +565,7 @@ struct Ctx<'a> {
     logs: PathBuf,
     steps: Vec<String>,
     started: Instant,
+    next_label: u8,
 }
 
 impl Ctx<'_> {
@@ -414,22 +574,28 @@ impl Ctx<'_> {
         self.steps
             .push(format!("{:>6} ms  {s}", self.started.elapsed().as_millis()));
     }
-    async fn start(&mut self, label: &str) -> Result<Instance, String> {
-        let i = service::start(self.d, &self.env, label, &self.logs, &self.client).await?;
+    async fn start(&mut self, label: &str) -> Result<Instance, (HarnessCause, String)> {
+        let i = service::start(self.d, &self.env, label, &self.logs, &self.client)
+            .await
+            .map_err(|e| (HarnessCause::Unreachable, e))?;
         self.step(format!(
             "instance {label} started on port {} and ready",
             i.port
         ));
         Ok(i)
     }
-    async fn parked(&mut self) -> Result<(), (HarnessCause, String)> {
+    fn fresh_label(&mut self) -> String {
+        self.next_label += 1;
+        ((b'a' + self.next_label.min(25)) as char).to_string()
+    }
+    async fn parked(&mut self, hold: &str) -> Result<(), (HarnessCause, String)> {
         if self
             .p
             .payments
-            .wait_parked(HOLD, 1, Duration::from_secs(30))
+            .wait_parked(hold, 1, Duration::from_secs(30))
             .await
         {
-            self.step("the service's payment request is parked at the provider's hold");
+            self.step("the service's payment creation is parked at the provider's hold");
             Ok(())
         } else {
             Err((
@@ -438,12 +604,16 @@ impl Ctx<'_> {
             ))
         }
     }
-    async fn kill(&mut self, i: &mut Instance) -> Result<String, (HarnessCause, String)> {
+    async fn kill(
+        &mut self,
+        i: &mut Instance,
+        hold: &str,
+    ) -> Result<String, (HarnessCause, String)> {
         let k = i.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
         let gone = self
             .p
             .payments
-            .wait_client_gone(HOLD, Duration::from_secs(10))
+            .wait_client_gone(hold, Duration::from_secs(10))
             .await;
         let how = format!(
             "{}; {}",
@@ -463,45 +633,59 @@ impl Ctx<'_> {
         }
         Ok(how)
     }
-    fn release(&mut self) {
+    fn release(&mut self, hold: &str) {
         let n = self
             .p
             .payments
-            .release(HOLD, fake_payments::app::ReleaseAction::Proceed);
+            .release(hold, fake_payments::app::ReleaseAction::Proceed);
         self.step(format!(
             "the provider commits the held request ({n} released; its client is gone)"
         ));
     }
 }
 
-async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> CaseReport {
+/// Runs a schedule against a fresh service (a fresh store folder `work`, providers reset) and
+/// judges it by the ledger.
+pub async fn run_schedule(
+    d: &Loaded,
+    p: &Providers,
+    work: &Path,
+    logs: &Path,
+    schedule: &Schedule,
+) -> Ran {
     let started = Instant::now();
-    let mut report = new_case(d, c);
-    if c.kind == Kind::Takeover && d.file.service.instances < 2 {
-        report.verdict = Verdict::Unsupported;
-        report.unsupported = Some(format!(
-            "service.instances is {}: a takeover needs 2",
-            d.file.service.instances
-        ));
-        return report;
-    }
+    let mut ran = Ran {
+        steps: Vec::new(),
+        faults: Vec::new(),
+        undecided: None,
+        reported: Vec::new(),
+        observed: Vec::new(),
+        findings: Vec::new(),
+        facts: Facts::default(),
+        entries: Vec::new(),
+        millis: 0,
+        agents: BTreeSet::new(),
+        versions: BTreeSet::new(),
+    };
     p.payments.reset();
-    let work = out.join("work").join(c.id);
-    let logs = out.join("logs").join(c.id);
-    for dir in [&work, &logs] {
+    for dir in [work, logs] {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            return report.harness_error(format!("{}: {e}", dir.display()), started);
+            ran.undecided = Some((HarnessCause::Unreachable, format!("{}: {e}", dir.display())));
+            return ran;
         }
     }
-    // The service's store lives in a fresh folder per case; an absolute path, since the service
-    // runs in the deploy file's folder.
-    let store_dir = std::fs::canonicalize(&work).unwrap_or(work);
+    // The service's store lives in a fresh folder; an absolute path, since the service runs
+    // in the deploy file's folder.
+    let store_dir = std::fs::canonicalize(work).unwrap_or_else(|_| work.to_path_buf());
     let client = match reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
     {
         Ok(c) => c,
-        Err(e) => return report.harness_error(format!("http client: {e}"), started),
+        Err(e) => {
+            ran.undecided = Some((HarnessCause::Unreachable, format!("http client: {e}")));
+            return ran;
+        }
     };
     let mut cx = Ctx {
         d,
@@ -513,200 +697,171 @@ async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> Case
             hermes_url: p.hermes_url.clone(),
             store_dir,
         },
-        logs,
+        logs: logs.to_path_buf(),
         steps: Vec::new(),
         started,
-    };
-    let fault = match c.kind {
-        Kind::CrashAtHold | Kind::Resubmit | Kind::Takeover => Fault::Hold { name: HOLD.into() },
-        Kind::LostReply => Fault::CommitThenDrop,
-        Kind::ErrorAfterCommit => Fault::CommitThen { status: 500 },
-    };
-    let what = format!("the first payment creation: {fault}");
-    if let Err(e) = p.payments.set_plan(Plan {
-        rules: vec![rule(fault)],
-    }) {
-        return report.harness_error(format!("fault plan: {}", e.join("; ")), started);
-    }
-    let occurrence = format!("{}-o1", c.id.to_lowercase());
-    let vars = Vars {
-        occurrence: occurrence.clone(),
-        amount: 2000,
-        currency: "usd".into(),
+        next_label: 0,
     };
     let mut live: Vec<Instance> = Vec::new();
-    let result = drive_case(&mut cx, c.kind, &vars, &mut live).await;
-    let fired = p.payments.rules().iter().any(|r| r.fired > 0);
-    report.faults.push(FaultReport { what, fired });
+    let result = drive_schedule(&mut cx, schedule, &mut live, &mut ran).await;
+    let rules = p.payments.rules();
+    for (i, st) in schedule.steps.iter().enumerate() {
+        if let Some(k) = st.fault {
+            let fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
+            ran.faults.push(FaultReport {
+                what: format!(
+                    "order {}: its first payment creation meets {} ({})",
+                    st.occurrence,
+                    k.label(),
+                    k.fault(&format!("deploy-{i}"))
+                ),
+                fired,
+            });
+        }
+    }
     for i in live.drain(..) {
         i.stop().await;
     }
-    report.steps = std::mem::take(&mut cx.steps);
-    let observed = match result {
-        Err((cause, msg)) => {
-            return report.harness_error_because(cause, msg, started);
-        }
-        Ok(o) => o,
-    };
-    if !fired {
-        return report.harness_error_because(
-            HarnessCause::Undecided,
-            "the declared fault never fired: the service made no payment creation".into(),
-            started,
-        );
+    ran.steps = std::mem::take(&mut cx.steps);
+    ran.millis = started.elapsed().as_millis() as u64;
+    if let Err(e) = result {
+        ran.undecided = Some(e);
+        return ran;
     }
-    // Judge by the ledger.
+    if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
+        ran.undecided = Some((
+            HarnessCause::Undecided,
+            format!(
+                "a declared fault never fired ({}): the service made no payment creation for it",
+                f.what
+            ),
+        ));
+        return ran;
+    }
     let ledger = p.payments.ledger();
+    for q in &ledger.requests {
+        if q.dialect.is_some() {
+            ran.agents.extend(q.user_agent.clone());
+            ran.versions.extend(q.stripe_version.clone());
+        }
+    }
     let owner = |pay: &str, key: Option<&str>| owner_of(d, &p.payments, pay, key);
     let owner_ref: Option<crate::check::deploy::Owner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
-    let reported = vec![Reported {
-        occurrence: occurrence.clone(),
-        outcome: observed
-            .as_ref()
-            .filter(|o| o.outcome.is_final())
-            .map(|o| o.outcome.label()),
-        label: observed
-            .as_ref()
-            .map_or("(none)".into(), |o| o.label.clone()),
-    }];
-    let ambiguity = match c.kind {
-        Kind::LostReply => Ambiguity::Dropped,
-        Kind::ErrorAfterCommit => Ambiguity::ErrorAfterCommit,
-        _ => Ambiguity::None,
-    };
-    let mut facts = Facts::default();
-    let findings =
-        crate::check::deploy::judge(&ledger, owner_ref, &reported, ambiguity, &mut facts);
-    for f in &findings {
-        crate::check::replay::push_failure(
-            &mut report.failures,
-            Failure {
-                requirement: f.requirement(),
-                step: None,
-                msg: f.line(),
-            },
-        );
-    }
-    let effects = ledger
-        .effects
+    ran.findings = crate::check::deploy::judge(&ledger, owner_ref, &ran.reported, &mut ran.facts);
+    ran.entries = ran
+        .reported
         .iter()
-        .filter(|e| {
-            e.kind == fake_payments::ledger::EffectKind::PaymentCreated
-                && owner(&e.payment_id, e.idempotency_key.as_deref()).as_deref()
-                    == Some(occurrence.as_str())
+        .map(|r| {
+            ledger
+                .effects
+                .iter()
+                .filter(|e| {
+                    e.kind == fake_payments::ledger::EffectKind::PaymentCreated
+                        && owner(&e.payment_id, e.idempotency_key.as_deref()).as_deref()
+                            == Some(r.occurrence.as_str())
+                })
+                .count() as u32
         })
-        .count() as u32;
-    let mut missing = Vec::new();
-    if d.file.attribution.is_none() {
-        missing.push(
-            "no attribution declared: the provider's entries cannot be placed under occurrences"
-                .to_string(),
-        );
-    }
-    if observed.as_ref().is_none_or(|o| !o.outcome.is_final()) {
-        missing.push(format!(
-            "the service still reported {:?} at the deadline ({} ms)",
-            observed.as_ref().map_or("nothing", |o| o.label.as_str()),
-            d.file.drive.deadline_ms
-        ));
-    }
-    missing.push("no report route: the occurrence's history is not observable".into());
-    report.occurrences.push(OccurrenceReport {
-        label: occurrence.clone(),
-        occurrence_id: occurrence.clone(),
-        executor_generation: 0,
-        provider_binding_digest: None,
-        state: match observed.as_ref().map(|o| o.outcome) {
-            Some(o) if o.is_final() => crate::vocab::State::Resolved,
-            _ => crate::vocab::State::Unresolved,
-        },
-        outcome: match observed.as_ref().map(|o| o.outcome) {
-            Some(Outcome::Success) => Some(crate::vocab::Outcome::Success),
-            Some(Outcome::NotAccepted) => Some(crate::vocab::Outcome::NotAccepted),
-            Some(Outcome::FinalFailure) => Some(crate::vocab::Outcome::FinalFailure),
-            _ => None,
-        },
-        provider_entry_state: if effects > 0 {
-            "entered".into()
-        } else {
-            "not_entered".into()
-        },
-        authority_state: crate::vocab::Authority::Consumed,
-        entry_attempts: effects,
-        evidence_sources: vec![
-            "the service's status route (drive.status)".into(),
-            "fake-payments ground-truth ledger".into(),
-        ],
-        missing_knowledge: missing,
-        provider_effects: effects,
-        history_len: 0,
-    });
-    report.facts = facts.by_id();
-    report.not_established = c
-        .requirements
-        .iter()
-        .filter(|r| facts.count(**r) == 0)
-        .map(|r| r.to_string())
         .collect();
-    report.verdict = if !report.failures.is_empty() {
-        Verdict::Fail
-    } else if !report.not_established.is_empty() {
-        Verdict::MissingKnowledge
-    } else {
-        Verdict::Pass
-    };
-    report.millis = started.elapsed().as_millis() as u64;
-    report
+    ran
 }
 
-/// Drives one case: the service started, the order submitted, the fault landed, the outcome
-/// watched until final and then through the settle time. Returns the last observation.
-async fn drive_case(
+async fn drive_schedule(
     cx: &mut Ctx<'_>,
-    kind: Kind,
-    vars: &Vars,
+    schedule: &Schedule,
     live: &mut Vec<Instance>,
+    ran: &mut Ran,
+) -> Result<(), (HarnessCause, String)> {
+    let unreachable = |e: String| (HarnessCause::Unreachable, e);
+    live.push(cx.start("a").await?);
+    let submit = cx.d.file.drive.submit.clone();
+    for (k, st) in schedule.steps.iter().enumerate() {
+        let hold = format!("deploy-{k}");
+        if let Some(kind) = st.fault {
+            cx.p.payments
+                .add_rule(rule(kind.fault(&hold)))
+                .map_err(|e| unreachable(format!("fault plan: {}", e.join("; "))))?;
+        }
+        let vars = Vars {
+            occurrence: st.occurrence.clone(),
+            amount: 2000,
+            currency: "usd".into(),
+        };
+        let Some(target) = live.last() else {
+            return Err(unreachable("no instance is running".into()));
+        };
+        let code = drive::submit(&cx.client, &target.base, &submit, &vars)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let label = target.label.clone();
+        cx.step(format!(
+            "order {} submitted to instance {label} ({code})",
+            vars.occurrence
+        ));
+        match st.fault {
+            Some(Kind::CrashAtHold) => {
+                cx.parked(&hold).await?;
+                let Some(mut a) = live.pop() else {
+                    return Err(unreachable("no instance is running".into()));
+                };
+                cx.kill(&mut a, &hold).await?;
+                cx.release(&hold);
+                drop(a);
+                live.push(cx.start(&label).await?);
+                cx.step(format!("instance {label} restarted on the same store"));
+            }
+            Some(Kind::Takeover) => {
+                cx.parked(&hold).await?;
+                if cx.d.file.service.instances < 2 {
+                    return Err((
+                        HarnessCause::Undecided,
+                        "a takeover needs service.instances ≥ 2".into(),
+                    ));
+                }
+                let next = cx.fresh_label();
+                let b = cx.start(&next).await?;
+                let Some(mut a) = live.pop() else {
+                    return Err(unreachable("no instance is running".into()));
+                };
+                live.push(b);
+                cx.kill(&mut a, &hold).await?;
+                cx.release(&hold);
+                drop(a);
+            }
+            Some(Kind::Resubmit) => {
+                cx.parked(&hold).await?;
+                let code = drive::submit(&cx.client, &live[live.len() - 1].base, &submit, &vars)
+                    .await
+                    .map_err(|e| unreachable(e.to_string()))?;
+                cx.step(format!("the same order submitted again ({code})"));
+                cx.release(&hold);
+            }
+            Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
+        }
+        let o = watch(cx, live, &vars).await?;
+        ran.reported.push(Reported {
+            occurrence: st.occurrence.clone(),
+            outcome: o
+                .as_ref()
+                .filter(|o| o.outcome.is_final())
+                .map(|o| o.outcome.label()),
+            label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
+            ambiguity: st.fault.map_or(Ambiguity::None, Kind::ambiguity),
+        });
+        ran.observed.push(o);
+    }
+    Ok(())
+}
+
+/// Watches an order's outcome until it is final (or the deadline), then through the settle
+/// time, on the instance started last. Returns the last observation.
+async fn watch(
+    cx: &mut Ctx<'_>,
+    live: &mut [Instance],
+    vars: &Vars,
 ) -> Result<Option<Observed>, (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
-    live.push(cx.start("a").await.map_err(unreachable)?);
-    let submit = cx.d.file.drive.submit.clone();
-    let st = drive::submit(&cx.client, &live[0].base, &submit, vars)
-        .await
-        .map_err(|e| unreachable(e.to_string()))?;
-    cx.step(format!(
-        "order {} submitted to instance a ({st})",
-        vars.occurrence
-    ));
-    match kind {
-        Kind::CrashAtHold => {
-            cx.parked().await?;
-            let mut a = live.remove(0);
-            cx.kill(&mut a).await?;
-            cx.release();
-            drop(a);
-            live.push(cx.start("a").await.map_err(unreachable)?);
-            cx.step("instance a restarted on the same store");
-        }
-        Kind::Takeover => {
-            cx.parked().await?;
-            live.push(cx.start("b").await.map_err(unreachable)?);
-            let mut a = live.remove(0);
-            cx.kill(&mut a).await?;
-            cx.release();
-            drop(a);
-        }
-        Kind::Resubmit => {
-            cx.parked().await?;
-            let st = drive::submit(&cx.client, &live[0].base, &submit, vars)
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
-            cx.step(format!("the same order submitted again ({st})"));
-            cx.release();
-        }
-        Kind::LostReply | Kind::ErrorAfterCommit => {}
-    }
-    // Watch the outcome until it is final (or the deadline), then through the settle time.
     let status = cx.d.file.drive.status.clone();
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
     let mut last: Option<Observed> = None;
@@ -727,9 +882,10 @@ async fn drive_case(
             .map_err(|e| unreachable(e.to_string()))?;
         if last.as_ref() != Some(&o) {
             cx.step(format!(
-                "the service reports {:?} ({})",
+                "the service reports {:?} ({}) for order {}",
                 o.label,
-                o.outcome.label()
+                o.outcome.label(),
+                vars.occurrence
             ));
         }
         let is_final = o.outcome.is_final();
@@ -745,6 +901,122 @@ async fn drive_case(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(last)
+}
+
+async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> CaseReport {
+    let schedule = Schedule {
+        steps: vec![Step {
+            occurrence: format!("{}-o1", c.id.to_lowercase()),
+            fault: Some(c.kind),
+        }],
+    };
+    let mut report = new_case(d, c);
+    if c.kind == Kind::Takeover && d.file.service.instances < 2 {
+        report.verdict = Verdict::Unsupported;
+        report.unsupported = Some(format!(
+            "service.instances is {}: a takeover needs 2",
+            d.file.service.instances
+        ));
+        return report;
+    }
+    let ran = run_schedule(
+        d,
+        p,
+        &out.join("work").join(c.id),
+        &out.join("logs").join(c.id),
+        &schedule,
+    )
+    .await;
+    case_report(d, report, c.requirements, ran)
+}
+
+/// A case's report from what running its schedule gave.
+pub fn case_report(
+    d: &Loaded,
+    mut report: CaseReport,
+    requirements: &[Req],
+    ran: Ran,
+) -> CaseReport {
+    report.steps = ran.steps;
+    report.faults = ran.faults;
+    report.millis = ran.millis;
+    if let Some((cause, msg)) = ran.undecided {
+        report.verdict = Verdict::HarnessError;
+        report.harness = Some(msg);
+        report.harness_cause = Some(cause);
+        return report;
+    }
+    for f in &ran.findings {
+        crate::check::replay::push_failure(
+            &mut report.failures,
+            Failure {
+                requirement: f.requirement(),
+                step: None,
+                msg: f.line(),
+            },
+        );
+    }
+    for ((r, o), entries) in ran.reported.iter().zip(&ran.observed).zip(&ran.entries) {
+        let mut missing = Vec::new();
+        if d.file.attribution.is_none() {
+            missing.push(
+                "no attribution declared: the provider's entries cannot be placed under occurrences"
+                    .to_string(),
+            );
+        }
+        if r.outcome.is_none() {
+            missing.push(format!(
+                "the service still reported {:?} at the deadline ({} ms)",
+                r.label, d.file.drive.deadline_ms
+            ));
+        }
+        missing.push("no report route: the occurrence's history is not observable".into());
+        report.occurrences.push(OccurrenceReport {
+            label: r.occurrence.clone(),
+            occurrence_id: r.occurrence.clone(),
+            executor_generation: 0,
+            provider_binding_digest: None,
+            state: if r.outcome.is_some() {
+                crate::vocab::State::Resolved
+            } else {
+                crate::vocab::State::Unresolved
+            },
+            outcome: match o.as_ref().map(|o| o.outcome) {
+                Some(Outcome::Success) => Some(crate::vocab::Outcome::Success),
+                Some(Outcome::NotAccepted) => Some(crate::vocab::Outcome::NotAccepted),
+                Some(Outcome::FinalFailure) => Some(crate::vocab::Outcome::FinalFailure),
+                _ => None,
+            },
+            provider_entry_state: if *entries > 0 {
+                "entered".into()
+            } else {
+                "not_entered".into()
+            },
+            authority_state: crate::vocab::Authority::Consumed,
+            entry_attempts: *entries,
+            evidence_sources: vec![
+                "the service's status route (drive.status)".into(),
+                "fake-payments ground-truth ledger".into(),
+            ],
+            missing_knowledge: missing,
+            provider_effects: *entries,
+            history_len: 0,
+        });
+    }
+    report.facts = ran.facts.by_id();
+    report.not_established = requirements
+        .iter()
+        .filter(|r| ran.facts.count(**r) == 0)
+        .map(|r| r.to_string())
+        .collect();
+    report.verdict = if !report.failures.is_empty() {
+        Verdict::Fail
+    } else if !report.not_established.is_empty() {
+        Verdict::MissingKnowledge
+    } else {
+        Verdict::Pass
+    };
+    report
 }
 
 #[cfg(test)]

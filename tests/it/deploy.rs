@@ -344,3 +344,85 @@ fn a_bad_deploy_file_is_refused_naming_file_field_and_fix() {
     }
     assert!(said.contains("aocheck-deploy.yaml"), "{said}");
 }
+
+/// `aocheck deploy explore F --seed 1 --runs N` into a folder of its own.
+fn explore(f: &std::path::Path, runs: &str) -> (tempfile::TempDir, std::process::Output) {
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = crate::support::aocheck_bin(&[
+        "deploy",
+        "explore",
+        crate::support::utf8(f),
+        "--seed",
+        "1",
+        "--runs",
+        runs,
+        "--out",
+        crate::support::utf8(out.path()),
+    ]);
+    (out, o)
+}
+
+#[test]
+fn exploring_the_naive_example_shrinks_to_one_order_charged_twice_and_replays() {
+    python_stripe();
+    let f = &examples()[1];
+    let (out, o) = explore(f, "4");
+    let said = crate::support::said(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    let shrunk =
+        aocheck::deploy::read_schedule(&out.path().join("shrunk.yaml")).expect("shrunk schedule");
+    assert_eq!(shrunk.steps.len(), 1, "{said}");
+    assert!(
+        matches!(
+            shrunk.steps[0].fault,
+            Some(
+                aocheck::deploy::Kind::CrashAtHold
+                    | aocheck::deploy::Kind::Takeover
+                    | aocheck::deploy::Kind::ErrorAfterCommit
+            )
+        ),
+        "{said}"
+    );
+    let explored: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("explore.json")).expect("explore.json"),
+    )
+    .expect("json");
+    assert!(
+        explored["finding"]["failures"][0]["line"]
+            .as_str()
+            .is_some_and(|l| l.contains("recorded 2 entries")),
+        "{explored}"
+    );
+    // The shrunk schedule replays as a run, and fails the same way.
+    let again = tempfile::tempdir().expect("tempdir");
+    let r = crate::support::aocheck_bin(&[
+        "deploy",
+        "run",
+        crate::support::utf8(f),
+        "--schedule",
+        crate::support::utf8(&out.path().join("shrunk.yaml")),
+        "--out",
+        crate::support::utf8(again.path()),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", crate::support::said(&r));
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(again.path().join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(report["cases"][0]["id"], "DEPLOY-SCHEDULE");
+    assert_eq!(report["cases"][0]["verdict"], "fail");
+    assert_eq!(
+        report["cases"][0]["failures"][0]["requirement"],
+        "AOC-REQ-010"
+    );
+}
+
+#[test]
+fn exploring_the_keyed_example_finds_nothing() {
+    python_stripe();
+    let f = &examples()[0];
+    let (_out, o) = explore(f, "2");
+    let said = crate::support::said(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    assert!(said.contains("no finding in 2 schedules"), "{said}");
+}

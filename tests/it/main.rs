@@ -25,6 +25,7 @@ mod providers;
 mod python_sut;
 mod report;
 mod schema;
+mod sdk_contract;
 mod store_conformance;
 mod successor_process;
 #[allow(dead_code)]

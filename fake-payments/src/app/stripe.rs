@@ -459,6 +459,18 @@ async fn call(
         .and_then(|v| v.to_str().ok())
         .unwrap_or(DEFAULT_VERSION)
         .to_string();
+    // Stripe names the key a reply answers (the SDKs read it into `last_response`).
+    let key = req
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|k| k.chars().take(255).collect::<String>());
+    let echo = |mut h: HeaderMap| {
+        if let Some(v) = key.as_deref().and_then(|k| HeaderValue::from_str(k).ok()) {
+            h.insert("idempotency-key", v);
+        }
+        h
+    };
     let resp = match admit_as(&s, op, req, id.as_deref().map(native_id), true).await {
         Ok(mut r) => {
             if let Some(a) = r.query.get_mut("starting_after") {
@@ -477,13 +489,15 @@ async fn call(
                         "param": e.param,
                         "message": e.message,
                     }});
-                    return finish(&s, e.status, &body, HeaderMap::new(), &version);
+                    return finish(&s, e.status, &body, echo(HeaderMap::new()), &version);
                 }
             }
         }
         Err(resp) => resp,
     };
-    render(&s, resp, &path, &version).await
+    let (mut parts, body) = resp.into_parts();
+    parts.headers = echo(parts.headers);
+    render(&s, Response::from_parts(parts, body), &path, &version).await
 }
 
 pub(super) async fn pi_create(State(s): State<Arc<Shared>>, req: Request) -> Response {

@@ -118,6 +118,7 @@ async fn a_confirmed_creation_is_one_charge_and_its_replay_says_so() {
     assert!(id.starts_with("pi_"), "{id}");
     assert_eq!(first.header("idempotent-replayed"), None);
     assert_eq!(first.header("request-id"), Some("req_00000000000001"));
+    assert_eq!(first.header("idempotency-key"), Some("order-o-1"));
     assert_eq!(first.header("x-fake-signature"), None);
 
     let again = form(&s, "/v1/payment_intents", Some("order-o-1"), CHARGE).await;

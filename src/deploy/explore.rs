@@ -1,0 +1,338 @@
+//! `aocheck deploy explore FILE`: seeded random schedules against a deployment (orders one after
+//! another, each meeting one fault or none at its first payment creation), each judged by the
+//! ledger (`check::deploy`); the first failing schedule is shrunk (orders dropped, faults
+//! removed or simplified, while the same requirement still fails) and written as a schedule
+//! file that `aocheck deploy run FILE --schedule S` replays, with the run's reports.
+
+use super::file::Loaded;
+use super::{Kind, Providers, Ran, Schedule, Step, run_schedule};
+use crate::aoc::requirement::Req;
+use crate::explore::rng::Rng;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+pub struct ExploreArgs {
+    /// The deploy file (`aocheck-deploy.yaml`).
+    pub file: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How many schedules to try.
+    #[arg(long, default_value_t = 8)]
+    pub runs: u64,
+    /// The most orders in one schedule.
+    #[arg(long, default_value_t = 2)]
+    pub orders: u64,
+    /// Where the findings, the shrunk schedule and its reports go (default
+    /// `reports/runs/deploy-explore-<name>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// How many shrinking runs at most.
+    #[arg(long, default_value_t = 12)]
+    pub shrink_runs: u32,
+}
+
+/// The schedule of run `index` of `seed`: 1 to `orders` orders, each with a fault or none.
+pub fn generate(seed: u64, index: u64, orders: u64, instances: u32) -> Schedule {
+    let mut rng = Rng::schedule(seed, index);
+    let n = 1 + rng.below(orders.max(1));
+    let mut kinds = vec![
+        None,
+        Some(Kind::CrashAtHold),
+        Some(Kind::LostReply),
+        Some(Kind::ErrorAfterCommit),
+        Some(Kind::Resubmit),
+    ];
+    if instances >= 2 {
+        kinds.push(Some(Kind::Takeover));
+    }
+    Schedule {
+        steps: (0..n)
+            .map(|k| Step {
+                occurrence: format!("x{seed}-{index}-{k}"),
+                fault: *rng.pick(&kinds),
+            })
+            .collect(),
+    }
+}
+
+/// Smaller schedules to try, simplest first: an order dropped, a fault removed, a takeover made
+/// a crash.
+pub fn candidates(s: &Schedule) -> Vec<Schedule> {
+    let mut out = Vec::new();
+    if s.steps.len() > 1 {
+        for i in 0..s.steps.len() {
+            let mut c = s.clone();
+            c.steps.remove(i);
+            out.push(c);
+        }
+    }
+    for i in 0..s.steps.len() {
+        if s.steps[i].fault.is_some() {
+            let mut c = s.clone();
+            c.steps[i].fault = None;
+            out.push(c);
+        }
+        if s.steps[i].fault == Some(Kind::Takeover) {
+            let mut c = s.clone();
+            c.steps[i].fault = Some(Kind::CrashAtHold);
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The requirements a run's findings fail.
+fn failed(r: &Ran) -> BTreeSet<Req> {
+    r.findings.iter().map(|f| f.requirement()).collect()
+}
+
+/// `aocheck deploy explore`; returns the exit code.
+pub async fn explore_cmd(a: ExploreArgs) -> u8 {
+    let started = std::time::Instant::now();
+    let loaded = match super::file::load(&a.file) {
+        Ok(l) => l,
+        Err(d) => {
+            for x in d {
+                eprintln!("{x}");
+            }
+            return crate::exit::INVALID_INPUT;
+        }
+    };
+    if a.runs == 0 || a.orders == 0 {
+        eprintln!("--runs and --orders: give at least 1");
+        return crate::exit::INVALID_INPUT;
+    }
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("reports/runs").join(format!("deploy-explore-{}", loaded.file.name))
+    });
+    if let Err(e) = super::prepare_out(&out) {
+        eprintln!("{e}");
+        return crate::exit::INVALID_INPUT;
+    }
+    let p = match super::start_providers(&loaded).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("providers: {e}");
+            return crate::exit::UNREACHABLE;
+        }
+    };
+    let mut tried = Vec::new();
+    let mut found: Option<(Schedule, Ran)> = None;
+    let mut undecided = 0;
+    for i in 0..a.runs {
+        let s = generate(a.seed, i, a.orders, loaded.file.service.instances);
+        let ran = run_at(&loaded, &p, &out, &format!("run-{i}"), &s).await;
+        let verdict = verdict_word(&ran);
+        eprintln!(
+            "run {}/{} {} → {verdict} ({:.1} s)",
+            i + 1,
+            a.runs,
+            describe(&s),
+            ran.millis as f64 / 1000.0
+        );
+        tried.push(serde_json::json!({"index": i, "schedule": s, "verdict": verdict}));
+        if ran.undecided.is_some() {
+            undecided += 1;
+        }
+        if !ran.findings.is_empty() {
+            found = Some((s, ran));
+            break;
+        }
+    }
+    let Some((original, first)) = found else {
+        let doc = serde_json::json!({
+            "schema": "aocheck.deploy-explore/1",
+            "deploy_file": loaded.path.display().to_string(),
+            "seed": a.seed, "runs": tried, "finding": null,
+        });
+        let _ = write_json(&out.join("explore.json"), &doc);
+        println!(
+            "deploy explore {}: no finding in {} schedules (seed {}), {undecided} undecided, in {:.1} s",
+            loaded.file.name,
+            tried.len(),
+            a.seed,
+            started.elapsed().as_secs_f64()
+        );
+        return if undecided > 0 {
+            crate::exit::UNDECIDED
+        } else {
+            crate::exit::OK
+        };
+    };
+    // Shrink: keep the first smaller schedule that still fails a requirement the original
+    // failed, until none does or the budget is spent.
+    let target = failed(&first);
+    let mut best = original.clone();
+    let mut best_ran = first;
+    let mut budget = a.shrink_runs;
+    let mut step = 0;
+    'outer: while budget > 0 {
+        for c in candidates(&best) {
+            if budget == 0 {
+                break 'outer;
+            }
+            budget -= 1;
+            step += 1;
+            let ran = run_at(&loaded, &p, &out, &format!("shrink-{step}"), &c).await;
+            let still = !failed(&ran).is_disjoint(&target) && ran.undecided.is_none();
+            eprintln!(
+                "shrink {step}: {} → {}",
+                describe(&c),
+                if still {
+                    "still fails: kept"
+                } else {
+                    "holds: dropped"
+                }
+            );
+            if still {
+                best = c;
+                best_ran = ran;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    let schedule_file = out.join("shrunk.yaml");
+    let yaml = schedule_yaml(&best);
+    if let Err(e) = std::fs::write(&schedule_file, &yaml) {
+        eprintln!("{}: {e}", schedule_file.display());
+        return crate::exit::UNREACHABLE;
+    }
+    let doc = serde_json::json!({
+        "schema": "aocheck.deploy-explore/1",
+        "deploy_file": loaded.path.display().to_string(),
+        "seed": a.seed,
+        "runs": tried,
+        "finding": {
+            "original": original,
+            "shrunk": best,
+            "failures": best_ran.findings.iter().map(|f| serde_json::json!({
+                "requirement": f.requirement().to_string(), "line": f.line()})).collect::<Vec<_>>(),
+            "steps": best_ran.steps,
+            "replay": format!("aocheck deploy run {} --schedule {}", loaded.path.display(), schedule_file.display()),
+        },
+    });
+    if let Err(e) = write_json(&out.join("explore.json"), &doc) {
+        eprintln!("{e}");
+        return crate::exit::UNREACHABLE;
+    }
+    // The shrunk schedule's reports, as a run writes them.
+    let report = super::schedule_report(&loaded, &best, best_ran, &schedule_file);
+    if let Err(e) = crate::ci::write_reports(&report, &out, None) {
+        eprintln!("cannot write the reports in {}: {e}", out.display());
+        return crate::exit::UNREACHABLE;
+    }
+    println!(
+        "deploy explore {}: a finding after {} schedules (seed {}); shrunk from {} to {}:",
+        loaded.file.name,
+        tried.len(),
+        a.seed,
+        describe(&original),
+        describe(&best)
+    );
+    for c in &report.cases {
+        for f in &c.failures {
+            println!("  {} {}", f.requirement, f.msg);
+        }
+    }
+    println!(
+        "replay: aocheck deploy run {} --schedule {} ({:.1} s; reports in {})",
+        loaded.path.display(),
+        schedule_file.display(),
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    crate::exit::REQUIREMENT_FAILED
+}
+
+async fn run_at(d: &Loaded, p: &Providers, out: &Path, name: &str, s: &Schedule) -> Ran {
+    run_schedule(
+        d,
+        p,
+        &out.join("work").join(name),
+        &out.join("logs").join(name),
+        s,
+    )
+    .await
+}
+
+fn verdict_word(r: &Ran) -> String {
+    match (&r.undecided, r.findings.is_empty()) {
+        (Some((_, why)), _) => format!("undecided: {why}"),
+        (None, false) => format!(
+            "fails {}",
+            failed(r)
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, true) => "holds".into(),
+    }
+}
+
+/// A schedule in one line: `order(fault) → …`.
+pub fn describe(s: &Schedule) -> String {
+    s.steps
+        .iter()
+        .map(|st| {
+            format!(
+                "{}({})",
+                st.occurrence,
+                st.fault.map_or("no fault", Kind::label)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// A schedule file (YAML), as `--schedule` reads it.
+pub fn schedule_yaml(s: &Schedule) -> String {
+    let mut out = String::from(
+        "# aocheck deploy schedule: orders one after another, each with the fault its first payment\n# creation meets. Replay: aocheck deploy run DEPLOY_FILE --schedule THIS_FILE\nsteps:\n",
+    );
+    for st in &s.steps {
+        out.push_str(&format!(
+            "  - {{occurrence: {}, fault: {}}}\n",
+            serde_json::Value::String(st.occurrence.clone()),
+            st.fault.map_or("null", Kind::label)
+        ));
+    }
+    out
+}
+
+fn write_json(p: &Path, v: &serde_json::Value) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_schedule_is_its_seeds_and_every_candidate_is_smaller(seed in 0u64..1000, i in 0u64..50, n in 1u64..4, inst in 1u32..3) {
+            let s = generate(seed, i, n, inst);
+            prop_assert_eq!(&s, &generate(seed, i, n, inst));
+            prop_assert!(!s.steps.is_empty() && s.steps.len() as u64 <= n);
+            if inst < 2 {
+                prop_assert!(s.steps.iter().all(|x| x.fault != Some(Kind::Takeover)));
+            }
+            let weight = |s: &Schedule| s.steps.len() * 10
+                + s.steps.iter().map(|x| match x.fault { None => 0, Some(Kind::Takeover) => 2, _ => 1 }).sum::<usize>();
+            for c in candidates(&s) {
+                prop_assert!(weight(&c) < weight(&s));
+            }
+        }
+
+        #[test]
+        fn a_schedule_file_reads_back_as_the_schedule(seed in 0u64..1000, i in 0u64..50) {
+            let s = generate(seed, i, 3, 2);
+            let back: Schedule = serde_saphyr::from_str(&schedule_yaml(&s)).expect("reads");
+            prop_assert_eq!(back, s);
+        }
+    }
+}
