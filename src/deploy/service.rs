@@ -83,7 +83,22 @@ pub fn fill_env(
         .collect()
 }
 
-/// This process's own cgroup v2 folder, if the unified hierarchy is mounted.
+/// Where the cgroup v2 (unified) hierarchy is mounted: `/sys/fs/cgroup` on a unified host,
+/// `/sys/fs/cgroup/unified` on a hybrid one (read from /proc/self/mountinfo).
+fn unified_mount() -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    text.lines()
+        .find_map(|l| {
+            // `… mount-point options - fstype source super-options`
+            let (left, right) = l.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+        })
+        .ok_or_else(|| "no cgroup2 (unified) hierarchy is mounted".to_string())
+}
+
+/// This process's own cgroup v2 folder.
 fn own_cgroup() -> Result<PathBuf, String> {
     let text = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
@@ -91,7 +106,7 @@ fn own_cgroup() -> Result<PathBuf, String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("no cgroup v2 (unified) entry in /proc/self/cgroup")?;
-    Ok(Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/')))
+    Ok(unified_mount()?.join(rel.trim_start_matches('/')))
 }
 
 /// Starts instance `label` and waits until its ready check answers 2xx.

@@ -426,3 +426,52 @@ fn exploring_the_keyed_example_finds_nothing() {
     assert_eq!(o.status.code(), Some(0), "{said}");
     assert!(said.contains("no finding in 2 schedules"), "{said}");
 }
+
+/// `kill: cgroup` where a cgroup v2 is delegated (it is on this project's machines): the kill
+/// lands by `cgroup.kill` and is confirmed; where none is, the case is a harness error that names
+/// the fix, never a verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cgroup_kill_is_confirmed_or_refused_naming_the_fix() {
+    use aocheck::report::model::Verdict;
+    python_stripe();
+    let src = &examples()[0];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = src.with_file_name("app.py");
+    let text = std::fs::read_to_string(src)
+        .expect("read")
+        .replace("kill: process_group", "kill: cgroup")
+        .replace(
+            "command: [python3, app.py]",
+            &format!(
+                "command: [python3, {}]",
+                Value::String(crate::support::utf8(&app).into())
+            ),
+        );
+    assert!(text.contains("kill: cgroup"), "{text}");
+    let f = dir.path().join("aocheck-deploy.yaml");
+    std::fs::write(&f, text).expect("write");
+    let loaded = file::load(&f).expect("loads");
+    let out = dir.path().join("out");
+    for d in ["logs", "work"] {
+        std::fs::create_dir_all(out.join(d)).expect("mkdir");
+    }
+    let r = aocheck::deploy::run(&loaded, &out, &["DEPLOY-001".to_string()], &mut |_| {}).await;
+    let c = &r.cases[0];
+    match c.verdict {
+        Verdict::Pass => assert!(
+            c.steps.iter().any(|s| s.contains("cgroup.kill of")
+                && s.contains("signal 9")
+                && s.contains("the cgroup is empty")),
+            "{:?}",
+            c.steps
+        ),
+        Verdict::HarnessError => assert!(
+            c.harness
+                .as_deref()
+                .is_some_and(|h| h.contains("use `kill: process_group`")),
+            "{:?}",
+            c.harness
+        ),
+        v => panic!("{v:?}: {}", c.reasons()),
+    }
+}
