@@ -18,7 +18,10 @@ pub mod faults;
 pub mod ledger;
 pub mod profile;
 
-pub use app::{Handle, STRIPE_DEFAULT_VERSION, StripeSettings, router, router_with_clock, serve};
+pub use app::{
+    Handle, STRIPE_DEFAULT_VERSION, StripeSettings, WebhookDelivery, WebhookEndpoint, router,
+    router_with_clock, serve, webhook_signature,
+};
 pub use config::{AccountConfig, Config, IdempotencyProfile};
 pub use fake_control::clock;
 /// What the control log records of one request to a `/_control` route.

@@ -449,6 +449,7 @@ async fn each_sdk_retries_as_its_source_says_under_one_key(
     s.handle.set_stripe(StripeSettings {
         should_retry: advice,
         search_lag_ms: 0,
+        ..Default::default()
     });
     s.handle
         .set_plan(Plan {

@@ -63,6 +63,7 @@ mod pipeline;
 mod requests;
 mod responses;
 mod stripe;
+mod webhooks;
 
 use book::*;
 use control::*;
@@ -72,6 +73,9 @@ use pipeline::*;
 use requests::*;
 use responses::*;
 pub use stripe::{DEFAULT_VERSION as STRIPE_DEFAULT_VERSION, Settings as StripeSettings};
+pub use webhooks::{
+    Delivery as WebhookDelivery, Endpoint as WebhookEndpoint, signature as webhook_signature,
+};
 
 struct Shared {
     config: Config,
@@ -90,6 +94,8 @@ struct Shared {
     control_log: fake_control::control::ControlLog,
     /// The Stripe dialect's settings (`POST /_control/stripe`).
     stripe: Mutex<stripe::Settings>,
+    /// The Stripe dialect's webhook deliveries.
+    hooks: Arc<webhooks::Hooks>,
 }
 
 /// A credential issued at run time for one account, under a label the ledger records.
@@ -246,6 +252,7 @@ impl Handle {
             .store(false, std::sync::atomic::Ordering::SeqCst);
         drop(d);
         *self.0.stripe.lock().unwrap_or_else(|p| p.into_inner()) = stripe::Settings::default();
+        self.0.hooks.clear();
         self.0.holds.reject_all();
     }
     /// Sets the Stripe dialect's settings (`Stripe-Should-Retry`, search lag).
@@ -393,6 +400,7 @@ pub fn router_with_clock(
         holds: fake_control::Holds::default(),
         control_log: Default::default(),
         stripe: Mutex::new(stripe::Settings::default()),
+        hooks: Arc::default(),
     });
     let handle = Handle(shared.clone());
     let api = Router::new()
@@ -461,6 +469,14 @@ pub fn router_with_clock(
             get(stripe::control_stripe)
                 .post(stripe::control_stripe)
                 .fallback(method_not_allowed),
+        )
+        .route(
+            "/_control/stripe/webhooks",
+            get(stripe::control_webhooks).fallback(method_not_allowed),
+        )
+        .route(
+            "/_control/stripe/forge",
+            post(stripe::control_forge).fallback(method_not_allowed),
         )
         .route(
             "/_control/expire",

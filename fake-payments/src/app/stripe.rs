@@ -54,6 +54,9 @@ pub struct Settings {
     /// search is eventually consistent). Retrieval and listing see it at once.
     #[serde(default)]
     pub search_lag_ms: u64,
+    /// Where events are delivered, signed with `Stripe-Signature` (absent: no deliveries).
+    #[serde(default)]
+    pub webhook: Option<super::webhooks::Endpoint>,
 }
 
 /// What a request of this dialect asks for.
@@ -759,6 +762,7 @@ pub(super) fn effect(
                     draft: None,
                 },
             );
+            super::webhooks::emit(s, d, &id);
             out
         }
         StripeAct::Create {
@@ -840,6 +844,7 @@ pub(super) fn effect(
                 if out.status == 201 {
                     out.status = 200;
                 }
+                super::webhooks::emit(s, d, &b);
                 return out;
             }
             match visible(d, retention_ms, acct, &id) {
@@ -908,6 +913,7 @@ pub(super) fn effect(
             }
             p.status = canceled;
             push_effect(d, seq, EffectKind::PaymentCanceled, b, None, fault);
+            super::webhooks::emit(s, d, &b);
             let body = d
                 .book
                 .payments
@@ -926,7 +932,16 @@ pub(super) fn effect(
             native_effect(s, d, r, seq, fault, f)
         }
         // Capture (read as `Retrieve` with the capture op) and refund: the native effect.
-        StripeAct::Retrieve | StripeAct::Refund => native_effect(s, d, r, seq, fault, f),
+        StripeAct::Retrieve | StripeAct::Refund => {
+            let out = native_effect(s, d, r, seq, fault, f);
+            if out.effect
+                && r.op == Op::Capture
+                && let Some(b) = r.payment_id.as_deref().and_then(|p| id16(PAY, p))
+            {
+                super::webhooks::emit(s, d, &b);
+            }
+            out
+        }
         StripeAct::List {
             limit,
             before,
@@ -1091,16 +1106,19 @@ fn stripe_status(native: &str) -> &str {
 }
 
 fn intent_json(s: &Shared, p: &Value) -> Value {
+    let d = s.data.lock().unwrap_or_else(|e| e.into_inner());
+    intent_of(&d.book, p)
+}
+
+/// A native payment's body as a payment intent, with what the dialect knows of it.
+pub(super) fn intent_of(book: &Book, p: &Value) -> Value {
     let native = p["id"].as_str().unwrap_or_default();
     let id = stripe_id(native);
-    let (pm, manual) = {
-        let d = s.data.lock().unwrap_or_else(|e| e.into_inner());
-        id16(PAY, native)
-            .and_then(|b| d.book.intents.get(&b))
-            .map_or((None, false), |i| {
-                (i.payment_method.as_deref().map(str::to_string), i.manual)
-            })
-    };
+    let (pm, manual) = id16(PAY, native)
+        .and_then(|b| book.intents.get(&b))
+        .map_or((None, false), |i| {
+            (i.payment_method.as_deref().map(str::to_string), i.manual)
+        });
     let native_status = p["status"].as_str().unwrap_or_default();
     let status = stripe_status(native_status);
     let amount = p["amount"].as_i64().unwrap_or(0);
@@ -1325,6 +1343,40 @@ pub(super) async fn control_stripe(
     }
     let now = s.stripe.lock().unwrap_or_else(|p| p.into_inner()).clone();
     plain_json(StatusCode::OK, &json!(now))
+}
+
+pub(super) async fn control_webhooks(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    if let Err(r) = control(&s, req.headers()) {
+        return r;
+    }
+    plain_json(StatusCode::OK, &json!({"deliveries": s.hooks.deliveries()}))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ForgeBody {
+    payment_id: String,
+    #[serde(default = "failed")]
+    status: String,
+}
+
+fn failed() -> String {
+    "declined".into()
+}
+
+pub(super) async fn control_forge(State(s): State<Arc<Shared>>, req: Request) -> Response {
+    let h = match control(&s, req.headers()) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    let b: ForgeBody = match control_json(req).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match h.forge_webhook(&b.payment_id, &b.status).await {
+        Ok(id) => plain_json(StatusCode::OK, &json!({"forged": id})),
+        Err(e) => plain_json(StatusCode::BAD_REQUEST, &error_body("invalid_request", e)),
+    }
 }
 
 #[cfg(test)]

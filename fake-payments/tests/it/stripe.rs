@@ -244,6 +244,7 @@ async fn a_5xx_after_commit_is_saved_replayed_and_carries_the_advice(
     s.handle.set_stripe(StripeSettings {
         should_retry: advice,
         search_lag_ms: 0,
+        ..Default::default()
     });
     s.handle
         .set_plan(Plan {
@@ -441,6 +442,7 @@ async fn listing_pages_and_search_lags_behind_retrieval() {
     s.handle.set_stripe(StripeSettings {
         should_retry: None,
         search_lag_ms: 3_600_000,
+        ..Default::default()
     });
     let lagging = get(&s, q).await;
     assert_eq!(lagging.body["object"], "search_result", "{}", lagging.body);
@@ -515,4 +517,104 @@ async fn a_bad_credential_is_an_authentication_error() {
     assert_eq!(r.status, 401);
     assert_eq!(r.body["error"]["type"], "invalid_request_error");
     assert!(s.handle.ledger().effects.is_empty());
+}
+
+/// A webhook endpoint on loopback that keeps every delivery (signature header and body).
+async fn receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+) {
+    use axum::routing::post;
+    let got: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> = Default::default();
+    let keep = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |headers: axum::http::HeaderMap, body: String| {
+            let keep = keep.clone();
+            async move {
+                let sig = headers
+                    .get("stripe-signature")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                keep.lock().expect("lock").push((sig, body));
+                "ok"
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", l.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (url, got)
+}
+
+/// Whether `sig` (`t=…,v1=…`) signs `body` under `secret`, as an SDK's `construct_event` checks.
+fn verifies(secret: &str, sig: &str, body: &str) -> bool {
+    let t = sig
+        .split(',')
+        .find_map(|p| p.strip_prefix("t="))
+        .and_then(|t| t.parse::<u64>().ok());
+    t.is_some_and(|t| fake_payments::webhook_signature(secret, t, body.as_bytes()) == sig)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_signed_late_duplicated_or_forged_as_set() {
+    let s = start().await;
+    let (url, got) = receiver().await;
+    let secret = "whsec_test_1";
+    s.handle.set_stripe(StripeSettings {
+        webhook: Some(fake_payments::WebhookEndpoint {
+            url,
+            secret: secret.into(),
+            delay_ms: 300,
+            duplicate: true,
+        }),
+        ..Default::default()
+    });
+    let r = form(&s, "/v1/payment_intents", Some("w1"), CHARGE).await;
+    let id = r.body["id"].as_str().expect("id").to_string();
+    assert!(
+        got.lock().expect("lock").is_empty(),
+        "late: not before its delay"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while got.lock().expect("lock").len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let real = got.lock().expect("lock").clone();
+    assert_eq!(real.len(), 2, "delivered twice: {real:?}");
+    for (sig, body) in &real {
+        assert!(verifies(secret, sig, body), "{sig} {body}");
+        let ev: Value = serde_json::from_str(body).expect("event json");
+        assert_eq!(ev["type"], "payment_intent.succeeded");
+        assert_eq!(ev["data"]["object"]["id"], id.as_str());
+        assert_eq!(ev["data"]["object"]["metadata"]["order_id"], "o-1");
+    }
+    assert_eq!(real[0].1, real[1].1, "the same event, twice");
+
+    let native = id.replacen("pi_", "pay_", 1);
+    let forged = s
+        .handle
+        .forge_webhook(&native, "declined")
+        .await
+        .expect("forged");
+    let all = got.lock().expect("lock").clone();
+    assert_eq!(all.len(), 3);
+    let (sig, body) = &all[2];
+    assert!(
+        !verifies(secret, sig, body),
+        "a forged delivery must not verify"
+    );
+    let ev: Value = serde_json::from_str(body).expect("event json");
+    assert_eq!(ev["id"], forged.as_str());
+    assert_eq!(ev["type"], "payment_intent.payment_failed");
+    let log = s.handle.webhook_deliveries();
+    assert_eq!(log.iter().filter(|d| d.forged).count(), 1);
+    assert!(log.iter().all(|d| d.status == Some(200)));
+    // The truth did not change: one charge, succeeded.
+    let l = s.handle.ledger();
+    assert_eq!(l.effects.len(), 1);
+    assert_eq!(l.effects[0].status, "succeeded");
 }
