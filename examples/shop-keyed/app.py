@@ -247,6 +247,19 @@ class Store:
                     (detail, time.time(), order_id),
                 )
 
+    def settle_from_event(self, order_id, state, payment_intent, detail):
+        """Records what a webhook event says of an order (a settled order is never rewritten); its jobs that no worker holds end."""
+        now = time.time()
+        with self.tx() as c:
+            cur = c.execute(
+                "UPDATE orders SET state = ?, payment_intent = COALESCE(?, payment_intent),"
+                " detail = ?, updated_at = ? WHERE order_id = ? AND state NOT IN ('paid', 'declined')",
+                (state, payment_intent, detail, now, order_id),
+            )
+            if cur.rowcount and state in ("paid", "declined"):
+                c.execute("DELETE FROM jobs WHERE order_id = ? AND lease_until < ?", (order_id, now))
+            return cur.rowcount == 1
+
     def drop_job(self, job_id):
         with self.tx() as c:
             c.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
@@ -517,8 +530,41 @@ class Handler(BaseHTTPRequestHandler):
         except sqlite3.Error as e:
             self.send_json(503, {"error": f"storage: {e}"})
 
+    def webhook(self):
+        """POST /webhooks/stripe: a payment intent's state change, believed only when its
+        Stripe-Signature verifies under our endpoint secret (a forged event changes nothing)."""
+        if not WEBHOOK_SECRET:
+            return self.send_json(404, {"error": "no webhook endpoint configured"})
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            length = -1
+        if not 0 < length <= MAX_BODY:
+            self.close_connection = True
+            return self.send_json(400, {"error": "a webhook is a JSON body with Content-Length"})
+        payload = self.rfile.read(length)
+        try:
+            event = stripe.Webhook.construct_event(
+                payload, self.headers.get("Stripe-Signature"), WEBHOOK_SECRET
+            )
+        except (stripe.SignatureVerificationError, ValueError) as e:
+            log(f"webhook refused: {describe(e)}")
+            return self.send_json(400, {"error": "the signature does not verify"})
+        if event["type"] in ("payment_intent.succeeded", "payment_intent.payment_failed"):
+            pi = event["data"]["object"]
+            oid, verdict = order_of(pi), intent_verdict(pi["status"])
+            if oid is not None and verdict is not None:
+                try:
+                    changed = self.store.settle_from_event(oid, verdict, pi["id"], f"webhook {event['id']}")
+                except sqlite3.Error as e:
+                    return self.send_json(503, {"error": f"storage: {e}"})
+                log(f"webhook {event['id']} {event['type']} order={oid} -> {verdict} ({'applied' if changed else 'already settled'})")
+        self.send_json(200, {"received": True})
+
     def do_POST(self):
         path = urlsplit(self.path).path
+        if path == "/webhooks/stripe":
+            return self.webhook()
         if path != "/orders":
             return self.send_json(404 if not path.startswith("/orders") else 405, {"error": f"no route POST {path}"})
         try:
@@ -545,6 +591,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 # ---------- main ----------
+
+
+# The webhook endpoint's signing secret (optional: without it, no webhooks are accepted).
+WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET") or None
 
 
 def config():

@@ -23,6 +23,9 @@ pub struct Reported {
     pub outcome: Option<&'static str>,
     /// The service's own label, as it wrote it.
     pub label: String,
+    /// Every final label the service reported while it was watched, in order, each with its
+    /// meaning (a terminal outcome reported for a moment and then withdrawn was still reported).
+    pub finals: Vec<(String, &'static str)>,
     /// The fault its entry met, when that made the reply ambiguous.
     pub ambiguity: Ambiguity,
 }
@@ -116,9 +119,9 @@ pub fn judge(
                 .about(Some(&r.occurrence)),
             );
         }
-        let Some(said) = r.outcome else {
+        if r.finals.is_empty() {
             continue;
-        };
+        }
         facts.saw(Req::R011);
         let moved = mine.iter().any(|e| {
             matches!(
@@ -129,62 +132,80 @@ pub fn judge(
         let succeeded = mine
             .iter()
             .any(|e| matches!(e.status.as_str(), "succeeded" | "requires_capture"));
-        let wrong = match said {
-            "success" if !succeeded => Some(if mine.is_empty() {
-                "the provider recorded no entry for it".to_string()
-            } else {
-                format!(
-                    "the provider recorded only {}",
+        let mut distinct: Vec<&'static str> = Vec::new();
+        for (label, said) in &r.finals {
+            if !distinct.contains(said) {
+                distinct.push(said);
+            }
+            let wrong = match *said {
+                "success" if !succeeded => Some(if mine.is_empty() {
+                    "the provider recorded no entry for it".to_string()
+                } else {
+                    format!(
+                        "the provider recorded only {}",
+                        mine.iter()
+                            .map(|e| format!("{} ({})", e.payment_id, e.status))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }),
+                "not_accepted" | "final_failure" if moved => Some(format!(
+                    "the provider recorded {} for it",
                     mine.iter()
-                        .map(|e| format!("{} ({})", e.payment_id, e.status))
+                        .filter(|e| e.status != "declined")
+                        .map(|e| format!(
+                            "{} ({} {}, {})",
+                            e.payment_id, e.amount, e.currency, e.status
+                        ))
                         .collect::<Vec<_>>()
                         .join(", ")
-                )
-            }),
-            "not_accepted" | "final_failure" if moved => Some(format!(
-                "the provider recorded {} for it",
-                mine.iter()
-                    .filter(|e| e.status != "declined")
-                    .map(|e| format!(
-                        "{} ({} {}, {})",
-                        e.payment_id, e.amount, e.currency, e.status
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            _ => None,
-        };
-        if let Some(why) = wrong {
+                )),
+                _ => None,
+            };
+            if let Some(why) = wrong {
+                out.push(
+                    Finding::new(
+                        "deploy_outcome_from_ledger",
+                        Req::R011,
+                        format!(
+                            "the service reported {label:?} ({said}), but {why} (ground truth)"
+                        ),
+                    )
+                    .about(Some(&r.occurrence)),
+                );
+                if *said != "success" && ambiguity != Ambiguity::None {
+                    facts.saw(Req::R009);
+                    out.push(
+                        Finding::new(
+                            "deploy_outcome_from_ledger",
+                            Req::R009,
+                            format!(
+                                "a terminal failure was reported after {}, which proves nothing about the effect",
+                                match ambiguity {
+                                    Ambiguity::ErrorAfterCommit => "a 5xx reply",
+                                    _ => "a lost reply",
+                                }
+                            ),
+                        )
+                        .about(Some(&r.occurrence)),
+                    );
+                }
+            } else if ambiguity != Ambiguity::None {
+                facts.saw(Req::R009);
+            }
+        }
+        if distinct.len() > 1 {
             out.push(
                 Finding::new(
                     "deploy_outcome_from_ledger",
                     Req::R011,
                     format!(
-                        "the service reported {:?} ({said}), but {why} (ground truth)",
-                        r.label
+                        "the service reported one terminal outcome and then another ({}): a terminal interpretation was relabelled",
+                        distinct.join(" then ")
                     ),
                 )
                 .about(Some(&r.occurrence)),
             );
-            if said != "success" && ambiguity != Ambiguity::None {
-                facts.saw(Req::R009);
-                out.push(
-                    Finding::new(
-                        "deploy_outcome_from_ledger",
-                        Req::R009,
-                        format!(
-                            "a terminal failure was reported after {}, which proves nothing about the effect",
-                            match ambiguity {
-                                Ambiguity::ErrorAfterCommit => "a 5xx reply",
-                                _ => "a lost reply",
-                            }
-                        ),
-                    )
-                    .about(Some(&r.occurrence)),
-                );
-            }
-        } else if ambiguity != Ambiguity::None {
-            facts.saw(Req::R009);
         }
     }
     out
@@ -224,6 +245,7 @@ mod tests {
             occurrence: "o1".into(),
             outcome,
             label: outcome.unwrap_or("charging").into(),
+            finals: outcome.map(|o| (o.to_string(), o)).into_iter().collect(),
             ambiguity,
         }]
     }
@@ -262,6 +284,29 @@ mod tests {
         assert_eq!(got, want);
         assert!(facts.count(Req::R010) > 0, "the entry count was examined");
         assert_eq!(facts.count(Req::R011) > 0, outcome.is_some());
+    }
+
+    #[rstest]
+    // A terminal failure reported for a moment, then success: the lie was still told.
+    #[case::declined_then_paid(&[("declined", "not_accepted"), ("paid", "success")], vec![Req::R011, Req::R009, Req::R011])]
+    // Success, then a failure label: relabelled, and the failure contradicts the ledger.
+    #[case::paid_then_failed(&[("paid", "success"), ("failed", "final_failure")], vec![Req::R011, Req::R009, Req::R011])]
+    // The same outcome under two labels of the service is no relabelling.
+    #[case::two_labels_one_outcome(&[("paid", "success"), ("settled", "success")], vec![])]
+    fn every_final_label_reported_is_judged(
+        #[case] finals: &[(&str, &'static str)],
+        #[case] want: Vec<Req>,
+    ) {
+        let last = finals.last().map(|(_, o)| *o);
+        let reported = vec![Reported {
+            occurrence: "o1".into(),
+            outcome: last,
+            label: finals.last().map_or("", |(l, _)| l).to_string(),
+            finals: finals.iter().map(|(l, o)| (l.to_string(), *o)).collect(),
+            ambiguity: Ambiguity::ErrorAfterCommit,
+        }];
+        let (got, _) = run(vec![effect(1, "pay_a", "order-o1", "succeeded")], &reported);
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub struct ExploreArgs {
 }
 
 /// The schedule of run `index` of `seed`: 1 to `orders` orders, each with a fault or none.
-pub fn generate(seed: u64, index: u64, orders: u64, instances: u32) -> Schedule {
+pub fn generate(seed: u64, index: u64, orders: u64, instances: u32, webhooks: bool) -> Schedule {
     let mut rng = Rng::schedule(seed, index);
     let n = 1 + rng.below(orders.max(1));
     let mut kinds = vec![
@@ -45,6 +45,9 @@ pub fn generate(seed: u64, index: u64, orders: u64, instances: u32) -> Schedule 
     ];
     if instances >= 2 {
         kinds.push(Some(Kind::Takeover));
+    }
+    if webhooks {
+        kinds.push(Some(Kind::Webhooks));
     }
     Schedule {
         steps: (0..n)
@@ -76,6 +79,11 @@ pub fn candidates(s: &Schedule) -> Vec<Schedule> {
         if s.steps[i].fault == Some(Kind::Takeover) {
             let mut c = s.clone();
             c.steps[i].fault = Some(Kind::CrashAtHold);
+            out.push(c);
+        }
+        if s.steps[i].fault == Some(Kind::Webhooks) {
+            let mut c = s.clone();
+            c.steps[i].fault = Some(Kind::ErrorAfterCommit);
             out.push(c);
         }
     }
@@ -121,7 +129,13 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     let mut found: Option<(Schedule, Ran)> = None;
     let mut undecided = 0;
     for i in 0..a.runs {
-        let s = generate(a.seed, i, a.orders, loaded.file.service.instances);
+        let s = generate(
+            a.seed,
+            i,
+            a.orders,
+            loaded.file.service.instances,
+            loaded.file.webhook.is_some(),
+        );
         let ran = run_at(&loaded, &p, &out, &format!("run-{i}"), &s).await;
         let verdict = verdict_word(&ran);
         eprintln!(
@@ -314,15 +328,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn a_schedule_is_its_seeds_and_every_candidate_is_smaller(seed in 0u64..1000, i in 0u64..50, n in 1u64..4, inst in 1u32..3) {
-            let s = generate(seed, i, n, inst);
-            prop_assert_eq!(&s, &generate(seed, i, n, inst));
+        fn a_schedule_is_its_seeds_and_every_candidate_is_smaller(seed in 0u64..1000, i in 0u64..50, n in 1u64..4, inst in 1u32..3, hooks: bool) {
+            let s = generate(seed, i, n, inst, hooks);
+            prop_assert_eq!(&s, &generate(seed, i, n, inst, hooks));
+            if !hooks {
+                prop_assert!(s.steps.iter().all(|x| x.fault != Some(Kind::Webhooks)));
+            }
             prop_assert!(!s.steps.is_empty() && s.steps.len() as u64 <= n);
             if inst < 2 {
                 prop_assert!(s.steps.iter().all(|x| x.fault != Some(Kind::Takeover)));
             }
             let weight = |s: &Schedule| s.steps.len() * 10
-                + s.steps.iter().map(|x| match x.fault { None => 0, Some(Kind::Takeover) => 2, _ => 1 }).sum::<usize>();
+                + s.steps.iter().map(|x| match x.fault { None => 0, Some(Kind::Takeover | Kind::Webhooks) => 2, _ => 1 }).sum::<usize>();
             for c in candidates(&s) {
                 prop_assert!(weight(&c) < weight(&s));
             }
@@ -330,7 +347,7 @@ mod tests {
 
         #[test]
         fn a_schedule_file_reads_back_as_the_schedule(seed in 0u64..1000, i in 0u64..50) {
-            let s = generate(seed, i, 3, 2);
+            let s = generate(seed, i, 3, 2, true);
             let back: Schedule = serde_saphyr::from_str(&schedule_yaml(&s)).expect("reads");
             prop_assert_eq!(back, s);
         }

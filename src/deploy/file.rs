@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Placeholders a service's environment may hold.
-pub const ENV_PLACEHOLDERS: [&str; 7] = [
+pub const ENV_PLACEHOLDERS: [&str; 8] = [
     "payments.url",
     "payments.key",
+    "payments.webhook_secret",
     "hermes.url",
     "store.url",
     "store.dir",
@@ -28,6 +29,9 @@ pub struct DeployFile {
     pub version: u32,
     pub name: String,
     pub service: Service,
+    /// Where the provider delivers its signed webhook events on each instance (optional).
+    #[serde(default)]
+    pub webhook: Option<Webhook>,
     /// How the provider's entries map to occurrences; without it no verdict can be green.
     #[serde(default)]
     pub attribution: Option<Attribution>,
@@ -72,6 +76,14 @@ pub enum KillMode {
     #[default]
     ProcessGroup,
     Cgroup,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// The path on each instance that receives events (`POST`, `Stripe-Signature` signed with
+    /// `{payments.webhook_secret}`).
+    pub path: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -299,6 +311,20 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
             "service.ready.path: {:?} must start with `/`",
             f.service.ready.path
         ));
+    }
+    if let Some(w) = &f.webhook
+        && !w.path.starts_with('/')
+    {
+        d.push(format!("webhook.path: {:?} must start with `/`", w.path));
+    }
+    if f.webhook.is_some()
+        && !f
+            .service
+            .env
+            .values()
+            .any(|v| v.contains("{payments.webhook_secret}"))
+    {
+        d.push("service.env: a webhook is declared but no variable holds {payments.webhook_secret}; the service cannot verify what it receives".into());
     }
     if !f.service.env.values().any(|v| v.contains("{port}")) {
         d.push("service.env: no variable holds {port}; the service must listen where aocheck says (e.g. `PORT: \"{port}\"`)".into());

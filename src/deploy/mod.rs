@@ -74,6 +74,8 @@ pub enum Kind {
     ErrorAfterCommit,
     Resubmit,
     Takeover,
+    /// A 5xx after commit, then the real event late and twice, and a forged failure first.
+    Webhooks,
 }
 
 #[derive(Debug)]
@@ -84,7 +86,7 @@ pub struct DeployCase {
     pub requirements: &'static [Req],
 }
 
-pub const CASES: [DeployCase; 5] = [
+pub const CASES: [DeployCase; 6] = [
     DeployCase {
         id: "DEPLOY-001",
         title: "The instance is killed while the provider holds its entry; the provider then commits",
@@ -115,6 +117,12 @@ pub const CASES: [DeployCase; 5] = [
         kind: Kind::Takeover,
         requirements: &[Req::R010, Req::R011],
     },
+    DeployCase {
+        id: "DEPLOY-006",
+        title: "A 5xx after commit; the real webhook comes late and twice, a forged failure first",
+        kind: Kind::Webhooks,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
 ];
 
 /// The requirements that need the occurrence's history, which a business API does not show.
@@ -131,6 +139,8 @@ pub const NEEDS_HISTORY: [Req; 9] = [
 ];
 
 const ACCOUNT_KEY: &str = "sk_test_a";
+/// How late the real events come in the webhook case.
+const WEBHOOK_DELAY_MS: u64 = 1500;
 
 /// The providers of one run, in process, on loopback.
 #[derive(Debug)]
@@ -138,6 +148,8 @@ pub struct Providers {
     payments: fake_payments::Handle,
     payments_url: String,
     hermes_url: Option<String>,
+    /// The webhook endpoint's signing secret in this run (fresh per run).
+    webhook_secret: String,
 }
 
 /// fake-payments, and fake-hermes when the service's environment names it.
@@ -171,6 +183,7 @@ async fn start_providers(d: &Loaded) -> Result<Providers, String> {
         payments,
         payments_url,
         hermes_url,
+        webhook_secret: format!("whsec_{}", uuid::Uuid::new_v4().simple()),
     })
 }
 
@@ -389,7 +402,7 @@ pub fn read_schedule(f: &Path) -> Result<Schedule, String> {
     let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
     let s: Schedule = serde_saphyr::from_str(&text).map_err(|e| {
         format!(
-            "{}: {e} (a schedule is `steps: [{{occurrence: ID, fault: crash_at_hold | lost_reply | error_after_commit | resubmit | takeover | null}}]`)",
+            "{}: {e} (a schedule is `steps: [{{occurrence: ID, fault: crash_at_hold | lost_reply | error_after_commit | resubmit | takeover | webhooks | null}}]`)",
             f.display()
         )
     })?;
@@ -517,13 +530,13 @@ impl Kind {
                 Fault::Hold { name: hold.into() }
             }
             Kind::LostReply => Fault::CommitThenDrop,
-            Kind::ErrorAfterCommit => Fault::CommitThen { status: 500 },
+            Kind::ErrorAfterCommit | Kind::Webhooks => Fault::CommitThen { status: 500 },
         }
     }
     fn ambiguity(self) -> Ambiguity {
         match self {
             Kind::LostReply => Ambiguity::Dropped,
-            Kind::ErrorAfterCommit => Ambiguity::ErrorAfterCommit,
+            Kind::ErrorAfterCommit | Kind::Webhooks => Ambiguity::ErrorAfterCommit,
             _ => Ambiguity::None,
         }
     }
@@ -534,6 +547,7 @@ impl Kind {
             Kind::ErrorAfterCommit => "error_after_commit",
             Kind::Resubmit => "resubmit",
             Kind::Takeover => "takeover",
+            Kind::Webhooks => "webhooks",
         }
     }
 }
@@ -582,7 +596,22 @@ impl Ctx<'_> {
             "instance {label} started on port {} and ready",
             i.port
         ));
+        self.point_webhook(&i.base, 0, false);
         Ok(i)
+    }
+    /// Points the provider's webhook endpoint at an instance (the one orders go to).
+    fn point_webhook(&mut self, base: &str, delay_ms: u64, duplicate: bool) {
+        if let Some(w) = &self.d.file.webhook {
+            self.p.payments.set_stripe(fake_payments::StripeSettings {
+                webhook: Some(fake_payments::WebhookEndpoint {
+                    url: format!("{base}{}", w.path),
+                    secret: self.p.webhook_secret.clone(),
+                    delay_ms,
+                    duplicate,
+                }),
+                ..Default::default()
+            });
+        }
     }
     fn fresh_label(&mut self) -> String {
         self.next_label += 1;
@@ -632,6 +661,30 @@ impl Ctx<'_> {
             ));
         }
         Ok(how)
+    }
+    /// Waits until the provider has recorded a creation beyond the first `before` effects;
+    /// its payment id.
+    async fn entered(&mut self, before: usize) -> Result<String, (HarnessCause, String)> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let l = self.p.payments.ledger();
+            if let Some(e) = l
+                .effects
+                .iter()
+                .skip(before)
+                .find(|e| e.kind == fake_payments::ledger::EffectKind::PaymentCreated)
+            {
+                self.step(format!("the provider recorded the charge {}", e.payment_id));
+                return Ok(e.payment_id.clone());
+            }
+            if Instant::now() > deadline {
+                return Err((
+                    HarnessCause::Undecided,
+                    "the service made no payment creation within 30 s of the order".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     fn release(&mut self, hold: &str) {
         let n = self
@@ -694,6 +747,7 @@ pub async fn run_schedule(
         env: Env {
             payments_url: p.payments_url.clone(),
             payments_key: ACCOUNT_KEY.into(),
+            webhook_secret: p.webhook_secret.clone(),
             hermes_url: p.hermes_url.clone(),
             store_dir,
         },
@@ -788,6 +842,17 @@ async fn drive_schedule(
             amount: 2000,
             currency: "usd".into(),
         };
+        let before = cx.p.payments.ledger().effects.len();
+        let Some(target) = live.last() else {
+            return Err(unreachable("no instance is running".into()));
+        };
+        if st.fault == Some(Kind::Webhooks) {
+            let base = target.base.clone();
+            cx.point_webhook(&base, WEBHOOK_DELAY_MS, true);
+            cx.step(format!(
+                "the provider's events come {WEBHOOK_DELAY_MS} ms late from now on, each twice"
+            ));
+        }
         let Some(target) = live.last() else {
             return Err(unreachable("no instance is running".into()));
         };
@@ -837,9 +902,41 @@ async fn drive_schedule(
                 cx.step(format!("the same order submitted again ({code})"));
                 cx.release(&hold);
             }
+            Some(Kind::Webhooks) => {
+                if cx.d.file.webhook.is_none() {
+                    return Err((
+                        HarnessCause::Undecided,
+                        "webhooks need the deploy file's `webhook`".into(),
+                    ));
+                }
+                let pay = cx.entered(before).await?;
+                match cx.p.payments.forge_webhook(&pay, "declined").await {
+                    Ok(ev) => cx.step(format!(
+                        "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
+                    )),
+                    Err(e) => return Err(unreachable(format!("forging a webhook: {e}"))),
+                }
+            }
             Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
         }
-        let o = watch(cx, live, &vars).await?;
+        let seen = watch(cx, live, &vars).await?;
+        let o = seen.last().cloned();
+        if st.fault == Some(Kind::Webhooks) {
+            for w in cx.p.payments.webhook_deliveries() {
+                cx.step(format!(
+                    "webhook {} {} for {} attempt {}{}: {}",
+                    w.event_id,
+                    w.kind,
+                    w.payment_intent,
+                    w.attempt,
+                    if w.forged { " (forged)" } else { "" },
+                    w.status
+                        .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
+                ));
+            }
+            let base = live[live.len() - 1].base.clone();
+            cx.point_webhook(&base, 0, false);
+        }
         ran.reported.push(Reported {
             occurrence: st.occurrence.clone(),
             outcome: o
@@ -847,6 +944,11 @@ async fn drive_schedule(
                 .filter(|o| o.outcome.is_final())
                 .map(|o| o.outcome.label()),
             label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
+            finals: seen
+                .iter()
+                .filter(|o| o.outcome.is_final())
+                .map(|o| (o.label.clone(), o.outcome.label()))
+                .collect(),
             ambiguity: st.fault.map_or(Ambiguity::None, Kind::ambiguity),
         });
         ran.observed.push(o);
@@ -860,11 +962,11 @@ async fn watch(
     cx: &mut Ctx<'_>,
     live: &mut [Instance],
     vars: &Vars,
-) -> Result<Option<Observed>, (HarnessCause, String)> {
+) -> Result<Vec<Observed>, (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
     let status = cx.d.file.drive.status.clone();
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
-    let mut last: Option<Observed> = None;
+    let mut seen: Vec<Observed> = Vec::new();
     let mut final_at: Option<Instant> = None;
     loop {
         let Some(i) = live.last_mut() else {
@@ -880,7 +982,7 @@ async fn watch(
         let o = drive::status(&cx.client, &i.base, &status, vars)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        if last.as_ref() != Some(&o) {
+        if seen.last() != Some(&o) {
             cx.step(format!(
                 "the service reports {:?} ({}) for order {}",
                 o.label,
@@ -889,7 +991,9 @@ async fn watch(
             ));
         }
         let is_final = o.outcome.is_final();
-        last = Some(o);
+        if seen.last() != Some(&o) {
+            seen.push(o);
+        }
         if is_final && final_at.is_none() {
             final_at = Some(Instant::now());
         }
@@ -900,7 +1004,7 @@ async fn watch(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(last)
+    Ok(seen)
 }
 
 async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> CaseReport {
@@ -911,6 +1015,12 @@ async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> Case
         }],
     };
     let mut report = new_case(d, c);
+    if c.kind == Kind::Webhooks && d.file.webhook.is_none() {
+        report.verdict = Verdict::Unsupported;
+        report.unsupported =
+            Some("the deploy file declares no `webhook`: the service receives no events".into());
+        return report;
+    }
     if c.kind == Kind::Takeover && d.file.service.instances < 2 {
         report.verdict = Verdict::Unsupported;
         report.unsupported = Some(format!(

@@ -16,6 +16,7 @@ use tokio::process::{Child, Command};
 pub struct Env {
     pub payments_url: String,
     pub payments_key: String,
+    pub webhook_secret: String,
     pub hermes_url: Option<String>,
     pub store_dir: PathBuf,
 }
@@ -60,6 +61,7 @@ pub fn fill_env(
             for (name, val) in [
                 ("payments.url", Some(e.payments_url.clone())),
                 ("payments.key", Some(e.payments_key.clone())),
+                ("payments.webhook_secret", Some(e.webhook_secret.clone())),
                 ("hermes.url", e.hermes_url.clone()),
                 ("store.url", Some(format!("sqlite:{dir}/service.db"))),
                 ("store.dir", Some(dir.clone())),

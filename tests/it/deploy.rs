@@ -167,7 +167,9 @@ fn examples() -> Vec<std::path::PathBuf> {
 fn the_example_deploy_files_load_and_meet_the_schema() {
     let schema =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas/deploy-v1.schema.json");
-    for f in examples() {
+    let mut all = examples();
+    all.push(all[1].with_file_name("aocheck-deploy-webhooks.yaml"));
+    for f in all {
         if let Err(d) = file::load(&f) {
             panic!("{}: {d:?}", f.display());
         }
@@ -291,6 +293,13 @@ async fn the_keyed_example_passes_every_case_it_supports() {
     assert_eq!(req("AOC-REQ-010"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-011"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-004"), Some(Verdict::Unsupported));
+    // The forged event was refused, the real one came late and twice.
+    let w = r.cases.iter().find(|c| c.id == "DEPLOY-006").expect("case");
+    assert!(
+        w.steps.iter().any(|s| s.contains("(forged): 400")),
+        "{:?}",
+        w.steps
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,6 +319,7 @@ async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
         );
         assert_eq!(c.occurrences[0].provider_effects, 2);
     }
+    assert_eq!(verdict_of(&r, "DEPLOY-006"), Verdict::Unsupported);
     // The SDK's own retry under its own key hides a lost reply; a resubmission is deduplicated
     // by the order id: an honest pass where the service does hold.
     assert_eq!(verdict_of(&r, "DEPLOY-002"), Verdict::Pass);
@@ -317,6 +327,40 @@ async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
     assert_eq!(
         aocheck::exit::of_report(&r),
         aocheck::exit::REQUIREMENT_FAILED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_example_believes_a_forged_webhook_and_is_judged_for_it() {
+    use aocheck::report::model::Verdict;
+    python_stripe();
+    let f = examples()[1].with_file_name("aocheck-deploy-webhooks.yaml");
+    let loaded = file::load(&f).expect("loads");
+    let out = tempfile::tempdir().expect("tempdir");
+    for d in ["logs", "work"] {
+        std::fs::create_dir_all(out.path().join(d)).expect("mkdir");
+    }
+    let r = aocheck::deploy::run(
+        &loaded,
+        out.path(),
+        &["DEPLOY-006".to_string()],
+        &mut |_| {},
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Fail, "{}", c.reasons());
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement.to_string() == "AOC-REQ-011"
+                && f.msg.contains("reported \"declined\" (not_accepted)")),
+        "{:?}",
+        c.failures
+    );
+    assert!(
+        c.steps.iter().any(|s| s.contains("(forged): 200")),
+        "{:?}",
+        c.steps
     );
 }
 
