@@ -15,19 +15,33 @@ use super::{Facts, Finding};
 use crate::aoc::requirement::Req;
 use fake_payments::ledger::{EffectKind, Ledger};
 
-/// The final label the service gave for an occurrence (`None`: still pending at the deadline).
+/// What the service said of one occurrence while it was watched, and what was asked of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reported {
     pub occurrence: String,
-    /// `success`, `not_accepted`, `final_failure`; `None` while pending.
+    /// The last label's meaning when it is final (`success`, `not_accepted`, `final_failure`);
+    /// `None` while pending at the end.
     pub outcome: Option<&'static str>,
-    /// The service's own label, as it wrote it.
+    /// The service's own last label, as it wrote it.
     pub label: String,
-    /// Every final label the service reported while it was watched, in order, each with its
-    /// meaning (a terminal outcome reported for a moment and then withdrawn was still reported).
-    pub finals: Vec<(String, &'static str)>,
+    /// Every final label the service reported while it was watched, in order: its text, its
+    /// meaning, and how many effects the provider's ledger held when it was first shown (a
+    /// terminal outcome reported for a moment and then withdrawn was still reported).
+    pub finals: Vec<Shown>,
     /// The fault its entry met, when that made the reply ambiguous.
     pub ambiguity: Ambiguity,
+    /// What the order asked the provider for.
+    pub amount: i64,
+    pub currency: String,
+}
+
+/// A final label as shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shown {
+    pub label: String,
+    pub outcome: &'static str,
+    /// The ledger's effect count when the label was first read.
+    pub effects_then: usize,
 }
 
 /// Whether the case's fault was an ambiguous reply (a 5xx after commit, a dropped connection):
@@ -43,6 +57,16 @@ pub enum Ambiguity {
 /// deploy file declares.
 pub type Owner<'a> = &'a dyn Fn(&str, Option<&str>) -> Option<String>;
 
+/// A payment's status after the first `upto` effects of the ledger (its last effect's).
+fn status_at<'a>(ledger: &'a Ledger, payment: &str, upto: usize) -> Option<&'a str> {
+    ledger
+        .effects
+        .iter()
+        .take(upto)
+        .rfind(|e| e.payment_id == payment)
+        .map(|e| e.status.as_str())
+}
+
 /// Judges one case of a deployment. `owner` attributes a creation effect (by its payment id and
 /// key) to an occurrence, by the declared rule; `None` for a deployment that declares none.
 pub fn judge(
@@ -56,11 +80,17 @@ pub fn judge(
         // No attribution: the ledger cannot be read against occurrences; nothing is established.
         return out;
     };
+    // Each creation under the order of the case it belongs to; one the rule places under no
+    // order of the case (no owner, or an order nobody submitted) is accounted for by nothing.
     let creations: Vec<_> = ledger
         .effects
         .iter()
         .filter(|e| e.kind == EffectKind::PaymentCreated)
-        .map(|e| (e, owner(&e.payment_id, e.idempotency_key.as_deref())))
+        .map(|e| {
+            let o = owner(&e.payment_id, e.idempotency_key.as_deref())
+                .filter(|o| reported.iter().any(|r| r.occurrence == *o));
+            (e, o)
+        })
         .collect();
     for e in creations
         .iter()
@@ -71,7 +101,7 @@ pub fn judge(
             "deploy_one_entry",
             Req::R010,
             format!(
-                "the provider recorded payment {} ({} {}, key {}, request {}) that the declared attribution places under no occurrence of the case (ground truth)",
+                "the provider recorded payment {} ({} {}, key {}, request {}) that the declared attribution places under no order of the case (ground truth)",
                 e.payment_id,
                 e.amount,
                 e.currency,
@@ -119,47 +149,81 @@ pub fn judge(
                 .about(Some(&r.occurrence)),
             );
         }
-        if r.finals.is_empty() {
-            continue;
-        }
-        facts.saw(Req::R011);
-        let moved = mine.iter().any(|e| {
-            matches!(
-                e.status.as_str(),
-                "succeeded" | "requires_capture" | "processing"
-            )
-        });
-        let succeeded = mine
-            .iter()
-            .any(|e| matches!(e.status.as_str(), "succeeded" | "requires_capture"));
-        let mut distinct: Vec<&'static str> = Vec::new();
-        for (label, said) in &r.finals {
-            if !distinct.contains(said) {
-                distinct.push(said);
-            }
-            let wrong = match *said {
-                "success" if !succeeded => Some(if mine.is_empty() {
-                    "the provider recorded no entry for it".to_string()
-                } else {
-                    format!(
-                        "the provider recorded only {}",
-                        mine.iter()
-                            .map(|e| format!("{} ({})", e.payment_id, e.status))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+        // The entry is the order's: its amount and currency as submitted.
+        for e in &mine {
+            facts.saw(Req::R003);
+            if e.amount != r.amount || e.currency != r.currency {
+                out.push(
+                    Finding::new(
+                        "deploy_entry_matches_order",
+                        Req::R003,
+                        format!(
+                            "the provider recorded {} for an amount of {} {}, but the order asked for {} {} (ground truth)",
+                            e.payment_id, e.amount, e.currency, r.amount, r.currency
+                        ),
                     )
-                }),
-                "not_accepted" | "final_failure" if moved => Some(format!(
-                    "the provider recorded {} for it",
-                    mine.iter()
-                        .filter(|e| e.status != "declined")
-                        .map(|e| format!(
-                            "{} ({} {}, {})",
-                            e.payment_id, e.amount, e.currency, e.status
-                        ))
+                    .about(Some(&r.occurrence)),
+                );
+            }
+        }
+        // Every final label shown is judged: a success against the ledger as it stood when the
+        // label was shown (and, for the last label, as it stands at the end); a failure
+        // against everything the provider recorded for the order.
+        let end = ledger.effects.len();
+        let status_of = |upto: usize| -> Vec<(&str, Option<&str>)> {
+            mine.iter()
+                .filter(|e| (e.seq as usize) <= upto)
+                .map(|e| {
+                    (
+                        e.payment_id.as_str(),
+                        status_at(ledger, &e.payment_id, upto),
+                    )
+                })
+                .collect()
+        };
+        let succeeded = |upto: usize| {
+            status_of(upto)
+                .iter()
+                .any(|(_, s)| matches!(s, Some("succeeded" | "requires_capture")))
+        };
+        let moved: Vec<String> = status_of(end)
+            .iter()
+            .filter(|(_, s)| matches!(s, Some("succeeded" | "requires_capture" | "processing")))
+            .map(|(p, s)| format!("{p} ({})", s.unwrap_or("?")))
+            .collect();
+        let describe = |upto: usize| {
+            let all = status_of(upto);
+            if all.is_empty() {
+                "the provider had recorded no entry for it".to_string()
+            } else {
+                format!(
+                    "the provider had recorded only {}",
+                    all.iter()
+                        .map(|(p, s)| format!("{p} ({})", s.unwrap_or("?")))
                         .collect::<Vec<_>>()
                         .join(", ")
+                )
+            }
+        };
+        let mut distinct: Vec<&'static str> = Vec::new();
+        let last = r.finals.len().saturating_sub(1);
+        for (i, shown) in r.finals.iter().enumerate() {
+            let said = shown.outcome;
+            if !distinct.contains(&said) {
+                distinct.push(said);
+            }
+            let at_end = i == last && r.outcome.is_some();
+            let wrong = match said {
+                "success" if !succeeded(shown.effects_then) => Some(format!(
+                    "when it was shown {}",
+                    describe(shown.effects_then)
                 )),
+                "success" if at_end && !succeeded(end) => {
+                    Some(format!("at the end {}", describe(end)))
+                }
+                "not_accepted" | "final_failure" if !moved.is_empty() => {
+                    Some(format!("the provider recorded {} for it", moved.join(", ")))
+                }
                 _ => None,
             };
             if let Some(why) = wrong {
@@ -168,12 +232,13 @@ pub fn judge(
                         "deploy_outcome_from_ledger",
                         Req::R011,
                         format!(
-                            "the service reported {label:?} ({said}), but {why} (ground truth)"
+                            "the service reported {:?} ({said}), but {why} (ground truth)",
+                            shown.label
                         ),
                     )
                     .about(Some(&r.occurrence)),
                 );
-                if *said != "success" && ambiguity != Ambiguity::None {
+                if said != "success" && ambiguity != Ambiguity::None {
                     facts.saw(Req::R009);
                     out.push(
                         Finding::new(
@@ -207,6 +272,11 @@ pub fn judge(
                 .about(Some(&r.occurrence)),
             );
         }
+        // The outcome is established only by a final label that stands at the end: one shown
+        // and then withdrawn to pending establishes nothing (a lie it told is still judged).
+        if r.outcome.is_some() {
+            facts.saw(Req::R011);
+        }
     }
     out
 }
@@ -235,6 +305,13 @@ mod tests {
         }
     }
 
+    fn canceled(seq: u64, payment: &str) -> Effect {
+        Effect {
+            kind: EffectKind::PaymentCanceled,
+            ..effect(seq, payment, "cancel-key", "canceled")
+        }
+    }
+
     fn by_key(_: &str, key: Option<&str>) -> Option<String> {
         key.and_then(|k| k.strip_prefix("order-"))
             .map(str::to_string)
@@ -245,8 +322,17 @@ mod tests {
             occurrence: "o1".into(),
             outcome,
             label: outcome.unwrap_or("charging").into(),
-            finals: outcome.map(|o| (o.to_string(), o)).into_iter().collect(),
+            finals: outcome
+                .map(|o| Shown {
+                    label: o.to_string(),
+                    outcome: o,
+                    effects_then: usize::MAX,
+                })
+                .into_iter()
+                .collect(),
             ambiguity,
+            amount: 2000,
+            currency: "usd".into(),
         }]
     }
 
@@ -274,6 +360,10 @@ mod tests {
     #[case::failed_after_a_5xx_that_charged(vec![effect(1, "pay_a", "order-o1", "succeeded")], Some("final_failure"), Ambiguity::ErrorAfterCommit, vec![Req::R011, Req::R009])]
     #[case::not_accepted_while_charged(vec![effect(1, "pay_a", "order-o1", "succeeded")], Some("not_accepted"), Ambiguity::None, vec![Req::R011])]
     #[case::an_entry_nobody_owns(vec![effect(1, "pay_a", "order-o1", "succeeded"), effect(2, "pay_b", "random-uuid", "succeeded")], Some("success"), Ambiguity::None, vec![Req::R010])]
+    #[case::an_entry_under_an_order_nobody_submitted(vec![effect(1, "pay_a", "order-o1", "succeeded"), effect(2, "pay_b", "order-o1-retry1", "succeeded")], Some("success"), Ambiguity::None, vec![Req::R010])]
+    #[case::a_cancelled_authorisation_is_no_success(vec![effect(1, "pay_a", "order-o1", "requires_capture"), canceled(2, "pay_a")], Some("success"), Ambiguity::None, vec![Req::R011])]
+    #[case::a_cancelled_authorisation_failed(vec![effect(1, "pay_a", "order-o1", "requires_capture"), canceled(2, "pay_a")], Some("final_failure"), Ambiguity::ErrorAfterCommit, vec![])]
+    #[case::the_wrong_amount(vec![Effect { amount: 200000, ..effect(1, "pay_a", "order-o1", "succeeded") }], Some("success"), Ambiguity::None, vec![Req::R003])]
     fn the_ledger_decides(
         #[case] effects: Vec<Effect>,
         #[case] outcome: Option<&'static str>,
@@ -302,11 +392,60 @@ mod tests {
             occurrence: "o1".into(),
             outcome: last,
             label: finals.last().map_or("", |(l, _)| l).to_string(),
-            finals: finals.iter().map(|(l, o)| (l.to_string(), *o)).collect(),
+            finals: finals
+                .iter()
+                .map(|(l, o)| Shown {
+                    label: l.to_string(),
+                    outcome: o,
+                    effects_then: usize::MAX,
+                })
+                .collect(),
             ambiguity: Ambiguity::ErrorAfterCommit,
+            amount: 2000,
+            currency: "usd".into(),
         }];
         let (got, _) = run(vec![effect(1, "pay_a", "order-o1", "succeeded")], &reported);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn success_shown_before_the_charge_existed_was_invented() {
+        let shown = |effects_then| Reported {
+            occurrence: "o1".into(),
+            outcome: Some("success"),
+            label: "paid".into(),
+            finals: vec![Shown {
+                label: "paid".into(),
+                outcome: "success",
+                effects_then,
+            }],
+            ambiguity: Ambiguity::None,
+            amount: 2000,
+            currency: "usd".into(),
+        };
+        let effects = || vec![effect(1, "pay_a", "order-o1", "succeeded")];
+        assert_eq!(run(effects(), &[shown(0)]).0, vec![Req::R011]);
+        assert_eq!(run(effects(), &[shown(1)]).0, Vec::<Req>::new());
+    }
+
+    #[test]
+    fn a_final_label_withdrawn_to_pending_establishes_nothing() {
+        let r = Reported {
+            occurrence: "o1".into(),
+            outcome: None,
+            label: "queued".into(),
+            finals: vec![Shown {
+                label: "paid".into(),
+                outcome: "success",
+                effects_then: 1,
+            }],
+            ambiguity: Ambiguity::None,
+            amount: 2000,
+            currency: "usd".into(),
+        };
+        let (got, facts) = run(vec![effect(1, "pay_a", "order-o1", "succeeded")], &[r]);
+        assert!(got.is_empty());
+        assert_eq!(facts.count(Req::R011), 0);
     }
 
     #[test]

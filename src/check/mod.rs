@@ -26,8 +26,9 @@ use std::collections::BTreeMap;
 pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 45] = [
+pub const CHECKERS: [(&str, &[Req]); 46] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
+    ("deploy_entry_matches_order", &[Req::R003]),
     ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),
     ("history_append_only", &[Req::R004]),
     ("binding_constant", &[Req::R003]),

@@ -377,8 +377,11 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
     if f.drive.deadline_ms == 0 || f.drive.deadline_ms > 600_000 {
         d.push("drive.deadline_ms: give 1 to 600000".into());
     }
-    if f.drive.settle_ms > 120_000 {
-        d.push("drive.settle_ms: give at most 120000".into());
+    if !(settle_ms()..=120_000).contains(&f.drive.settle_ms) {
+        d.push(format!(
+            "drive.settle_ms: give {} to 120000 (it may lengthen the watch for a late duplicate, never shorten it)",
+            settle_ms()
+        ));
     }
     d
 }

@@ -154,8 +154,12 @@ pub struct Providers {
 
 /// fake-payments, and fake-hermes when the service's environment names it.
 async fn start_providers(d: &Loaded) -> Result<Providers, String> {
-    let (app, payments) = fake_payments::router(fake_payments::Config::example())
-        .map_err(|d| format!("fake-payments: {}", d.join("; ")))?;
+    // A control token nobody can know: the service must not reach the ground truth's control
+    // plane (every attempt is logged and makes the case undecided).
+    let mut config = fake_payments::Config::example();
+    config.control_token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
+    let (app, payments) =
+        fake_payments::router(config).map_err(|d| format!("fake-payments: {}", d.join("; ")))?;
     let l = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| format!("fake-payments cannot bind loopback: {e}"))?;
@@ -756,22 +760,58 @@ pub async fn run_schedule(
         started,
         next_label: 0,
     };
+    let control_before = p.payments.control_attempts().len();
     let mut live: Vec<Instance> = Vec::new();
     let result = drive_schedule(&mut cx, schedule, &mut live, &mut ran).await;
+    // A fault counts only where it acted on a charge: the request it landed on made the
+    // order's payment (a draft creation, a refused or unrelated request absorbs a rule and
+    // exercises nothing the case is about).
     let rules = p.payments.rules();
+    let now = p.payments.ledger();
+    let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
     for (i, st) in schedule.steps.iter().enumerate() {
         if let Some(k) = st.fault {
-            let fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
+            let fault = k.fault(&format!("deploy-{i}"));
+            let label = fault.to_string();
+            let rule_fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
+            let nth = taken.entry(label.clone()).or_default();
+            let landed = now
+                .requests
+                .iter()
+                .filter(|q| q.fault.as_deref() == Some(label.as_str()))
+                .nth(*nth);
+            *nth += 1;
+            let charged = landed.is_some_and(|q| {
+                now.effects.iter().any(|e| {
+                    e.request_seq == q.seq
+                        && e.kind == fake_payments::ledger::EffectKind::PaymentCreated
+                })
+            });
+            let mut what = format!(
+                "order {}: its first payment creation meets {} ({fault})",
+                st.occurrence,
+                k.label(),
+            );
+            if let Some(q) = landed.filter(|_| !charged) {
+                what.push_str(&format!(
+                    "; it landed on request {} ({}, status {}), which made no charge",
+                    q.seq,
+                    q.op.label(),
+                    q.status
+                ));
+            }
             ran.faults.push(FaultReport {
-                what: format!(
-                    "order {}: its first payment creation meets {} ({})",
-                    st.occurrence,
-                    k.label(),
-                    k.fault(&format!("deploy-{i}"))
-                ),
-                fired,
+                what,
+                fired: rule_fired && charged,
             });
         }
+    }
+    let reached = p.payments.control_attempts();
+    if let Some(why) = crate::check::credentials::control_reached(
+        reached.get(control_before..).unwrap_or(&[]),
+        None,
+    ) {
+        ran.undecided = Some((HarnessCause::Undecided, why));
     }
     for i in live.drain(..) {
         i.stop().await;
@@ -782,11 +822,14 @@ pub async fn run_schedule(
         ran.undecided = Some(e);
         return ran;
     }
+    if ran.undecided.is_some() {
+        return ran;
+    }
     if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
         ran.undecided = Some((
             HarnessCause::Undecided,
             format!(
-                "a declared fault never fired ({}): the service made no payment creation for it",
+                "a declared fault did not act on a charge ({}): the case exercised nothing",
                 f.what
             ),
         ));
@@ -920,7 +963,7 @@ async fn drive_schedule(
             Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
         }
         let seen = watch(cx, live, &vars).await?;
-        let o = seen.last().cloned();
+        let o = seen.last().map(|(o, _)| o.clone());
         if st.fault == Some(Kind::Webhooks) {
             for w in cx.p.payments.webhook_deliveries() {
                 cx.step(format!(
@@ -946,10 +989,16 @@ async fn drive_schedule(
             label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
             finals: seen
                 .iter()
-                .filter(|o| o.outcome.is_final())
-                .map(|o| (o.label.clone(), o.outcome.label()))
+                .filter(|(o, _)| o.outcome.is_final())
+                .map(|(o, effects)| crate::check::deploy::Shown {
+                    label: o.label.clone(),
+                    outcome: o.outcome.label(),
+                    effects_then: *effects,
+                })
                 .collect(),
             ambiguity: st.fault.map_or(Ambiguity::None, Kind::ambiguity),
+            amount: vars.amount,
+            currency: vars.currency.clone(),
         });
         ran.observed.push(o);
     }
@@ -962,11 +1011,13 @@ async fn watch(
     cx: &mut Ctx<'_>,
     live: &mut [Instance],
     vars: &Vars,
-) -> Result<Vec<Observed>, (HarnessCause, String)> {
+) -> Result<Vec<(Observed, usize)>, (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
     let status = cx.d.file.drive.status.clone();
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
-    let mut seen: Vec<Observed> = Vec::new();
+    // Each distinct observation with the provider's effect count just after it was read: a
+    // label cannot be backed by a charge the provider recorded after the service showed it.
+    let mut seen: Vec<(Observed, usize)> = Vec::new();
     let mut final_at: Option<Instant> = None;
     loop {
         let Some(i) = live.last_mut() else {
@@ -982,17 +1033,16 @@ async fn watch(
         let o = drive::status(&cx.client, &i.base, &status, vars)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        if seen.last() != Some(&o) {
+        let is_final = o.outcome.is_final();
+        if seen.last().map(|(x, _)| x) != Some(&o) {
             cx.step(format!(
                 "the service reports {:?} ({}) for order {}",
                 o.label,
                 o.outcome.label(),
                 vars.occurrence
             ));
-        }
-        let is_final = o.outcome.is_final();
-        if seen.last() != Some(&o) {
-            seen.push(o);
+            let effects = cx.p.payments.ledger().effects.len();
+            seen.push((o, effects));
         }
         if is_final && final_at.is_none() {
             final_at = Some(Instant::now());

@@ -30,6 +30,9 @@ pub struct Instance {
     child: Child,
     pid: u32,
     cgroup: Option<PathBuf>,
+    /// The mark in its environment (`AOCHECK_SUT_MARK`): a process that left the group and
+    /// kept its environment is still found.
+    mark: String,
     pub log: PathBuf,
 }
 
@@ -127,10 +130,14 @@ pub async fn start(
     let err = out
         .try_clone()
         .map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut raw = [0u8; 16];
+    getrandom::fill(&mut raw).map_err(|e| format!("no entropy: {e}"))?;
+    let mark = hex::encode(raw);
     let mut cmd = Command::new(&s.command[0]);
     cmd.args(&s.command[1..])
         .current_dir(&d.dir)
         .envs(env)
+        .env("AOCHECK_SUT_MARK", &mark)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(out)
@@ -151,6 +158,7 @@ pub async fn start(
         child,
         pid,
         cgroup: None,
+        mark,
         log,
     };
     if s.kill == KillMode::Cgroup {
@@ -207,6 +215,19 @@ pub fn tail(log: &Path) -> String {
 }
 
 impl Instance {
+    /// Kills what is left of the instance outside its group: processes that carry its mark
+    /// (a daemon that called setsid keeps its environment). Each as `pid (command)`.
+    fn sweep(&self) -> Vec<String> {
+        let found = crate::sut::process::members(self.pid, &self.mark, &[]);
+        for (pid, _) in &found {
+            crate::sut::process::kill_pid(*pid);
+        }
+        found
+            .into_iter()
+            .map(|(pid, comm)| format!("{pid} ({comm})"))
+            .collect()
+    }
+
     fn kill_group(&self) {
         if let Some(g) = i32::try_from(self.pid)
             .ok()
@@ -246,6 +267,13 @@ impl Instance {
             }
         };
         let mut how = format!("{how}; {confirmed}");
+        let escaped = self.sweep();
+        if !escaped.is_empty() {
+            how.push_str(&format!(
+                "; processes that had left its group, found by its mark and killed too: {}",
+                escaped.join(", ")
+            ));
+        }
         if let Some(cg) = &self.cgroup {
             let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
             if !procs.trim().is_empty() {
@@ -276,8 +304,9 @@ impl Instance {
             self.kill_group();
             let _ = self.child.wait().await;
         }
-        // Whatever the service left in its group.
+        // Whatever the service left in its group, or outside it with its mark.
         self.kill_group();
+        self.sweep();
         if let Some(cg) = &self.cgroup {
             let _ = std::fs::write(cg.join("cgroup.kill"), "1");
             let _ = std::fs::remove_dir(cg);
@@ -296,5 +325,6 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         self.kill_group();
+        self.sweep();
     }
 }

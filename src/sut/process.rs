@@ -197,7 +197,7 @@ fn kill_group(pgid: u32) {
 }
 
 /// SIGKILL to one process.
-fn kill_pid(pid: u32) {
+pub(crate) fn kill_pid(pid: u32) {
     if let Some(p) = i32::try_from(pid)
         .ok()
         .filter(|p| *p > 1)
@@ -219,7 +219,7 @@ fn fd_target(fd: i32) -> Option<String> {
 /// subreaper) an orphan reparented to this process that is none of the implementation processes
 /// it started. Each as `pid (command)`.
 /// Where `/proc` cannot be read (not Linux), nothing is found beyond what the group kill reached.
-fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
+pub(crate) fn members(pgid: u32, marker: &str, pipes: &[String]) -> Vec<(u32, String)> {
     let me = std::process::id();
     let mark = format!("AOCHECK_SUT_MARK={marker}");
     let Ok(dir) = std::fs::read_dir("/proc") else {

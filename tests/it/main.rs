@@ -9,6 +9,7 @@ mod cases;
 mod ci_action;
 mod cli;
 mod deploy;
+mod deploy_hostile;
 mod domain;
 mod explore;
 mod explore_hermes;

@@ -1,0 +1,541 @@
+//! Hostile services against `aocheck deploy`: `deploy_hostile/liar.py` is one honest shop and
+//! the liars that try to get a green verdict they do not deserve (its MODE), each with its
+//! deploy file in `deploy_hostile/`. Each runs in process (`aocheck::deploy::run`) on the cases
+//! that land its trick, and must get the verdict it deserves: the honest twin a pass, the liar a
+//! fail for the requirement it breaks, or a harness error that names why nothing could be
+//! decided, never a pass. After every run no process of the service may be left (each instance's
+//! environment names its case's store folder, which is how they are found in /proc).
+//!
+//! A test marked `#[ignore = "defect: …"]` asserts the right verdict where the harness gives
+//! another today; `cargo test --test it deploy_hostile -- --ignored` shows each defect.
+
+use aocheck::deploy::file::{self, Loaded};
+use aocheck::report::model::{CaseReport, Report, Verdict};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/deploy_hostile")
+}
+
+/// A run's report, the service processes still alive after it (killed by the test once
+/// counted), and the folder that holds the reports and logs.
+struct Judged {
+    report: Report,
+    leftovers: Vec<String>,
+    _out: tempfile::TempDir,
+}
+
+impl Judged {
+    fn case(&self, id: &str) -> &CaseReport {
+        self.report
+            .cases
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no case {id} in the report"))
+    }
+}
+
+fn load(name: &str) -> Result<Loaded, Vec<String>> {
+    file::load(&dir().join(format!("{name}.yaml")))
+}
+
+async fn judge(name: &str, cases: &[&str]) -> Judged {
+    let loaded = load(name).expect("the hostile deploy file loads");
+    judge_loaded(&loaded, cases).await
+}
+
+async fn judge_loaded(loaded: &Loaded, cases: &[&str]) -> Judged {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "the hostile services need python3");
+    let out = tempfile::tempdir().expect("tempdir");
+    for d in ["logs", "work"] {
+        std::fs::create_dir_all(out.path().join(d)).expect("mkdir");
+    }
+    let only: Vec<String> = cases.iter().map(|c| c.to_string()).collect();
+    let report = aocheck::deploy::run(loaded, out.path(), &only, &mut |_| {}).await;
+    let leftovers = leftovers(out.path()).await;
+    Judged {
+        report,
+        leftovers,
+        _out: out,
+    }
+}
+
+/// The processes whose environment names a store folder under `out` (every instance of the
+/// service gets `STORE_DIR={store.dir}`, a folder under `out/work`), after a grace of 3 s for
+/// the ones being killed; each is then killed by its pid (they were started by this test).
+async fn leftovers(out: &Path) -> Vec<String> {
+    let root = std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf());
+    let needle = format!("STORE_DIR={}/", root.display());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let found = scan(&needle);
+        if found.is_empty() || Instant::now() > deadline {
+            for (pid, _) in &found {
+                if let Some(p) = rustix::process::Pid::from_raw(*pid) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+            }
+            return found
+                .into_iter()
+                .map(|(pid, cmd)| format!("{pid} {cmd}"))
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn scan(needle: &str) -> Vec<(i32, String)> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A zombie's environment reads empty: it is dead, only not yet reaped.
+        let Ok(env) = std::fs::read(p.path().join("environ")) else {
+            continue;
+        };
+        if env
+            .split(|b| *b == 0)
+            .any(|v| v.starts_with(needle.as_bytes()))
+        {
+            let cmd = std::fs::read(p.path().join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .unwrap_or_default();
+            out.push((pid, cmd));
+        }
+    }
+    out
+}
+
+fn explain(c: &CaseReport) -> String {
+    format!(
+        "{} {}: {} | {:?}",
+        c.id,
+        c.verdict.label(),
+        c.reasons(),
+        c.steps
+    )
+}
+
+/// The requirements a case failed.
+fn failed(c: &CaseReport) -> Vec<String> {
+    let mut r: Vec<String> = c
+        .failures
+        .iter()
+        .map(|f| f.requirement.to_string())
+        .collect();
+    r.dedup();
+    r
+}
+
+fn assert_fails_for(c: &CaseReport, reqs: &[&str]) {
+    assert_eq!(c.verdict, Verdict::Fail, "{}", explain(c));
+    let got = failed(c);
+    for r in reqs {
+        assert!(
+            got.iter().any(|g| g == r),
+            "{r} not in {got:?}: {}",
+            explain(c)
+        );
+    }
+}
+
+fn assert_harness_error(c: &CaseReport, said: &str) {
+    assert_eq!(c.verdict, Verdict::HarnessError, "{}", explain(c));
+    let h = c.harness.as_deref().unwrap_or_default();
+    assert!(h.contains(said), "{said:?} not in {h:?}");
+}
+
+fn assert_no_leftovers(j: &Judged) {
+    assert!(
+        j.leftovers.is_empty(),
+        "service processes outlived the run: {:?}",
+        j.leftovers
+    );
+}
+
+// ---------- the honest twins ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_honest_shop_passes_every_case_with_its_fault_fired_and_one_charge() {
+    let j = judge(
+        "honest",
+        &[
+            "DEPLOY-001",
+            "DEPLOY-002",
+            "DEPLOY-003",
+            "DEPLOY-004",
+            "DEPLOY-005",
+        ],
+    )
+    .await;
+    for id in [
+        "DEPLOY-001",
+        "DEPLOY-002",
+        "DEPLOY-003",
+        "DEPLOY-004",
+        "DEPLOY-005",
+    ] {
+        let c = j.case(id);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", explain(c));
+        assert!(
+            !c.faults.is_empty() && c.faults.iter().all(|f| f.fired),
+            "{}",
+            explain(c)
+        );
+        assert!(
+            c.occurrences.iter().all(|o| o.provider_effects == 1),
+            "{}",
+            explain(c)
+        );
+    }
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_honest_shop_attributed_by_metadata_passes() {
+    let j = judge("honest-metadata", &["DEPLOY-003"]).await;
+    assert_eq!(
+        j.case("DEPLOY-003").verdict,
+        Verdict::Pass,
+        "{}",
+        explain(j.case("DEPLOY-003"))
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- 1. paid at once, nothing charged ----------
+
+/// The label is a lie the ledger already shows (no entry at all), but the case's fault never
+/// acted on a charge: a harness error that says so, never a pass. (A fail for AOC-REQ-011 would
+/// name the lie more plainly; GUIDE's rule that a case whose fault never fired is no pass is
+/// kept either way.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paid_without_a_charge_is_no_pass() {
+    let j = judge("paid-at-once", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_harness_error(c, "did not act on a charge");
+    assert!(
+        c.steps.iter().any(|s| s.contains("reports \"paid\"")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- 2. a failure inferred from a 5xx or a lost reply ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declined_after_a_5xx_or_a_lost_reply_fails_011_and_009() {
+    let j = judge("declined-after-error", &["DEPLOY-002", "DEPLOY-003"]).await;
+    for id in ["DEPLOY-002", "DEPLOY-003"] {
+        assert_fails_for(j.case(id), &["AOC-REQ-011", "AOC-REQ-009"]);
+    }
+    assert_no_leftovers(&j);
+}
+
+// ---------- 3, 4, 5. a second charge the attribution should catch ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_charge_without_a_key_fails_010() {
+    let j = judge("retry-unkeyed", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_charge_without_metadata_fails_010() {
+    let j = judge("metadata-none", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_order_charged_again_on_another_account_fails_010() {
+    let j = judge("other-account", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_unkeyed_charge_fails_010() {
+    let j = judge("stray-unkeyed", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_charge_under_a_key_outside_the_orders_fails_010() {
+    let j = judge("retry-other-key", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_charge_with_another_orders_metadata_fails_010() {
+    let j = judge("metadata-other-order", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_charge_for_an_order_nobody_submitted_fails_010() {
+    let j = judge("stray-keyed", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+// ---------- 6. labels that change ----------
+
+/// "declined" for 1.5 s after a 5xx that charged, then "paid" before the watch ends: the lie
+/// was told, and every final label is judged (it passed while only the last one was).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declined_after_a_5xx_then_paid_before_the_watch_ends_fails_011_and_009() {
+    let j = judge("flip-declined-then-paid", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert!(
+        c.steps.iter().any(|s| s.contains("reports \"declined\"")),
+        "the lie was on show: {}",
+        explain(c)
+    );
+    assert_fails_for(c, &["AOC-REQ-011", "AOC-REQ-009"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paid_before_any_charge_fails_011() {
+    let j = judge("paid-before-charge", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-011"]);
+    assert_no_leftovers(&j);
+}
+
+/// "paid" (true), then "queued" to the end: the service's last word is that it does not know.
+/// D71: a label still pending at the deadline is never a pass; a terminal interpretation
+/// withdrawn is relabelled. Before every final label was judged this was missing knowledge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_label_that_goes_back_to_pending_is_no_pass() {
+    let j = judge("regress-to-queued", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert!(
+        c.steps.iter().any(|s| s.contains("reports \"queued\"")),
+        "the label went back: {}",
+        explain(c)
+    );
+    assert!(
+        matches!(c.verdict, Verdict::Fail | Verdict::MissingKnowledge),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- 7. processes ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_ignores_sigterm_is_killed_confirmed_and_cleaned_up() {
+    let j = judge("ignore-sigterm", &["DEPLOY-001"]).await;
+    let c = j.case("DEPLOY-001");
+    assert_eq!(c.verdict, Verdict::Pass, "{}", explain(c));
+    assert!(
+        c.steps.iter().any(|s| s.contains("signal 9")
+            && s.contains("the provider saw the parked request's connection close")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_exits_by_itself_while_its_charge_is_parked_is_no_kill() {
+    let j = judge("exits-at-hold", &["DEPLOY-001"]).await;
+    assert_harness_error(j.case("DEPLOY-001"), "not by the kill");
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_exits_by_itself_during_the_watch_is_a_harness_error() {
+    let j = judge("exits-later", &["DEPLOY-003"]).await;
+    assert_harness_error(j.case("DEPLOY-003"), "exited unasked");
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_the_service_started_outlives_the_run() {
+    let j = judge("setsid-daemon", &["DEPLOY-003"]).await;
+    assert_eq!(
+        j.case("DEPLOY-003").verdict,
+        Verdict::Pass,
+        "{}",
+        explain(j.case("DEPLOY-003"))
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- 8. a service the harness cannot read ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_check_that_never_answers_2xx_is_a_harness_error_naming_it() {
+    let j = judge("ready-never", &["DEPLOY-003"]).await;
+    assert_harness_error(j.case("DEPLOY-003"), "service.ready");
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_ready_only_after_its_timeout_is_a_harness_error_naming_it() {
+    let j = judge("ready-late", &["DEPLOY-003"]).await;
+    assert_harness_error(j.case("DEPLOY-003"), "service.ready");
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_answer_the_file_cannot_read_is_a_harness_error_naming_the_template() {
+    for (name, said) in [
+        ("status-not-json", "drive.status: the answer is not JSON"),
+        (
+            "status-no-path",
+            "drive.status: $.state is not in the answer",
+        ),
+        ("status-unmapped", "a label the deploy file does not map"),
+    ] {
+        let j = judge(name, &["DEPLOY-003"]).await;
+        assert_harness_error(j.case("DEPLOY-003"), said);
+        assert_no_leftovers(&j);
+    }
+}
+
+// ---------- 9. no attribution ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_attribution_neither_the_honest_nor_the_double_charger_is_green() {
+    for name in ["no-attribution-honest", "no-attribution-naive"] {
+        let j = judge(name, &["DEPLOY-003"]).await;
+        let c = j.case("DEPLOY-003");
+        assert_eq!(
+            c.verdict,
+            Verdict::MissingKnowledge,
+            "{name}: {}",
+            explain(c)
+        );
+        assert!(
+            c.occurrences.iter().all(|o| o
+                .missing_knowledge
+                .iter()
+                .any(|m| m.contains("no attribution declared"))),
+            "{name}: {}",
+            explain(c)
+        );
+        assert_no_leftovers(&j);
+    }
+}
+
+// ---------- the fault must meet the charge ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_shop_fails_010_after_a_crash_and_after_a_5xx() {
+    let j = judge("naive", &["DEPLOY-001", "DEPLOY-003"]).await;
+    for id in ["DEPLOY-001", "DEPLOY-003"] {
+        assert_fails_for(j.case(id), &["AOC-REQ-010"]);
+    }
+    assert_no_leftovers(&j);
+}
+
+/// The naive shop, with one unconfirmed intent (no payment, no money) sent first on each
+/// attempt: the case's fault is set on the first creation, so it meets the decoy and the
+/// charge is never at risk. The 5xx then never even happens (a commit fault on a request with
+/// no effect does nothing), yet the fault is reported fired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decoy_that_absorbs_the_fault_is_no_pass() {
+    let j = judge("decoy", &["DEPLOY-001", "DEPLOY-003", "DEPLOY-005"]).await;
+    for id in ["DEPLOY-001", "DEPLOY-003", "DEPLOY-005"] {
+        let c = j.case(id);
+        assert!(
+            matches!(c.verdict, Verdict::HarnessError | Verdict::Fail),
+            "{}",
+            explain(c)
+        );
+    }
+    assert_no_leftovers(&j);
+}
+
+// ---------- the ground truth is the harness's alone ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_reads_the_ground_truth_is_no_pass() {
+    let j = judge("peek-ledger", &["DEPLOY-003"]).await;
+    assert_harness_error(j.case("DEPLOY-003"), "control");
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_rewrites_the_ground_truth_is_no_pass() {
+    let j = judge("tamper-reset", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert!(
+        matches!(c.verdict, Verdict::HarnessError | Verdict::Fail),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- what the ledger shows after the creation ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paid_for_a_voided_authorisation_fails_011() {
+    let j = judge("cancel-auth-paid", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-011"]);
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_for_a_voided_authorisation_passes() {
+    let j = judge("cancel-auth-failed", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_eq!(c.verdict, Verdict::Pass, "{}", explain(c));
+    assert_no_leftovers(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paid_for_a_charge_of_another_amount_fails() {
+    let j = judge("wrong-amount", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_eq!(c.verdict, Verdict::Fail, "{}", explain(c));
+    assert!(
+        c.failures.iter().any(|f| f.msg.contains("amount")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+// ---------- a late duplicate ----------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_charge_a_second_after_paid_fails_010() {
+    let j = judge("late-duplicate", &["DEPLOY-003"]).await;
+    assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+    assert_no_leftovers(&j);
+}
+
+/// The same service with `settle_ms: 0` in its own deploy file: the watch ends at the first
+/// final label and the instance is stopped before its duplicate leaves. A file that turns the
+/// settle watch off must be refused, or the case judged as if it had settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_off_the_settle_watch_is_no_pass() {
+    match load("late-duplicate-no-settle") {
+        Err(d) => assert!(d.iter().any(|x| x.contains("settle_ms")), "{d:?}"),
+        Ok(l) => {
+            let j = judge_loaded(&l, &["DEPLOY-003"]).await;
+            assert_fails_for(j.case("DEPLOY-003"), &["AOC-REQ-010"]);
+            assert_no_leftovers(&j);
+        }
+    }
+}
