@@ -7,8 +7,8 @@
 //!   or not) per occurrence, whatever the crash, lost reply, 5xx, resubmission or takeover; and
 //!   no entry the declared attribution cannot place.
 //! - `deploy_outcome_from_ledger` (AOC-REQ-011, -009): a final label the service reports must
-//!   be what the ledger shows: `success` only with a succeeded (or authorised) payment for the
-//!   occurrence; `not_accepted` / `final_failure` never while the ledger shows its money moved.
+//!   be what the ledger shows: `success` only with a payment of the occurrence whose latest state
+//!   is succeeded (or authorised, not cancelled), already recorded when the label was shown; `not_accepted` / `final_failure` never while the ledger shows its money moved.
 //!   A label still pending at the deadline is no verdict (the requirement is not established).
 
 use super::{Facts, Finding};

@@ -95,6 +95,15 @@ fn failed(r: &Ran) -> BTreeSet<Req> {
     r.findings.iter().map(|f| f.requirement()).collect()
 }
 
+/// What a run's findings are, by checker and requirement: a shrunk schedule must fail the same
+/// way, not merely the same requirement.
+fn signature(r: &Ran) -> BTreeSet<(&'static str, Req)> {
+    r.findings
+        .iter()
+        .map(|f| (f.checker(), f.requirement()))
+        .collect()
+}
+
 /// `aocheck deploy explore`; returns the exit code.
 pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     let started = std::time::Instant::now();
@@ -176,7 +185,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     };
     // Shrink: keep the first smaller schedule that still fails a requirement the original
     // failed, until none does or the budget is spent.
-    let target = failed(&first);
+    let target = signature(&first);
     let mut best = original.clone();
     let mut best_ran = first;
     let mut budget = a.shrink_runs;
@@ -189,7 +198,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             budget -= 1;
             step += 1;
             let ran = run_at(&loaded, &p, &out, &format!("shrink-{step}"), &c).await;
-            let still = !failed(&ran).is_disjoint(&target) && ran.undecided.is_none();
+            let still = !signature(&ran).is_disjoint(&target) && ran.undecided.is_none();
             eprintln!(
                 "shrink {step}: {} → {}",
                 describe(&c),
@@ -264,8 +273,8 @@ async fn run_at(d: &Loaded, p: &Providers, out: &Path, name: &str, s: &Schedule)
     run_schedule(
         d,
         p,
-        &out.join("work").join(name),
-        &out.join("logs").join(name),
+        &out.join(super::WORK).join(name),
+        &out.join(super::LOGS).join(name),
         s,
     )
     .await

@@ -341,6 +341,11 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
                 "attribution.idempotency_key: {k:?} must hold {{occurrence}}"
             )),
             (Some(k), None) => {
+                if placeholders(k).iter().filter(|p| **p == "occurrence").count() > 1 {
+                    d.push(format!(
+                        "attribution.idempotency_key: {k:?} holds {{occurrence}} more than once; give it once"
+                    ));
+                }
                 for p in placeholders(k) {
                     if p != "occurrence" {
                         d.push(format!(

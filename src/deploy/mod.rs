@@ -187,7 +187,11 @@ async fn start_providers(d: &Loaded) -> Result<Providers, String> {
         payments,
         payments_url,
         hermes_url,
-        webhook_secret: format!("whsec_{}", uuid::Uuid::new_v4().simple()),
+        webhook_secret: {
+            let w = format!("whsec_{}", uuid::Uuid::new_v4().simple());
+            crate::secrets::register(&w);
+            w
+        },
     })
 }
 
@@ -238,34 +242,18 @@ async fn run_cmd(a: RunArgs) -> u8 {
         eprintln!("{e}");
         return crate::exit::INVALID_INPUT;
     }
-    let report = match &a.schedule {
-        None => run(&loaded, &out, &a.cases, &mut |line| eprintln!("{line}")).await,
-        Some(f) => {
-            let schedule = match read_schedule(f) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("{e}");
-                    return crate::exit::INVALID_INPUT;
-                }
-            };
-            let p = match start_providers(&loaded).await {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("providers: {e}");
-                    return crate::exit::UNREACHABLE;
-                }
-            };
-            eprintln!("schedule {} …", explore::describe(&schedule));
-            let ran = run_schedule(
-                &loaded,
-                &p,
-                &out.join("work").join("schedule"),
-                &out.join("logs").join("schedule"),
-                &schedule,
-            )
-            .await;
-            schedule_report(&loaded, &schedule, ran, f)
+    // Interrupted, the run's future is dropped, and with it every instance it started (each is
+    // killed with its group and whatever carries its mark).
+    let report = tokio::select! {
+        r = run_report(&loaded, &out, &a) => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: every instance stopped; no report written");
+            return crate::exit::INCOMPLETE;
         }
+    };
+    let report = match report {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     if let Err(e) = crate::ci::write_reports(&report, &out, None) {
         eprintln!("cannot write the reports in {}: {e}", out.display());
@@ -291,18 +279,56 @@ async fn run_cmd(a: RunArgs) -> u8 {
     crate::exit::of_report(&report)
 }
 
+/// The run `deploy run` asked for: its cases, or a schedule file (`Err`: the exit code).
+async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, u8> {
+    let Some(f) = &a.schedule else {
+        return Ok(run(loaded, out, &a.cases, &mut |line| eprintln!("{line}")).await);
+    };
+    let schedule = read_schedule(f).map_err(|e| {
+        eprintln!("{e}");
+        crate::exit::INVALID_INPUT
+    })?;
+    if let Some(i) = schedule.steps.iter().position(|st| {
+        (st.fault == Some(Kind::Takeover) && loaded.file.service.instances < 2)
+            || (st.fault == Some(Kind::Webhooks) && loaded.file.webhook.is_none())
+    }) {
+        eprintln!(
+            "{}: steps[{i}].fault: this deploy file cannot take it (a takeover needs service.instances ≥ 2; webhooks need `webhook`)",
+            f.display()
+        );
+        return Err(crate::exit::INVALID_INPUT);
+    }
+    let p = start_providers(loaded).await.map_err(|e| {
+        eprintln!("providers: {e}");
+        crate::exit::UNREACHABLE
+    })?;
+    eprintln!("schedule {} …", explore::describe(&schedule));
+    let ran = run_schedule(
+        loaded,
+        &p,
+        &out.join(WORK).join("schedule"),
+        &out.join(LOGS).join("schedule"),
+        &schedule,
+    )
+    .await;
+    Ok(schedule_report(loaded, &schedule, ran, f))
+}
+
+/// The folders a deploy run keeps the service's logs and stores in, under `--out`.
+pub const LOGS: &str = "deploy-logs";
+pub const WORK: &str = "deploy-work";
+
 fn prepare_out(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
-    for f in crate::ci::RUN_OUTPUTS.iter().chain(["logs", "work"].iter()) {
-        let p = out.join(f);
-        if p.is_dir() {
-            std::fs::remove_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        } else if p.exists() {
-            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-    }
-    for d in ["logs", "work"] {
-        std::fs::create_dir_all(out.join(d)).map_err(|e| format!("{}: {e}", out.display()))?;
+    crate::ci::clear_outputs(out)?;
+    for d in [LOGS, WORK, "explore.json", "shrunk.yaml"] {
+        let p = out.join(d);
+        let gone = match std::fs::symlink_metadata(&p) {
+            Err(_) => Ok(()),
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+        };
+        gone.map_err(|e| format!("removing an earlier run's {}: {e}", p.display()))?;
     }
     Ok(())
 }
@@ -365,7 +391,7 @@ fn assemble(
         "name": d.file.name,
         "deploy_file": d.path.display().to_string(),
         "deploy_file_sha256": d.sha256,
-        "command": d.file.service.command,
+        "command": crate::secrets::redact_command(&d.file.service.command.join(" ")),
         "instances": d.file.service.instances,
         "kill": match d.file.service.kill {
             file::KillMode::Cgroup => "cgroup",
@@ -613,7 +639,7 @@ impl Ctx<'_> {
                     delay_ms,
                     duplicate,
                 }),
-                ..Default::default()
+                ..self.p.payments.stripe_settings()
             });
         }
     }
@@ -781,10 +807,21 @@ pub async fn run_schedule(
                 .filter(|q| q.fault.as_deref() == Some(label.as_str()))
                 .nth(*nth);
             *nth += 1;
+            // …and the charge it made is this order's, by the declared attribution (without
+            // one, nothing can be judged anyway).
             let charged = landed.is_some_and(|q| {
                 now.effects.iter().any(|e| {
                     e.request_seq == q.seq
                         && e.kind == fake_payments::ledger::EffectKind::PaymentCreated
+                        && (d.file.attribution.is_none()
+                            || owner_of(
+                                d,
+                                &p.payments,
+                                &e.payment_id,
+                                e.idempotency_key.as_deref(),
+                            )
+                            .as_deref()
+                                == Some(st.occurrence.as_str()))
                 })
             });
             let mut what = format!(
@@ -962,10 +999,35 @@ async fn drive_schedule(
             }
             Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
         }
-        let seen = watch(cx, live, &vars).await?;
+        // Late, duplicated webhooks must have come before the watch ends.
+        let settle_floor = if st.fault == Some(Kind::Webhooks) {
+            WEBHOOK_DELAY_MS + 3_000
+        } else {
+            0
+        };
+        let seen = watch(cx, live, &vars, settle_floor).await?;
         let o = seen.last().map(|(o, _)| o.clone());
         if st.fault == Some(Kind::Webhooks) {
-            for w in cx.p.payments.webhook_deliveries() {
+            let log = cx.p.payments.webhook_deliveries();
+            let forged_answered = log.iter().any(|w| w.forged && w.status.is_some());
+            let real_ok = log
+                .iter()
+                .filter(|w| !w.forged && w.status.is_some_and(|s| (200..300).contains(&s)))
+                .count();
+            if !forged_answered || real_ok < 2 {
+                return Err((
+                    HarnessCause::Undecided,
+                    format!(
+                        "the webhook faults did not reach the service (the forged event {}; {real_ok} of the 2 real deliveries answered 2xx): check `webhook.path`",
+                        if forged_answered {
+                            "was answered"
+                        } else {
+                            "got no answer"
+                        }
+                    ),
+                ));
+            }
+            for w in log {
                 cx.step(format!(
                     "webhook {} {} for {} attempt {}{}: {}",
                     w.event_id,
@@ -1011,6 +1073,7 @@ async fn watch(
     cx: &mut Ctx<'_>,
     live: &mut [Instance],
     vars: &Vars,
+    extra_settle_ms: u64,
 ) -> Result<Vec<(Observed, usize)>, (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
     let status = cx.d.file.drive.status.clone();
@@ -1047,9 +1110,11 @@ async fn watch(
         if is_final && final_at.is_none() {
             final_at = Some(Instant::now());
         }
-        let settled = final_at
-            .is_some_and(|t| t.elapsed() >= Duration::from_millis(cx.d.file.drive.settle_ms));
-        if settled || Instant::now() > deadline {
+        // Once a label is final the full settle time is always watched (a late duplicate);
+        // the deadline bounds only the wait for a final label.
+        let settle = Duration::from_millis(cx.d.file.drive.settle_ms.max(extra_settle_ms));
+        let settled = final_at.is_some_and(|t| t.elapsed() >= settle);
+        if settled || (final_at.is_none() && Instant::now() > deadline) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1082,8 +1147,8 @@ async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> Case
     let ran = run_schedule(
         d,
         p,
-        &out.join("work").join(c.id),
-        &out.join("logs").join(c.id),
+        &out.join(WORK).join(c.id),
+        &out.join(LOGS).join(c.id),
         &schedule,
     )
     .await;

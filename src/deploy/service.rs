@@ -88,6 +88,19 @@ pub fn fill_env(
         .collect()
 }
 
+/// The variables of aocheck's environment a service inherits (and `LC_*`, `PYENV_*`).
+pub const INHERITED: [&str; 9] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "NODE_PATH",
+    "SYSTEMROOT",
+];
+
 /// Where the cgroup v2 (unified) hierarchy is mounted: `/sys/fs/cgroup` on a unified host,
 /// `/sys/fs/cgroup/unified` on a hybrid one (read from /proc/self/mountinfo).
 fn unified_mount() -> Result<PathBuf, String> {
@@ -134,6 +147,17 @@ pub async fn start(
     getrandom::fill(&mut raw).map_err(|e| format!("no entropy: {e}"))?;
     let mark = hex::encode(raw);
     let mut cmd = Command::new(&s.command[0]);
+    // Nothing of aocheck's own environment (a real provider key, a CI token) reaches the
+    // service: what a program needs to start, and what the deploy file gives.
+    cmd.env_clear();
+    for (k, v) in std::env::vars_os() {
+        let keep = k.to_str().is_some_and(|k| {
+            INHERITED.contains(&k) || k.starts_with("LC_") || k.starts_with("PYENV_")
+        });
+        if keep {
+            cmd.env(k, v);
+        }
+    }
     cmd.args(&s.command[1..])
         .current_dir(&d.dir)
         .envs(env)
@@ -162,11 +186,12 @@ pub async fn start(
         log,
     };
     if s.kill == KillMode::Cgroup {
-        let cg = own_cgroup()?.join(format!("aocheck-{label}-{port}"));
+        let cg = own_cgroup()?.join(format!("aocheck-{label}-{}", &inst.mark[..12]));
         let placed = std::fs::create_dir(&cg)
             .and_then(|_| std::fs::write(cg.join("cgroup.procs"), pid.to_string()));
         if let Err(why) = placed {
             inst.kill_group();
+            let _ = std::fs::remove_dir(&cg);
             return Err(format!(
                 "service.kill: cgroup: cannot place the service in {} ({why}); this machine does not delegate a cgroup v2 to aocheck; use `kill: process_group`",
                 cg.display()
@@ -245,7 +270,12 @@ impl Instance {
             Some(cg) => {
                 std::fs::write(cg.join("cgroup.kill"), "1")
                     .map_err(|e| format!("{}: {e}", cg.join("cgroup.kill").display()))?;
-                format!("cgroup.kill of {}", cg.display())
+                // A child forked before the instance was placed in its cgroup is in its group.
+                self.kill_group();
+                format!(
+                    "cgroup.kill of {} (and SIGKILL to its process group)",
+                    cg.display()
+                )
             }
             None => {
                 self.kill_group();
@@ -275,10 +305,21 @@ impl Instance {
             ));
         }
         if let Some(cg) = &self.cgroup {
-            let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
-            if !procs.trim().is_empty() {
+            // Killed processes leave the cgroup as they die: wait for `populated 0`.
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            let empty = loop {
+                let events = std::fs::read_to_string(cg.join("cgroup.events")).unwrap_or_default();
+                if events.lines().any(|l| l.trim() == "populated 0") {
+                    break true;
+                }
+                if std::time::Instant::now() > deadline {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            if !empty {
                 return Err(format!(
-                    "{} still holds processes after cgroup.kill",
+                    "{} still holds processes 5 s after cgroup.kill",
                     cg.display()
                 ));
             }

@@ -55,13 +55,16 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
                 // it: it was established and held there.
                 Verdict::Pass
             };
+            // A deployment is judged by the deploy checkers only (`aocheck deploy`), a suite run by
+            // the others: each report names the checkers that could have judged it.
+            let deployment = cases.iter().any(|c| c.id.starts_with("DEPLOY-"));
             RequirementReport {
                 id: *r,
                 verdict,
                 cases: evaluating.iter().map(|c| c.id.clone()).collect(),
                 checkers: crate::check::CHECKERS
                     .iter()
-                    .filter(|(_, rs)| rs.contains(r))
+                    .filter(|(n, rs)| rs.contains(r) && n.starts_with("deploy_") == deployment)
                     .map(|(n, _)| n.to_string())
                     .collect(),
             }

@@ -52,9 +52,6 @@ async fn judge_loaded(loaded: &Loaded, cases: &[&str]) -> Judged {
         .is_ok_and(|s| s.success());
     assert!(ok, "the hostile services need python3");
     let out = tempfile::tempdir().expect("tempdir");
-    for d in ["logs", "work"] {
-        std::fs::create_dir_all(out.path().join(d)).expect("mkdir");
-    }
     let only: Vec<String> = cases.iter().map(|c| c.to_string()).collect();
     let report = aocheck::deploy::run(loaded, out.path(), &only, &mut |_| {}).await;
     let leftovers = leftovers(out.path()).await;

@@ -255,6 +255,14 @@ impl Handle {
         self.0.hooks.clear();
         self.0.holds.reject_all();
     }
+    /// The Stripe dialect's settings now.
+    pub fn stripe_settings(&self) -> StripeSettings {
+        self.0
+            .stripe
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
     /// Sets the Stripe dialect's settings (`Stripe-Should-Retry`, search lag).
     pub fn set_stripe(&self, settings: StripeSettings) {
         *self.0.stripe.lock().unwrap_or_else(|p| p.into_inner()) = settings;

@@ -45,6 +45,8 @@ pub struct Delivery {
 pub struct Hooks {
     log: Mutex<Vec<Delivery>>,
     next: std::sync::atomic::AtomicU64,
+    /// Bumped by a reset: a delivery queued before it is dropped, never made or logged after.
+    generation: std::sync::atomic::AtomicU64,
     client: std::sync::OnceLock<reqwest::Client>,
 }
 
@@ -53,7 +55,13 @@ impl Hooks {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
     pub(super) fn clear(&self) {
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        log.clear();
+    }
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
     fn client(&self) -> reqwest::Client {
         self.client
@@ -126,12 +134,13 @@ pub(super) fn emit(s: &Shared, d: &Data, id: &Id16) {
     let event = event(&s.hooks, kind, intent, d.clock.now_ms() / 1000);
     let copies = if ep.duplicate { 2 } else { 1 };
     let hooks = s.hooks.clone();
+    let generation = hooks.generation();
     tokio::spawn(async move {
         if ep.delay_ms > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(ep.delay_ms)).await;
         }
         for _ in 0..copies {
-            deliver(&hooks, &ep.url, &ep.secret, &event, false).await;
+            deliver(&hooks, &ep.url, &ep.secret, &event, false, generation).await;
         }
     });
 }
@@ -151,10 +160,20 @@ fn event(hooks: &Hooks, kind: &str, intent: Value, created: u64) -> Value {
 }
 
 /// Delivers one event, retrying a failed delivery twice (500 ms apart); a forged one once.
-async fn deliver(hooks: &Hooks, url: &str, secret: &str, event: &Value, forged: bool) {
+async fn deliver(
+    hooks: &Hooks,
+    url: &str,
+    secret: &str,
+    event: &Value,
+    forged: bool,
+    generation: u64,
+) {
     let payload = event.to_string();
     let attempts = if forged { 1 } else { 3 };
     for attempt in 1..=attempts {
+        if hooks.generation() != generation {
+            return;
+        }
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -170,11 +189,12 @@ async fn deliver(hooks: &Hooks, url: &str, secret: &str, event: &Value, forged: 
             Ok(r) => (Some(r.status().as_u16()), None),
             Err(e) => (None, Some(e.to_string())),
         };
-        hooks
-            .log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Delivery {
+        {
+            let mut log = hooks.log.lock().unwrap_or_else(|p| p.into_inner());
+            if hooks.generation() != generation {
+                return;
+            }
+            log.push(Delivery {
                 event_id: event["id"].as_str().unwrap_or_default().to_string(),
                 kind: event["type"].as_str().unwrap_or_default().to_string(),
                 payment_intent: event["data"]["object"]["id"]
@@ -186,6 +206,7 @@ async fn deliver(hooks: &Hooks, url: &str, secret: &str, event: &Value, forged: 
                 status,
                 error,
             });
+        }
         if forged || status.is_some_and(|s| (200..300).contains(&s)) {
             return;
         }
@@ -230,7 +251,8 @@ impl Handle {
             )
         };
         let wrong = format!("whsec_forged_{}", uuid::Uuid::new_v4().simple());
-        deliver(&self.0.hooks, &ep.url, &wrong, &event, true).await;
+        let generation = self.0.hooks.generation();
+        deliver(&self.0.hooks, &ep.url, &wrong, &event, true, generation).await;
         Ok(event["id"].as_str().unwrap_or_default().to_string())
     }
 }
