@@ -276,7 +276,16 @@ async fn run_cmd(a: RunArgs) -> u8 {
         started.elapsed().as_secs_f64(),
         out.display()
     );
-    crate::exit::of_report(&report)
+    exit_code(&report)
+}
+
+/// `deploy run`'s exit code: `exit::of_report` over the deployment's own cases. DEPLOY-HISTORY
+/// is `unsupported` at this boundary by construction and stays so in every report; it does not
+/// make every run of a deployment undecided (D71).
+pub fn exit_code(report: &Report) -> u8 {
+    let mut judged = report.clone();
+    judged.cases.retain(|c| c.id != "DEPLOY-HISTORY");
+    crate::exit::of_report(&judged)
 }
 
 /// The run `deploy run` asked for: its cases, or a schedule file (`Err`: the exit code).

@@ -290,6 +290,7 @@ async fn the_keyed_example_passes_every_case_it_supports() {
     assert_eq!(req("AOC-REQ-010"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-011"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-004"), Some(Verdict::Unsupported));
+    assert_eq!(aocheck::deploy::exit_code(&r), aocheck::exit::OK);
     // The forged event was refused, the real one came late and twice.
     let w = r.cases.iter().find(|c| c.id == "DEPLOY-006").expect("case");
     assert!(
@@ -330,7 +331,7 @@ async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
     assert_eq!(verdict_of(&r, "DEPLOY-002"), Verdict::Pass);
     assert_eq!(verdict_of(&r, "DEPLOY-004"), Verdict::Pass);
     assert_eq!(
-        aocheck::exit::of_report(&r),
+        aocheck::deploy::exit_code(&r),
         aocheck::exit::REQUIREMENT_FAILED
     );
 }
