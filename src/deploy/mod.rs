@@ -945,14 +945,25 @@ async fn drive_schedule(
         let Some(target) = live.last() else {
             return Err(unreachable("no instance is running".into()));
         };
-        let code = drive::submit(&cx.client, &target.base, &submit, &vars)
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        // The order goes out on a task of its own: a service that charges inside its own
+        // request handler answers only once the provider does, and a hold parks that.
         let label = target.label.clone();
-        cx.step(format!(
-            "order {} submitted to instance {label} ({code})",
-            vars.occurrence
-        ));
+        let mut sent = Some(send(cx, &target.base, &submit, &vars));
+        let held = matches!(
+            st.fault,
+            Some(Kind::CrashAtHold | Kind::Takeover | Kind::Resubmit)
+        );
+        if held {
+            cx.step(format!(
+                "order {} submitted to instance {label}",
+                vars.occurrence
+            ));
+        } else {
+            if let Some(s) = sent.take() {
+                let answer = answered(s, Duration::from_secs(60)).await;
+                accepted(cx, &vars, &label, answer, st.fault.is_some())?;
+            }
+        }
         match st.fault {
             Some(Kind::CrashAtHold) => {
                 cx.parked(&hold).await?;
@@ -962,6 +973,9 @@ async fn drive_schedule(
                 cx.kill(&mut a, &hold).await?;
                 cx.release(&hold);
                 drop(a);
+                if let Some(s) = sent.take() {
+                    lost_with(cx, sent_done(s).await);
+                }
                 live.push(cx.start(&label).await?);
                 cx.step(format!("instance {label} restarted on the same store"));
             }
@@ -982,14 +996,31 @@ async fn drive_schedule(
                 cx.kill(&mut a, &hold).await?;
                 cx.release(&hold);
                 drop(a);
+                if let Some(s) = sent.take() {
+                    lost_with(cx, sent_done(s).await);
+                }
             }
             Some(Kind::Resubmit) => {
                 cx.parked(&hold).await?;
-                let code = drive::submit(&cx.client, &live[live.len() - 1].base, &submit, &vars)
-                    .await
-                    .map_err(|e| unreachable(e.to_string()))?;
-                cx.step(format!("the same order submitted again ({code})"));
+                let again = send(cx, &live[live.len() - 1].base, &submit, &vars);
+                // The second order may wait for the first's entry (a service that serialises
+                // them): release the hold while it is out, then read both answers.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cx.step("the same order submitted again while its entry is held");
                 cx.release(&hold);
+                for (what, s) in [("first", sent.take()), ("second", Some(again))] {
+                    let Some(s) = s else {
+                        continue;
+                    };
+                    let a = answered(s, Duration::from_secs(60)).await;
+                    cx.step(format!(
+                        "the {what} submission answered: {}",
+                        describe_answer(&a)
+                    ));
+                    if let Err(DriveErrorOr::Drive(e @ drive::DriveError::Unreachable { .. })) = a {
+                        return Err(unreachable(e.to_string()));
+                    }
+                }
             }
             Some(Kind::Webhooks) => {
                 if cx.d.file.webhook.is_none() {
@@ -1074,6 +1105,81 @@ async fn drive_schedule(
         ran.observed.push(o);
     }
     Ok(())
+}
+
+/// Why an order's answer is not a status.
+#[derive(Debug)]
+enum DriveErrorOr {
+    Drive(drive::DriveError),
+    /// No answer within the wait.
+    Late,
+    /// The task that sent it failed.
+    Lost(String),
+}
+
+type Sent = tokio::task::JoinHandle<Result<u16, drive::DriveError>>;
+
+fn send(cx: &Ctx<'_>, base: &str, t: &file::Request, vars: &Vars) -> Sent {
+    let (client, base, t, vars) = (cx.client.clone(), base.to_string(), t.clone(), vars.clone());
+    tokio::spawn(async move { drive::submit(&client, &base, &t, &vars).await })
+}
+
+async fn answered(s: Sent, wait: Duration) -> Result<u16, DriveErrorOr> {
+    match tokio::time::timeout(wait, s).await {
+        Err(_) => Err(DriveErrorOr::Late),
+        Ok(Err(e)) => Err(DriveErrorOr::Lost(e.to_string())),
+        Ok(Ok(r)) => r.map_err(DriveErrorOr::Drive),
+    }
+}
+
+/// The answer of an order whose instance was killed (its connection is gone with it).
+async fn sent_done(s: Sent) -> Result<u16, DriveErrorOr> {
+    answered(s, Duration::from_secs(5)).await
+}
+
+fn describe_answer(a: &Result<u16, DriveErrorOr>) -> String {
+    match a {
+        Ok(code) => code.to_string(),
+        Err(DriveErrorOr::Drive(e)) => e.to_string(),
+        Err(DriveErrorOr::Late) => "no answer within 60 s".into(),
+        Err(DriveErrorOr::Lost(e)) => format!("lost ({e})"),
+    }
+}
+
+fn lost_with(cx: &mut Ctx<'_>, a: Result<u16, DriveErrorOr>) {
+    cx.step(format!(
+        "the order's own answer: {} (a service that answers after charging lost it with the instance)",
+        describe_answer(&a)
+    ));
+}
+
+/// Judges the service's answer to an order: a status outside `accept` is the service's own
+/// business when the step lands a fault (it may answer the provider's 5xx with its own), and a
+/// harness error without one; no answer at all is always a harness error.
+fn accepted(
+    cx: &mut Ctx<'_>,
+    vars: &Vars,
+    label: &str,
+    a: Result<u16, DriveErrorOr>,
+    faulted: bool,
+) -> Result<(), (HarnessCause, String)> {
+    match a {
+        Ok(code) => {
+            cx.step(format!(
+                "order {} submitted to instance {label} ({code})",
+                vars.occurrence
+            ));
+            Ok(())
+        }
+        Err(DriveErrorOr::Drive(e @ drive::DriveError::Status { .. })) if faulted => {
+            cx.step(format!(
+                "order {} submitted to instance {label}, which answered outside `accept` ({e}); its outcome is read from the status route",
+                vars.occurrence
+            ));
+            Ok(())
+        }
+        Err(e) => Err((HarnessCause::Unreachable, describe_answer(&Err(e)))),
+    }
 }
 
 /// Watches an order's outcome until it is final (or the deadline), then through the settle

@@ -536,3 +536,24 @@ async fn switching_off_the_settle_watch_is_no_pass() {
         }
     }
 }
+
+/// A service that charges inside its own request handler (no queue in front of the provider):
+/// its answer waits for the provider, so a hold parks the order's own request; the harness sends
+/// the order on a task of its own and lands the fault all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_charges_inside_its_request_handler_is_judged() {
+    let j = judge("sync-honest", &["DEPLOY-001", "DEPLOY-003", "DEPLOY-004"]).await;
+    for id in ["DEPLOY-001", "DEPLOY-003", "DEPLOY-004"] {
+        let c = j.case(id);
+        assert_eq!(c.verdict, Verdict::Pass, "{id}: {}", explain(c));
+    }
+    assert!(
+        j.case("DEPLOY-001")
+            .steps
+            .iter()
+            .any(|s| s.contains("the order's own answer")),
+        "{}",
+        explain(j.case("DEPLOY-001"))
+    );
+    assert_no_leftovers(&j);
+}

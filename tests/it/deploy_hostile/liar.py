@@ -221,7 +221,7 @@ def second_metadata(o, other):
 
 def attempt(o):
     oid = o["order_id"]
-    if MODE in ("honest", "peek_ledger", "ignore_sigterm", "setsid_daemon", "regress_to_queued",
+    if MODE in ("honest", "sync_honest", "peek_ledger", "ignore_sigterm", "setsid_daemon", "regress_to_queued",
                 "status_not_json", "status_no_path", "status_unmapped", "exits_at_hold"):
         if MODE == "peek_ledger" and once("peek"):
             code, doc = control("GET", "/_control/ledger")
@@ -406,6 +406,15 @@ class Handler(BaseHTTPRequestHandler):
         exits = MODE == "exits_at_hold" and once("exit")
         if exits:
             o["todo"] = False  # charged by the helper below, not by this instance's worker
+        if MODE == "sync_honest":
+            # Charges inside its own request handler and answers once the provider has (a
+            # crash leaves the order to the worker's retry, under the same key).
+            with BUSY_LOCK:
+                BUSY.add(oid)
+            save(o)
+            run_job(oid)
+            o = load(oid)
+            return self.send_json(200, {"order_id": oid, "state": o["state"]})
         save(o)
         self.send_json(202, {"order_id": oid, "state": o["state"]})
         if exits:
