@@ -84,15 +84,19 @@ pub fn clear_outputs(out: &std::path::Path) -> Result<(), String> {
         .iter()
         .chain(&["sut", "store.db-wal", "store.db-shm"])
     {
-        let p = out.join(name);
-        let gone = match std::fs::symlink_metadata(&p) {
-            Err(_) => Ok(()),
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
-            Ok(_) => std::fs::remove_file(&p),
-        };
-        gone.map_err(|e| format!("removing an earlier run's {}: {e}", p.display()))?;
+        remove_output(&out.join(name))?;
     }
     Ok(())
+}
+
+/// Removes what an earlier run left at `p` (a folder whole; a link itself, never its target).
+pub fn remove_output(p: &std::path::Path) -> Result<(), String> {
+    let gone = match std::fs::symlink_metadata(p) {
+        Err(_) => Ok(()),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+    };
+    gone.map_err(|e| format!("removing an earlier run's {}: {e}", p.display()))
 }
 
 /// The predicate of a signed run (`https://aocheck.dev/conformance-run/v1`, documented with its

@@ -331,13 +331,7 @@ fn prepare_out(out: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
     crate::ci::clear_outputs(out)?;
     for d in [LOGS, WORK, "explore.json", "shrunk.yaml"] {
-        let p = out.join(d);
-        let gone = match std::fs::symlink_metadata(&p) {
-            Err(_) => Ok(()),
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
-            Ok(_) => std::fs::remove_file(&p),
-        };
-        gone.map_err(|e| format!("removing an earlier run's {}: {e}", p.display()))?;
+        crate::ci::remove_output(&out.join(d))?;
     }
     Ok(())
 }
