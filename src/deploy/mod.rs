@@ -297,15 +297,11 @@ async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, 
         eprintln!("{e}");
         crate::exit::INVALID_INPUT
     })?;
-    if let Some(i) = schedule.steps.iter().position(|st| {
-        (st.fault == Some(Kind::Takeover) && loaded.file.service.instances < 2)
-            || (st.fault == Some(Kind::Webhooks) && loaded.file.webhook.is_none())
-    }) {
-        eprintln!(
-            "{}: steps[{i}].fault: this deploy file cannot take it (a takeover needs service.instances ≥ 2; webhooks need `webhook`)",
-            f.display()
-        );
-        return Err(crate::exit::INVALID_INPUT);
+    for (i, st) in schedule.steps.iter().enumerate() {
+        if let Some(why) = st.fault.and_then(|k| cannot_take(loaded, k)) {
+            eprintln!("{}: steps[{i}].fault: {why}", f.display());
+            return Err(crate::exit::INVALID_INPUT);
+        }
     }
     let p = start_providers(loaded).await.map_err(|e| {
         eprintln!("providers: {e}");
@@ -361,13 +357,9 @@ pub async fn run(
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
                 progress(format!("{} {} …", c.id, c.title));
-                let r = run_case(d, c, &p, out).await;
-                for q in p.payments.ledger().requests {
-                    if q.dialect.is_some() {
-                        seen_agents.extend(q.user_agent);
-                        seen_versions.extend(q.stripe_version);
-                    }
-                }
+                let (r, agents, versions) = run_case(d, c, &p, out).await;
+                seen_agents.extend(agents);
+                seen_versions.extend(versions);
                 progress(format!(
                     "{} {} ({:.1} s)",
                     c.id,
@@ -538,6 +530,11 @@ fn rule(fault: Fault) -> Rule {
         key: None,
         fault,
     }
+}
+
+/// The provider's hold that parks step `k`'s entry.
+fn hold_name(k: usize) -> String {
+    format!("deploy-{k}")
 }
 
 /// One order of a schedule, and the fault its first payment creation meets.
@@ -792,19 +789,32 @@ pub async fn run_schedule(
     let control_before = p.payments.control_attempts().len();
     let mut live: Vec<Instance> = Vec::new();
     let result = drive_schedule(&mut cx, schedule, &mut live, &mut ran).await;
+    for i in live.drain(..) {
+        i.stop().await;
+    }
+    ran.steps = std::mem::take(&mut cx.steps);
+    ran.millis = started.elapsed().as_millis() as u64;
+    // One reading of the ground truth, with every instance stopped: the faults, the clients
+    // seen on the wire and the verdicts all come from it.
+    let ledger = p.payments.ledger();
+    for q in &ledger.requests {
+        if q.dialect.is_some() {
+            ran.agents.extend(q.user_agent.clone());
+            ran.versions.extend(q.stripe_version.clone());
+        }
+    }
     // A fault counts only where it acted on a charge: the request it landed on made the
     // order's payment (a draft creation, a refused or unrelated request absorbs a rule and
     // exercises nothing the case is about).
     let rules = p.payments.rules();
-    let now = p.payments.ledger();
     let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
     for (i, st) in schedule.steps.iter().enumerate() {
         if let Some(k) = st.fault {
-            let fault = k.fault(&format!("deploy-{i}"));
+            let fault = k.fault(&hold_name(i));
             let label = fault.to_string();
             let rule_fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
             let nth = taken.entry(label.clone()).or_default();
-            let landed = now
+            let landed = ledger
                 .requests
                 .iter()
                 .filter(|q| q.fault.as_deref() == Some(label.as_str()))
@@ -813,7 +823,7 @@ pub async fn run_schedule(
             // …and the charge it made is this order's, by the declared attribution (without
             // one, nothing can be judged anyway).
             let charged = landed.is_some_and(|q| {
-                now.effects.iter().any(|e| {
+                ledger.effects.iter().any(|e| {
                     e.request_seq == q.seq
                         && e.kind == fake_payments::ledger::EffectKind::PaymentCreated
                         && (d.file.attribution.is_none()
@@ -853,11 +863,6 @@ pub async fn run_schedule(
     ) {
         ran.undecided = Some((HarnessCause::Undecided, why));
     }
-    for i in live.drain(..) {
-        i.stop().await;
-    }
-    ran.steps = std::mem::take(&mut cx.steps);
-    ran.millis = started.elapsed().as_millis() as u64;
     if let Err(e) = result {
         ran.undecided = Some(e);
         return ran;
@@ -874,13 +879,6 @@ pub async fn run_schedule(
             ),
         ));
         return ran;
-    }
-    let ledger = p.payments.ledger();
-    for q in &ledger.requests {
-        if q.dialect.is_some() {
-            ran.agents.extend(q.user_agent.clone());
-            ran.versions.extend(q.stripe_version.clone());
-        }
     }
     let owner = |pay: &str, key: Option<&str>| owner_of(d, &p.payments, pay, key);
     let owner_ref: Option<crate::check::deploy::Owner<'_>> =
@@ -914,7 +912,11 @@ async fn drive_schedule(
     live.push(cx.start("a").await?);
     let submit = cx.d.file.drive.submit.clone();
     for (k, st) in schedule.steps.iter().enumerate() {
-        let hold = format!("deploy-{k}");
+        // Checked before anything is sent: a fault this deploy file cannot take.
+        if let Some(why) = st.fault.and_then(|kind| cannot_take(cx.d, kind)) {
+            return Err((HarnessCause::Undecided, why));
+        }
+        let hold = hold_name(k);
         if let Some(kind) = st.fault {
             cx.p.payments
                 .add_rule(rule(kind.fault(&hold)))
@@ -975,12 +977,6 @@ async fn drive_schedule(
             }
             Some(Kind::Takeover) => {
                 cx.parked(&hold).await?;
-                if cx.d.file.service.instances < 2 {
-                    return Err((
-                        HarnessCause::Undecided,
-                        "a takeover needs service.instances ≥ 2".into(),
-                    ));
-                }
                 let next = cx.fresh_label();
                 let b = cx.start(&next).await?;
                 let Some(mut a) = live.pop() else {
@@ -1017,12 +1013,6 @@ async fn drive_schedule(
                 }
             }
             Some(Kind::Webhooks) => {
-                if cx.d.file.webhook.is_none() {
-                    return Err((
-                        HarnessCause::Undecided,
-                        "webhooks need the deploy file's `webhook`".into(),
-                    ));
-                }
                 let pay = cx.entered(before).await?;
                 match cx.p.payments.forge_webhook(&pay, "declined").await {
                     Ok(ev) => cx.step(format!(
@@ -1231,7 +1221,27 @@ async fn watch(
     Ok(seen)
 }
 
-async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> CaseReport {
+/// Why this deploy file cannot take a fault (`None`: it can).
+fn cannot_take(d: &Loaded, kind: Kind) -> Option<String> {
+    match kind {
+        Kind::Webhooks if d.file.webhook.is_none() => {
+            Some("the deploy file declares no `webhook`: the service receives no events".into())
+        }
+        Kind::Takeover if d.file.service.instances < 2 => Some(format!(
+            "service.instances is {}: a takeover needs 2",
+            d.file.service.instances
+        )),
+        _ => None,
+    }
+}
+
+/// A case: its schedule run and judged (with the clients and API versions seen on the wire).
+async fn run_case(
+    d: &Loaded,
+    c: &DeployCase,
+    p: &Providers,
+    out: &Path,
+) -> (CaseReport, BTreeSet<String>, BTreeSet<String>) {
     let schedule = Schedule {
         steps: vec![Step {
             occurrence: format!("{}-o1", c.id.to_lowercase()),
@@ -1239,19 +1249,10 @@ async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> Case
         }],
     };
     let mut report = new_case(d, c);
-    if c.kind == Kind::Webhooks && d.file.webhook.is_none() {
+    if let Some(why) = cannot_take(d, c.kind) {
         report.verdict = Verdict::Unsupported;
-        report.unsupported =
-            Some("the deploy file declares no `webhook`: the service receives no events".into());
-        return report;
-    }
-    if c.kind == Kind::Takeover && d.file.service.instances < 2 {
-        report.verdict = Verdict::Unsupported;
-        report.unsupported = Some(format!(
-            "service.instances is {}: a takeover needs 2",
-            d.file.service.instances
-        ));
-        return report;
+        report.unsupported = Some(why);
+        return (report, BTreeSet::new(), BTreeSet::new());
     }
     let ran = run_schedule(
         d,
@@ -1261,7 +1262,12 @@ async fn run_case(d: &Loaded, c: &DeployCase, p: &Providers, out: &Path) -> Case
         &schedule,
     )
     .await;
-    case_report(d, report, c.requirements, ran)
+    let (agents, versions) = (ran.agents.clone(), ran.versions.clone());
+    (
+        case_report(d, report, c.requirements, ran),
+        agents,
+        versions,
+    )
 }
 
 /// A case's report from what running its schedule gave.

@@ -6,8 +6,8 @@
 //! decided, never a pass. After every run no process of the service may be left (each instance's
 //! environment names its case's store folder, which is how they are found in /proc).
 //!
-//! A test marked `#[ignore = "defect: …"]` asserts the right verdict where the harness gives
-//! another today; `cargo test --test it deploy_hostile -- --ignored` shows each defect.
+//! Every liar here exposed a defect of the harness once (each mended with its test); a liar the
+//! harness cannot judge yet would be marked `#[ignore = "defect: …"]`, asserting the right verdict.
 
 use aocheck::deploy::file::{self, Loaded};
 use aocheck::report::model::{CaseReport, Report, Verdict};
