@@ -18,17 +18,31 @@ pub const REDACTED: &str = "[redacted]";
 /// Shorter values are not registered: scrubbing a two-letter "secret" would mangle every report.
 pub const MIN_LEN: usize = 6;
 
-/// The registered secrets, and the matcher built from them (rebuilt when one is added, on the
-/// next search): one pass over a text finds every secret, however many are registered (a test
-/// process registers thousands), and the lock is held only to take the matcher.
+/// The registered secrets and the matchers built from them. A process can register tens of
+/// thousands (every schedule of an exploration, every run of a test process mints tokens), so
+/// the matchers are kept in levels, like a binary counter: secrets registered since the last
+/// search form a new level, and a level is merged into the one before it while it is at least as
+/// large. Each secret is compiled into a matcher O(log n) times over the life of the process
+/// (rebuilding one matcher over every secret at each registration made a test process spend most
+/// of its time compiling automata, under this lock). One search runs every level, at most about
+/// log2(n) of them.
 struct Registry {
     secrets: BTreeSet<String>,
-    matcher: Option<std::sync::Arc<aho_corasick::AhoCorasick>>,
+    /// Registered and in no level yet.
+    pending: Vec<String>,
+    levels: Vec<Level>,
+}
+
+/// One matcher over the patterns of some secrets (each raw and, where it differs, JSON-escaped).
+struct Level {
+    patterns: Vec<String>,
+    matcher: std::sync::Arc<aho_corasick::AhoCorasick>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     secrets: BTreeSet::new(),
-    matcher: None,
+    pending: Vec::new(),
+    levels: Vec::new(),
 });
 
 /// Registers a secret value: from now on it is scrubbed from everything this process writes.
@@ -42,7 +56,7 @@ pub fn register(secret: &str) {
     if let Ok(mut r) = REGISTRY.lock()
         && r.secrets.insert(s.to_string())
     {
-        r.matcher = None;
+        r.pending.push(s.to_string());
     }
 }
 
@@ -61,46 +75,99 @@ fn dump_for_tests(s: &str) {
     }
 }
 
-/// The matcher over every registered secret, raw and JSON-escaped (`None`: nothing registered).
-fn matcher() -> Option<std::sync::Arc<aho_corasick::AhoCorasick>> {
-    let mut r = REGISTRY.lock().ok()?;
-    if r.secrets.is_empty() {
-        return None;
-    }
-    if r.matcher.is_none() {
-        let mut patterns: Vec<String> = Vec::with_capacity(r.secrets.len() * 2);
-        for s in &r.secrets {
-            patterns.push(s.clone());
-            if let Ok(e) = serde_json::to_string(s) {
-                let inner = e.trim_matches('"');
-                if inner != s.as_str() {
-                    patterns.push(inner.to_string());
-                }
-            }
+/// A secret's patterns: itself and, where it differs, its JSON-escaped form.
+fn patterns_of(s: &str, into: &mut Vec<String>) {
+    into.push(s.to_string());
+    if let Ok(e) = serde_json::to_string(s) {
+        let inner = e.trim_matches('"');
+        if inner != s {
+            into.push(inner.to_string());
         }
-        let built = aho_corasick::AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(&patterns)
-            .ok()?;
-        r.matcher = Some(std::sync::Arc::new(built));
     }
-    r.matcher.clone()
 }
 
-/// `text` with every registered secret (and its JSON-escaped form) replaced by [`REDACTED`],
-/// the longest first where two overlap.
-pub fn scrub(text: &str) -> String {
-    match matcher() {
-        Some(m) if m.is_match(text) => {
-            let mut out = String::with_capacity(text.len());
-            m.replace_all_with(text, &mut out, |_, _, dst| {
-                dst.push_str(REDACTED);
-                true
-            });
-            out
+fn level(patterns: Vec<String>) -> Option<Level> {
+    // Standard semantics, searched for overlapping matches: every stretch of text that any
+    // secret covers is found, whatever level each secret is in.
+    let matcher = aho_corasick::AhoCorasick::new(&patterns).ok()?;
+    Some(Level {
+        patterns,
+        matcher: std::sync::Arc::new(matcher),
+    })
+}
+
+/// The matchers over every registered secret (empty: nothing registered).
+fn matchers() -> Vec<std::sync::Arc<aho_corasick::AhoCorasick>> {
+    let Ok(mut r) = REGISTRY.lock() else {
+        return Vec::new();
+    };
+    if !r.pending.is_empty() {
+        let mut patterns = Vec::with_capacity(r.pending.len() * 2);
+        for s in std::mem::take(&mut r.pending) {
+            patterns_of(&s, &mut patterns);
         }
-        _ => text.to_string(),
+        while let Some(last) = r.levels.last()
+            && last.patterns.len() <= patterns.len()
+        {
+            if let Some(mut merged) = r.levels.pop() {
+                merged.patterns.append(&mut patterns);
+                patterns = merged.patterns;
+            }
+        }
+        match level(patterns) {
+            Some(l) => r.levels.push(l),
+            // A matcher that cannot be built (never seen: patterns are short text) must not
+            // lose its secrets: they are tried again at the next search.
+            None => {
+                let again: Vec<String> = r.secrets.iter().cloned().collect();
+                r.levels.clear();
+                r.pending = again;
+                return Vec::new();
+            }
+        }
     }
+    r.levels.iter().map(|l| l.matcher.clone()).collect()
+}
+
+/// Every stretch of `text` that a registered secret covers, overlapping ones joined, in order.
+fn covered(text: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans: Vec<(usize, usize)> = matchers()
+        .iter()
+        .flat_map(|m| {
+            m.find_overlapping_iter(text)
+                .map(|x| (x.start(), x.end()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut joined: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match joined.last_mut() {
+            Some(last) if a < last.1 => last.1 = last.1.max(b),
+            _ => joined.push((a, b)),
+        }
+    }
+    joined
+}
+
+/// `text` with every stretch a registered secret (or its JSON-escaped form) covers replaced by
+/// [`REDACTED`]; where two secrets overlap, their whole union is one [`REDACTED`].
+pub fn scrub(text: &str) -> String {
+    let spans = covered(text.as_bytes());
+    if spans.is_empty() {
+        return text.to_string();
+    }
+    let b = text.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(text.len());
+    let mut copied = 0;
+    for (a, z) in spans {
+        out.extend_from_slice(&b[copied..a]);
+        out.extend_from_slice(REDACTED.as_bytes());
+        copied = z;
+    }
+    out.extend_from_slice(&b[copied..]);
+    // Patterns are whole UTF-8 strings, so every span starts and ends on a character boundary.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Bytes scrubbed as text where they are UTF-8 (lossy otherwise: a log is for reading).
@@ -166,7 +233,7 @@ fn scrub_json_values(text: &str) -> String {
 
 /// Whether these bytes hold any registered secret (raw or JSON-escaped).
 pub fn holds_secret(bytes: &[u8]) -> bool {
-    matcher().is_some_and(|m| m.is_match(bytes))
+    matchers().iter().any(|m| m.is_match(bytes))
 }
 
 /// A connection string's password removed (URL userinfo, `?password=` and `password=` in the
@@ -385,5 +452,69 @@ mod tests {
         // Short values are never registered (they would mangle everything).
         register("abc");
         assert_eq!(scrub("abc"), "abc");
+    }
+
+    /// Two secrets that overlap in a text are removed whole, whichever level each is in: the
+    /// second is registered after a search built the first one's level.
+    #[test]
+    fn overlapping_secrets_in_different_levels_are_removed_whole() {
+        register("ovl-abcdef-1");
+        assert_eq!(scrub("x ovl-abcdef-1 y"), "x [redacted] y");
+        register("abcdef-1-tail-ovl");
+        assert_eq!(scrub("x ovl-abcdef-1-tail-ovl y"), "x [redacted] y");
+        // Adjacent, not overlapping: each is its own stretch.
+        assert_eq!(
+            scrub("ovl-abcdef-1abcdef-1-tail-ovl"),
+            "[redacted][redacted]"
+        );
+    }
+
+    /// Registrations interleaved with searches (as an exploration makes them) keep the matchers
+    /// few: at most one level per bit of the pattern count, and every secret is still found.
+    #[test]
+    fn thousands_of_registrations_keep_few_levels_and_find_every_secret() {
+        let secrets: Vec<String> = (0..3000).map(|i| format!("lvl-{i:05}-tok")).collect();
+        for s in &secrets {
+            register(s);
+            assert!(holds_secret(s.as_bytes()), "{s}");
+        }
+        let (levels, patterns) = {
+            let r = REGISTRY.lock().expect("registry");
+            (
+                r.levels.len(),
+                r.levels.iter().map(|l| l.patterns.len()).sum::<usize>(),
+            )
+        };
+        let bits = usize::BITS - patterns.leading_zeros();
+        assert!(
+            levels as u32 <= bits,
+            "{levels} levels for {patterns} patterns"
+        );
+        let text = secrets.join(" ");
+        let scrubbed = scrub(&text);
+        assert!(!scrubbed.contains("-tok"), "{}", &scrubbed[..200]);
+        assert_eq!(scrubbed.matches(REDACTED).count(), secrets.len());
+    }
+
+    proptest::proptest! {
+        /// Whatever the secrets and the text around them, nothing registered survives a scrub.
+        #[test]
+        fn no_registered_secret_survives_a_scrub(
+            secrets in proptest::collection::vec("pt-[a-z0-9]{3,12}", 1..8),
+            around in proptest::collection::vec("[a-z0-9 -]{0,8}", 1..10),
+        ) {
+            for s in &secrets {
+                register(s);
+            }
+            let mut text = String::new();
+            for (i, a) in around.iter().enumerate() {
+                text.push_str(a);
+                text.push_str(&secrets[i % secrets.len()]);
+            }
+            let out = scrub(&text);
+            for s in &secrets {
+                proptest::prop_assert!(!out.contains(s.as_str()), "{s} in {out}");
+            }
+        }
     }
 }
