@@ -238,6 +238,13 @@ impl SimClock {
         lock(&self.0.state).busy
     }
 
+    /// Sleeps waiting on the clock now (for tests and diagnostics: a test that moves time must
+    /// first see the sleep it means to end registered, or the move lands before the sleep and the
+    /// sleep's end moves with it).
+    pub fn sleepers(&self) -> usize {
+        lock(&self.0.state).timers.len()
+    }
+
     /// Moves the clock forward by `ms` at once (saturating), waking every sleep now due.
     pub fn advance(&self, ms: u64) {
         let due = {

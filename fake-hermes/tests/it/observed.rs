@@ -22,6 +22,15 @@ async fn on_sim(config: Config) -> (Server, SimClock) {
     )
 }
 
+/// Waits (in real time, generously for a loaded machine) until something sleeps on `sim`.
+async fn until_sleeping(sim: &SimClock) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sim.sleepers() == 0 {
+        assert!(Instant::now() < deadline, "nothing ever slept on the clock");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn post(s: &Server, path: &str, body: &str) -> crate::api::R {
     req(s, "POST", path, Some(KEY), Some(body), &[])
         .await
@@ -75,6 +84,9 @@ async fn after_an_approval_timeout_the_status_stays_waiting_with_nothing_pending
     .await;
     let id = start_run(&s, json!({"input": "x"})).await;
     wait_status(&s, &id, "waiting_for_approval").await;
+    // The status is set before the engine takes its approval wait: move time only once the
+    // wait is on the clock (under load the move could land first and never end it).
+    until_sleeping(&sim).await;
     let t0 = sim.now_ms();
     sim.advance(60_000);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -101,6 +113,8 @@ async fn after_an_approval_timeout_the_status_stays_waiting_with_nothing_pending
         r.json()["error"]["message"],
         format!("Run has no pending approval: {id}")
     );
+    // The `wait` step's 5 s, once it is on the clock.
+    until_sleeping(&sim).await;
     sim.advance(5_000);
     wait_status(&s, &id, "completed").await;
     let (_, text) = stream(&s, &id).await;
