@@ -442,6 +442,9 @@ fn liar(mode: &str) -> String {
     )
 }
 
+/// These liars run on SQLite: the store is not their subject (the PostgreSQL arm runs the store
+/// conformance table and the reference's whole suite through the protocol).
+///
 /// Issue 21: every lie the providers' ledgers (or the implementation's own answers) can expose
 /// fails the case for the requirement it breaks, although each
 /// liar's history is consistent with itself. The honest counterpart of every row is the
@@ -484,10 +487,7 @@ async fn each_liar_fails_for_the_requirement_it_breaks(
     #[case] req: Req,
     #[case] needle: &str,
 ) {
-    // On SQLite: the store is not the subject (the PostgreSQL arm runs the store conformance
-    // table and the reference's whole suite through the protocol).
-    let pg = None;
-    let (r, _d) = run(&liar(mode), &[case], pg, Duration::from_secs(10)).await;
+    let (r, _d) = run(&liar(mode), &[case], None, Duration::from_secs(10)).await;
     let c = &r.cases[0];
     assert_eq!(
         c.verdict,
@@ -537,10 +537,7 @@ async fn each_liar_a_harness_error_stops_is_named(
     #[case] needles: &[&str],
     #[case] no_findings: bool,
 ) {
-    // On SQLite: the store is not the subject (the PostgreSQL arm runs the store conformance
-    // table and the reference's whole suite through the protocol).
-    let pg = None;
-    let (r, _d) = run(&liar(mode), cases, pg, Duration::from_secs(timeout_secs)).await;
+    let (r, _d) = run(&liar(mode), cases, None, Duration::from_secs(timeout_secs)).await;
     assert_eq!(r.cases.len(), cases.len(), "{mode}");
     for c in &r.cases {
         assert_ne!(
@@ -571,12 +568,8 @@ async fn each_liar_a_harness_error_stops_is_named(
 /// linked to the original is accounted for, and the case passes. The relay
 /// logs what the provider answered its refund, so the pass is earned only if the refund was
 /// really made.
-#[rstest::rstest]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_under_its_remedy_s_key_is_accounted_for() {
-    // On SQLite: the store is not the subject (the PostgreSQL arm runs the store conformance
-    // table and the reference's whole suite through the protocol).
-    let pg = None;
     let tmp = tempfile::tempdir().expect("tempdir");
     let log = tmp.path().join("refunds.jsonl");
     let command = format!(
@@ -584,7 +577,7 @@ async fn a_refund_under_its_remedy_s_key_is_accounted_for() {
         log.display(),
         liar("remedy_refund")
     );
-    let (r, _d) = run(&command, &["AOC-CASE-011"], pg, Duration::from_secs(10)).await;
+    let (r, _d) = run(&command, &["AOC-CASE-011"], None, Duration::from_secs(10)).await;
     let c = &r.cases[0];
     assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
     let made: Vec<serde_json::Value> = std::fs::read_to_string(&log)
