@@ -90,7 +90,7 @@ pub enum Command {
     /// Open a store, apply its migrations and list what it holds for a domain.
     Store {
         /// `memory`, `sqlite:PATH` or `postgres:URL`.
-        #[arg(long, env = "AOCHECK_STORE")]
+        #[arg(long, env = "AOCHECK_STORE", value_parser = crate::store::StoreParser)]
         store: StoreSpec,
         /// The domain (store namespace) to list.
         #[arg(long, default_value = "default")]
@@ -100,7 +100,7 @@ pub enum Command {
     Profile { file: PathBuf },
     /// Verify the digest chain of one occurrence's history in a store.
     VerifyHistory {
-        #[arg(long, env = "AOCHECK_STORE")]
+        #[arg(long, env = "AOCHECK_STORE", value_parser = crate::store::StoreParser)]
         store: StoreSpec,
         #[arg(long, default_value = "default")]
         domain: String,
@@ -138,7 +138,7 @@ pub struct RunArgs {
     #[arg(long = "req")]
     pub reqs: Vec<String>,
     /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::store::StoreParser)]
     pub store: Option<StoreSpec>,
     /// Output folder (default: `reports/runs/<run id>`).
     #[arg(long)]

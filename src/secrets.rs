@@ -338,12 +338,20 @@ fn secret_name(name: &str) -> bool {
 /// password, key, auth…), and URL passwords. Values given with `--redact` are registered by the
 /// caller and scrubbed here too.
 pub fn redact_command(command: &str) -> String {
-    let words: Vec<&str> = command.split(' ').collect();
+    let words = shell_words(command);
     let mut out: Vec<String> = Vec::with_capacity(words.len());
     let mut next_is_secret = false;
     for w in words {
+        // A quoted command inside (`sh -c "env TOKEN=… impl"`): its own secrets are found
+        // the same way (registered, so the closing scrub removes them).
+        if w.contains(['\'', '"']) {
+            let inner = unquoted(w);
+            if inner.contains(' ') {
+                let _ = redact_command(&inner);
+            }
+        }
         if next_is_secret && !w.is_empty() {
-            register(w.trim_matches(['\'', '"']));
+            register(&unquoted(w));
             out.push(REDACTED.into());
             next_is_secret = false;
             continue;
@@ -356,7 +364,7 @@ pub fn redact_command(command: &str) -> String {
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
                 && secret_name(bare)
             {
-                register(value.trim_matches(['\'', '"']));
+                register(&unquoted(value));
                 out.push(format!("{name}={REDACTED}"));
                 continue;
             }
@@ -375,10 +383,94 @@ pub fn redact_command(command: &str) -> String {
     scrub(&out.join(" "))
 }
 
+/// A command line cut at its unquoted spaces, each word as written (quotes kept): a value quoted
+/// with spaces in it (`API_TOKEN='a b c'`) is one word. An unterminated quote runs to the end.
+fn shell_words(command: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in command.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match (quote, c) {
+            (Some('\''), '\'') => quote = None,
+            (Some('\''), _) => {}
+            (_, '\\') => escaped = true,
+            (Some('"'), '"') => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, ' ') => {
+                out.push(&command[start..i]);
+                start = i + 1;
+            }
+            (None, _) => {}
+        }
+    }
+    out.push(&command[start..]);
+    out
+}
+
+/// A shell word's value: its quotes removed (`'a b'c` is `a bc`), backslash escapes outside
+/// single quotes taken literally.
+fn unquoted(word: &str) -> String {
+    let mut out = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = word.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some('\''), _) => out.push(c),
+            (_, '\\') => out.extend(chars.next()),
+            (None, '\'' | '"') => quote = Some(c),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    /// A quoted value with spaces is one word, registered and removed whole.
+    #[rstest]
+    #[case(
+        "env API_TOKEN='tok quoted qsecret-1' run",
+        "qsecret-1",
+        "tok quoted qsecret-1"
+    )]
+    #[case(
+        "impl --password \"two words qsecret-2\" x",
+        "qsecret-2",
+        "two words qsecret-2"
+    )]
+    #[case("impl --api-key=a\\ b-qsecret-3 x", "qsecret-3", "a b-qsecret-3")]
+    #[case(
+        "sh -c \"env API_TOKEN='quoted qsecret-4' impl\" x",
+        "qsecret-4",
+        "quoted qsecret-4"
+    )]
+    fn a_quoted_secret_with_spaces_is_removed_whole(
+        #[case] command: &str,
+        #[case] tail: &str,
+        #[case] whole: &str,
+    ) {
+        let shown = redact_command(command);
+        assert!(!shown.contains(tail), "{shown}");
+        assert!(
+            !shown.contains("quoted") && !shown.contains("words"),
+            "{shown}"
+        );
+        assert_eq!(
+            scrub(&format!("later: {whole}")),
+            format!("later: {REDACTED}")
+        );
+        assert!(shown.ends_with(" x") || shown.ends_with(" run"), "{shown}");
+    }
 
     #[rstest]
     #[case(

@@ -34,9 +34,16 @@ PROTOCOL = "aocheck-sut/2"
 # aocheck can attribute every payment in the provider's ledger).
 KEY_RULE = "aoc-{occurrence}"
 # What this example says about itself (checked in every case against AOC-REQ-013).
-CLAIMS = [
-    "An example executor: one SQLite file is its coordination domain, and fencing holds only "
-    "for the paths that go through it.",
+# What it states about itself, as data (docs/sut-protocol.md, `statements`): fencing holds
+# only inside its coordination domain (one SQLite file), admission is exclusive only over the
+# paths that go through it, and none of AOC-REQ-013's four prohibited claims is made.
+STATEMENTS = [
+    {"about": "fencing", "revokes_credentials": False, "stops_paths_outside_domain": False},
+    {"about": "admission", "exclusive_over": "mediated_paths"},
+    {"about": "migration", "copy_transfers_exclusive_ownership": False},
+    {"about": "succession_receipt", "fences_provider_path": False},
+    {"about": "state_machines", "aadp_bcr_interchangeable": False},
+    {"about": "evidence_format", "mandatory": []},
 ]
 LANE = "lane-1"
 OPERATIONS = [
@@ -678,7 +685,7 @@ def serve(make_executor=None, threaded=False):
                 log("executor %s ready" % executor.name)
                 reply = {"id": rid, "ok": {"protocol": PROTOCOL, "name": "python-sut-example",
                                            "version": "0.1.0", "operations": OPERATIONS,
-                                           "key_rule": KEY_RULE, "claims": CLAIMS,
+                                           "key_rule": KEY_RULE, "statements": STATEMENTS,
                                            # Written by aocheck's own authors (AOC section 7).
                                            "same_team": True}}
             except Invalid as e:

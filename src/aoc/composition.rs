@@ -79,21 +79,6 @@ pub const PROHIBITED_CLAIMS: [&str; 4] = [
     "an EP evidence format is mandatory",
 ];
 
-/// What the reference domain says about itself (checked against [`PROHIBITED_CLAIMS`]).
-pub fn reference_claims() -> Vec<String> {
-    vec![
-        "One coordination domain per store namespace serializes reservation, provider entry, \
-         executor-generation changes and terminal reconciliation for the paths it mediates."
-            .into(),
-        "Executor-generation fencing applies only inside this domain; it revokes no credential and \
-         stops no path outside it."
-            .into(),
-        "Same-team reference implementation: passing its cases shows consistency with the profile, \
-         not interoperability, live-provider correctness, deployment or adoption."
-            .into(),
-    ]
-}
-
 /// What makes a sentence one of [`PROHIBITED_CLAIMS`] whatever its wording: every group must
 /// have a word in the sentence (a word matches a term it starts with: `fences` matches `fence`).
 const CLAIM_CONCEPTS: [&[&[&str]]; 4] = [
@@ -300,21 +285,6 @@ mod tests {
             composition_status(AadpAccounting::AliasedToOccurrenceExposure),
             CompositionStatus::Unsupported { .. }
         ));
-    }
-
-    #[test]
-    fn reference_claims_make_no_prohibited_claim_and_say_what_they_must() {
-        let claims = reference_claims();
-        for c in &claims {
-            assert_eq!(prohibited_in(c), None, "{c}");
-        }
-        // AOC §7: "A same-team model or runner MUST be labeled as such", and fencing is claimed
-        // only inside the domain (§3).
-        assert!(
-            claims.iter().any(|c| c.starts_with("Same-team")),
-            "{claims:?}"
-        );
-        assert!(claims.iter().any(|c| c.contains("only inside this domain")));
     }
 
     /// Both directions, by wording: each prohibited claim in other words is caught, and the same

@@ -9,15 +9,17 @@ pub mod deploy;
 pub mod evidence;
 pub mod expect;
 mod finding;
+pub mod generations;
 pub(crate) mod hermes;
 pub mod ledger;
 pub mod replay;
+pub mod statements;
 pub mod steps;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;
 use crate::aoc::requirement::Req;
-use crate::vocab::{Authority, Outcome, State};
+use crate::vocab::{Authority, Flag, Outcome, State};
 use accounting::{Accounting, KeyRule, key_words};
 use evidence::{Kind, SourceKind, StateAnswer, View};
 use fake_payments::ledger::Ledger;
@@ -26,7 +28,7 @@ use std::collections::BTreeMap;
 pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 46] = [
+pub const CHECKERS: [(&str, &[Req]); 51] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
     ("deploy_entry_matches_order", &[Req::R003]),
     ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),
@@ -53,6 +55,7 @@ pub const CHECKERS: [(&str, &[Req]); 46] = [
     ("evidence_served", &[Req::R009, Req::R007, Req::R003]),
     // What the implementation says about itself (its `init` answer's claims), in every case.
     ("no_prohibited_claim", &[Req::R013]),
+    ("statement_permitted", &[Req::R001, Req::R002, Req::R006]),
     // Hermes operator checkers (check/hermes.rs: against fake-hermes's ledger).
     ("one_run_per_action", &[Req::R010]),
     ("one_command_per_resume", &[Req::R010]),
@@ -81,6 +84,12 @@ pub const CHECKERS: [(&str, &[Req]); 46] = [
     ("manifest_pinned", &[Req::R009]),
     ("policy_validated", &[Req::R001]),
     ("cancel_binding", &[Req::R011]),
+    // Facts put together (issue 37): the history against the harness's own actions and the
+    // provider's ledger, and the report's remedies and sources against the history.
+    ("generations_together", &[Req::R005, Req::R006]),
+    ("entry_before_request", &[Req::R004]),
+    ("remedy_own_binding", &[Req::R012]),
+    ("report_backed", &[Req::R009, Req::R012]),
     // The case's final expectations (check/expect.rs), under the requirement the case picks.
     (
         "occurrence_expected",
@@ -118,6 +127,15 @@ pub struct Snapshot {
     pub asked: BTreeMap<String, ledger::Asked>,
     /// The remedy occurrences the case created (by id), each linked to its original.
     pub remedies: BTreeMap<String, ledger::Remedy>,
+    /// The generations the lane answered the harness's joins and takeovers so far (the
+    /// harness's own replacements; empty in evidence recorded before issue 37).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admitted: Vec<u64>,
+    /// The payment status the harness itself set for an occurrence's payment (a
+    /// `provider_status` step), by occurrence id: the provider's status now, where the ledger's
+    /// effects hold only the status right after each effect.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub statuses: BTreeMap<String, String>,
 }
 
 /// How many relevant facts some check examined, per requirement: a requirement passes in a case
@@ -167,18 +185,44 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// no_prohibited_claim (AOC-REQ-013): what the implementation states about itself, one fact
-    /// per claim; a claim that makes one of the four prohibited claims is a violation.
-    pub fn claims(&mut self, claims: &[String]) -> Vec<Finding> {
-        claims
-            .iter()
-            .filter_map(|claim| {
-                self.facts.saw(Req::R013);
-                crate::aoc::composition::prohibited_in(claim).map(|p| {
-                    Finding::new(
-                        "no_prohibited_claim",
-                        Req::R013,
-                        match crate::aoc::composition::unreadable_word(claim) {
+    /// What the implementation states about itself (its `init` answer), in every case.
+    ///
+    /// `statements` are data (`check::statements`): each is one fact about its requirement, and
+    /// one that says what the draft forbids is a violation (`no_prohibited_claim` under
+    /// AOC-REQ-013, `statement_permitted` under AOC-REQ-001/-002/-006). Free-text `claims` cannot
+    /// be judged by a word list (GUIDE §4): they establish nothing (the runner shows them for
+    /// review and leaves AOC-REQ-013 undecided), and the word list stays only as a net: a claim
+    /// that plainly says one of the four prohibited claims still fails AOC-REQ-013.
+    pub fn claims(
+        &mut self,
+        claims: &[String],
+        statements: &[statements::Statement],
+    ) -> Vec<Finding> {
+        let said = statements.iter().filter_map(|s| {
+            let (req, why) = s.judge();
+            self.facts.saw(req);
+            let checker = if req == Req::R013 {
+                "no_prohibited_claim"
+            } else {
+                "statement_permitted"
+            };
+            why.map(|w| {
+                Finding::new(
+                    checker,
+                    req,
+                    format!(
+                        "the implementation states {}: it {w}",
+                        serde_json::to_string(s).unwrap_or_default()
+                    ),
+                )
+            })
+        });
+        let written = claims.iter().filter_map(|claim| {
+            crate::aoc::composition::prohibited_in(claim).map(|p| {
+                Finding::new(
+                    "no_prohibited_claim",
+                    Req::R013,
+                    match crate::aoc::composition::unreadable_word(claim) {
                         Some(w) => format!(
                             "the implementation claims {claim:?}, whose word {w:?} mixes scripts: a claim that can be read as several texts cannot be shown free of AOC-REQ-013's prohibited claims (write each word in one script)"
                         ),
@@ -186,9 +230,12 @@ impl Checker {
                             "the implementation claims {claim:?}: AOC-REQ-013 forbids claiming that {p}"
                         ),
                     },
-                    )
-                })
+                )
             })
+        });
+        said.collect::<Vec<_>>()
+            .into_iter()
+            .chain(written)
             .collect()
     }
 
@@ -426,6 +473,87 @@ impl Checker {
             for (req, what) in ledger::evidence_served(&acct, &o.id, a, &snap.provider, facts) {
                 v("evidence_served", req, at, what);
             }
+            // Generations against the history itself and the lane's admissions (AOC-REQ-005/-006).
+            for (req, what) in generations::judge(a, &snap.admitted, facts) {
+                v("generations_together", req, at, what);
+            }
+            // entry_before_request (AOC-REQ-004): "before provider entry … durably bind", and the
+            // history distinguishes serialized entry: once the provider has received a request
+            // under this occurrence's key, the history the implementation gives at that look
+            // records its entry. Judged at every look, so an entry recorded only after the
+            // request went out is found at the look in between.
+            let mutated = acct.mutation_requests_of(&o.id);
+            if let Some(r) = acct.creates_of(&o.id).first().or(mutated.first()) {
+                facts.saw(Req::R004);
+                if view.attempts.is_empty() {
+                    v(
+                        "entry_before_request",
+                        Req::R004,
+                        at,
+                        format!(
+                            "the provider received a {} request {} (ground truth), but this occurrence's history records no provider entry",
+                            r.op.label(),
+                            key_words(&r.idempotency_key)
+                        ),
+                    );
+                }
+            }
+            // report_backed (AOC-REQ-012, -009): a remedy the report lists is one its history
+            // links (§4.12: "linked to the original occurrence"), and an evidence source it names
+            // is one its history observed.
+            for x in &st.remedies {
+                facts.saw(Req::R012);
+                if !view.remedies.contains(x) {
+                    v(
+                        "report_backed",
+                        Req::R012,
+                        at,
+                        format!("the report lists remedy {x:?}, which its history never links"),
+                    );
+                }
+            }
+            for src in &st.evidence_sources {
+                facts.saw(Req::R009);
+                if !a
+                    .entries
+                    .iter()
+                    .any(|e| e.kind == Kind::Observed && e.source.as_deref() == Some(src))
+                {
+                    v(
+                        "report_backed",
+                        Req::R009,
+                        at,
+                        format!(
+                            "the report names evidence source {src:?}, which its history never observed"
+                        ),
+                    );
+                }
+            }
+            // remedy_own_binding (AOC-REQ-012): a remedy is "assigned its own replay-protected
+            // operation identity"; one bound under its original's binding would hold authority
+            // under the original's request and key.
+            if let Some(rem) = snap.remedies.get(&o.id)
+                && let Some(d) = &view.binding_digest
+            {
+                facts.saw(Req::R012);
+                let original = snap
+                    .occurrences
+                    .iter()
+                    .find(|x| x.id == rem.original)
+                    .and_then(|x| x.answer.as_ref().ok())
+                    .and_then(|x| View::of(&x.entries, &x.flag_map).binding_digest);
+                if original.as_ref() == Some(d) {
+                    v(
+                        "remedy_own_binding",
+                        Req::R012,
+                        at,
+                        format!(
+                            "remedy {} is bound under its original {}'s provider binding {d}: a remedy needs its own",
+                            o.id, rem.original
+                        ),
+                    );
+                }
+            }
             // The report is about the occurrence asked for (AOC-REQ-002: one stable identity).
             facts.saw(Req::R002);
             if st.occurrence != o.id {
@@ -655,10 +783,29 @@ impl Checker {
                     );
                 }
                 let succeeded = effects.iter().any(|e| e.status == "succeeded");
+                // The provider's status now: the harness's own change, where it made one.
+                let succeeded_now = snap
+                    .statuses
+                    .get(&o.id)
+                    .map_or(succeeded, |s| s == "succeeded");
                 let moved = effects
                     .iter()
                     .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
                 match outcome {
+                    Outcome::FinalFailure
+                    | Outcome::NotAccepted
+                    | Outcome::FinalFailureNoEffect
+                        if succeeded_now =>
+                    {
+                        v(
+                            "no_invented_outcome",
+                            Req::R011,
+                            at,
+                            format!(
+                                "{outcome} decided, but the provider shows the payment succeeded (ground truth)"
+                            ),
+                        )
+                    }
                     Outcome::Success if !succeeded => v(
                         "no_invented_outcome",
                         Req::R011,
@@ -681,7 +828,9 @@ impl Checker {
                     _ => {}
                 }
             }
-            match st.state {
+            // Counted by the history: a decided occurrence cautiously reported unresolved is
+            // not in flight.
+            match view.state() {
                 State::Pending => pending += 1,
                 State::Unresolved => in_flight += 1,
                 _ => {}
@@ -710,13 +859,25 @@ impl Checker {
 /// The requirements `contradictions` compares a reported state under (one fact each per look).
 const STATE_FIELDS: [Req; 5] = [Req::R003, Req::R004, Req::R005, Req::R009, Req::R012];
 
-/// Where a §7 report says something its own history does not, and the requirement each
-/// contradiction breaks: a terminal claim or a dropped missing-knowledge flag (AOC-REQ-009), an
-/// entry count, provider-entry state or standing that hides an entry (AOC-REQ-004), authority
-/// accounting (AOC-REQ-012), a binding (AOC-REQ-003) or a generation (AOC-REQ-005).
+/// Where a §7 report says something its own history does not allow, and the requirement each
+/// contradiction breaks: a terminal claim the history does not hold or a dropped missing-knowledge
+/// flag (AOC-REQ-009), an entry count, provider-entry state or standing that hides an entry
+/// (AOC-REQ-004), authority accounting (AOC-REQ-012), a binding (AOC-REQ-003) or a generation
+/// (AOC-REQ-005).
+///
+/// A report is judged as one of the reports the draft permits for that history (GUIDE §4,
+/// "honest caution passes"; D74): saying less than the history allows is never a contradiction.
+/// A resolved history may be reported unresolved with no outcome, and a report may raise
+/// missing-knowledge flags no observation raised (§7 asks the report to *identify* what the
+/// sources cannot establish; it never asks that each flag be an entry). What it may not do is
+/// claim more: an outcome the history did not decide, a flag the history raised dropped, or a
+/// terminal outcome beside a conflict (§4.11: conflicting evidence is never terminal).
 pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
     let r = &a.report;
     let word = |o: Option<Outcome>| o.map_or("none".to_string(), |o| o.to_string());
+    let held = history.state();
+    // The cautious reading of a decided occurrence: unresolved, no outcome claimed.
+    let cautious = held == State::Resolved && r.state == State::Unresolved && r.outcome.is_none();
     let mut compared = vec![
         (
             if r.state == State::Resolved {
@@ -726,13 +887,21 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             },
             "the state",
             r.state.to_string(),
-            history.state().to_string(),
+            if cautious {
+                r.state.to_string()
+            } else {
+                held.to_string()
+            },
         ),
         (
             Req::R009,
             "the outcome",
             word(r.outcome),
-            word(history.outcome),
+            if cautious {
+                word(None)
+            } else {
+                word(history.outcome)
+            },
         ),
         (
             Req::R004,
@@ -783,9 +952,8 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             )
         })
         .collect();
-    // The flags, both ways (AOC-REQ-009: missing knowledge is an explicit statement about the
-    // sources): none the history raises is dropped, none it never raised is invented. Words
-    // without a mapping are compared as words.
+    // The flags (AOC-REQ-009: missing knowledge is an explicit statement about the sources):
+    // none the history raises is dropped. Words without a mapping are compared as words.
     let (reported, reported_words) = a.report_flags();
     let dropped: Vec<String> = history
         .flags
@@ -808,22 +976,15 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             ),
         ));
     }
-    let invented: Vec<String> = reported
-        .difference(&history.flags)
-        .map(|f| f.to_string())
-        .chain(
-            reported_words
-                .iter()
-                .filter(|w| !history.unmapped.contains(w))
-                .cloned(),
-        )
-        .collect();
-    if !invented.is_empty() {
+    // A flag beyond the history's is caution, except a conflict beside a terminal outcome: the
+    // report would then rest a final answer on evidence it says disagrees (§4.11).
+    if r.state == State::Resolved && reported.contains(&Flag::Conflicting) {
         out.push((
             Req::R009,
             format!(
-                "the report raises missing knowledge its history never raised: {}",
-                invented.join(", ")
+                "the report says resolved ({}) and raises {}: a terminal outcome over conflicting evidence",
+                word(r.outcome),
+                Flag::Conflicting
             ),
         ));
     }
@@ -886,19 +1047,35 @@ pub fn unbound_responses(a: &StateAnswer, facts: &mut Facts) -> Vec<(Req, String
 mod tests {
     use super::*;
 
-    /// Every claim is a fact; only a prohibited one is a violation, under AOC-REQ-013.
+    /// Every statement is a fact and a forbidden one a violation; free text establishes
+    /// nothing, and plainly prohibited free text still fails AOC-REQ-013.
     #[test]
-    fn each_claim_is_examined_and_a_prohibited_one_found() {
+    fn statements_are_facts_and_free_text_establishes_nothing() {
         let mut c = Checker::default();
-        let found = c.claims(&[
-            "Fencing applies inside this domain only.".to_string(),
-            "A Succession Receipt fences a provider path.".to_string(),
-        ]);
-        assert_eq!(c.facts.count(Req::R013), 2);
-        assert_eq!(found.len(), 1, "{found:?}");
-        assert_eq!(found[0].requirement, Req::R013);
-        assert!(c.claims(&[]).is_empty());
-        assert_eq!(c.facts.count(Req::R013), 2, "no claim, no fact");
+        let found = c.claims(
+            &["Fencing applies inside this domain only.".to_string()],
+            &statements::reference_statements(),
+        );
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(c.facts.count(Req::R013), 4);
+        assert_eq!(c.facts.count(Req::R006), 1);
+        let mut c = Checker::default();
+        let found = c.claims(
+            &["A Succession Receipt fences a provider path.".to_string()],
+            &[statements::Statement::Admission {
+                exclusive_over: statements::AdmissionScope::AllPaths,
+            }],
+        );
+        assert_eq!(c.facts.count(Req::R013), 0, "free text is no fact");
+        let got: Vec<(Req, &str)> = found.iter().map(|f| (f.requirement(), f.checker)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Req::R001, "statement_permitted"),
+                (Req::R013, "no_prohibited_claim")
+            ]
+        );
+        assert!(c.claims(&[], &[]).is_empty());
     }
 
     /// The report's generation is judged by the reading declared: after a replacement, the
@@ -939,6 +1116,60 @@ mod tests {
         assert_eq!(found.len(), usize::from(contradicts), "{found:?}");
     }
 
+    /// Honest caution passes, and claiming more than the history holds fails (GUIDE §4, D74):
+    /// the report is judged as one of the reports the draft permits for its history.
+    #[rstest::rstest]
+    #[case::exact("resolved", Some("success"), &[], true, None)]
+    #[case::decided_reported_unknown("unresolved", None, &[], true, None)]
+    #[case::unknown_with_caution_flags("unresolved", None, &["stale", "no usable status"], true, None)]
+    #[case::resolved_with_an_extra_gap("resolved", Some("success"), &["http_status_only"], true, None)]
+    #[case::unresolved_yet_an_outcome("unresolved", Some("success"), &[], true, Some("the state"))]
+    #[case::another_outcome("resolved", Some("final_failure_no_effect"), &[], true, Some("the outcome"))]
+    #[case::terminal_over_a_conflict("resolved", Some("success"), &["conflicting"], true, Some("conflicting evidence"))]
+    #[case::undecided_reported_resolved("resolved", Some("success"), &["transport"], false, Some("the state"))]
+    #[case::undecided_flag_dropped("unresolved", None, &[], false, Some("drops: transport"))]
+    #[case::undecided_flag_kept_and_more("unresolved", None, &["transport", "effect unknown"], false, None)]
+    fn a_report_may_say_less_than_its_history_never_more(
+        #[case] state: &str,
+        #[case] outcome: Option<&str>,
+        #[case] flags: &[&str],
+        #[case] decided: bool,
+        #[case] contradiction: Option<&str>,
+    ) {
+        let mut entries = serde_json::json!([
+            {"kind": "created", "entry": {}},
+            {"kind": "prepared", "generation": 1, "binding_digest": "b", "entry": {}},
+            {"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}}]);
+        let list = entries.as_array_mut().expect("entries");
+        if decided {
+            list.push(
+                serde_json::json!({"kind": "observed", "source": "get", "source_kind": "lookup",
+                "authenticated": true, "interpretation": "success", "entry": {}}),
+            );
+            list.push(serde_json::json!({"kind": "decided", "outcome": "success", "evidence": [3], "entry": {}}));
+        } else {
+            list.push(
+                serde_json::json!({"kind": "observed", "source": "reply", "source_kind": "response",
+                "authenticated": false, "flags": ["transport"], "entry": {}}),
+            );
+        }
+        let v = serde_json::json!({
+            "entries": entries,
+            "report": {"occurrence": "o", "domain": "d", "executor_generation": 1,
+                       "binding_digest": "b", "state": state, "outcome": outcome,
+                       "provider_entry": "entered", "authority": "consumed", "entry_attempts": 1,
+                       "evidence_sources": [], "missing_knowledge": flags, "remedies": []}});
+        let a: StateAnswer = serde_json::from_value(v).expect("answer");
+        let found = contradictions(&a, &View::of(&a.entries, &a.flag_map));
+        match contradiction {
+            None => assert!(found.is_empty(), "{found:?}"),
+            Some(needle) => assert!(
+                found.iter().any(|(_, m)| m.contains(needle)),
+                "{needle}: {found:?}"
+            ),
+        }
+    }
+
     /// A look at nothing establishes nothing: facts count what was examined, never the looks.
     #[test]
     fn an_empty_look_establishes_no_requirement() {
@@ -954,6 +1185,8 @@ mod tests {
             key_rule: KeyRule::parse("{occurrence}").ok(),
             asked: BTreeMap::new(),
             remedies: BTreeMap::new(),
+            admitted: Vec::new(),
+            statuses: BTreeMap::new(),
         };
         for _ in 0..3 {
             assert!(c.check(&snap).is_empty());

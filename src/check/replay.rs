@@ -31,8 +31,11 @@ pub struct Tape {
     /// How many steps the case has (the end of the case is reported at this index).
     #[serde(default)]
     pub end_step: usize,
-    /// What the implementation claims about itself (its `init` answer).
+    /// What the implementation claims about itself (its `init` answer): free text, and
+    /// statements of the closed vocabulary.
     pub claims: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statements: Vec<super::statements::Statement>,
     /// Every look the checkers took, in order.
     pub looks: Vec<Look>,
     /// The final expectations on each occurrence, as judged at the end of the case.
@@ -169,7 +172,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
             },
         )
     };
-    for f in checker.claims(&t.claims) {
+    for f in checker.claims(&t.claims, &t.statements) {
         push(&mut failures, f.requirement(), None, f.line());
     }
     let mut looks_differ = Vec::new();
@@ -290,6 +293,40 @@ pub fn rejudge(t: &Tape) -> Rejudged {
     }
 }
 
+/// The report's occurrences, derived from one look (the case's last): each as the
+/// implementation answered there, with the provider effects that look's ledger attributes to it
+/// by the declared key rule. `report.json` publishes nothing else (GUIDE §4: only what a judged
+/// look said), and `analyze` derives it again from the evidence.
+pub fn occurrence_reports(snap: &Snapshot) -> Vec<crate::report::model::OccurrenceReport> {
+    let ids: Vec<&str> = snap.occurrences.iter().map(|o| o.id.as_str()).collect();
+    let acct = super::accounting::Accounting::of(&snap.provider, snap.key_rule.as_ref(), &ids);
+    snap.occurrences
+        .iter()
+        .filter_map(|o| {
+            let a = o.answer.as_ref().ok()?;
+            let st = &a.report;
+            Some(crate::report::model::OccurrenceReport {
+                label: o.label.clone(),
+                occurrence_id: o.id.clone(),
+                executor_generation: st.executor_generation,
+                provider_binding_digest: st.binding_digest.clone(),
+                state: st.state,
+                outcome: st.outcome,
+                provider_entry_state: serde_json::to_value(st.provider_entry)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                authority_state: st.authority,
+                entry_attempts: st.entry_attempts,
+                evidence_sources: st.evidence_sources.clone(),
+                missing_knowledge: st.missing_knowledge.clone(),
+                provider_effects: acct.effects_of(&o.id).len() as u32,
+                history_len: a.entries.len() as u64,
+            })
+        })
+        .collect()
+}
+
 /// What `aocheck analyze` made of one case.
 #[derive(Clone, Debug)]
 pub struct CaseAnalysis {
@@ -386,6 +423,18 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
             differences.push(format!(
                 "facts: reported {:?}, derived {:?}",
                 c.facts, r.facts
+            ));
+        }
+        // The occurrences published are what the last judged look said.
+        let said = tape
+            .looks
+            .last()
+            .map(|l| occurrence_reports(&l.snapshot))
+            .unwrap_or_default();
+        if said != c.occurrences {
+            differences.push(format!(
+                "occurrences: reported {:?}, the last judged look says {:?}",
+                c.occurrences, said
             ));
         }
         differences.extend(r.looks_differ.iter().cloned());

@@ -21,13 +21,13 @@ use std::sync::Arc;
 
 /// What the reference says about itself in answer to `init`.
 pub fn hello(knobs: Knobs) -> Hello {
-    let mut claims = crate::aoc::composition::reference_claims();
+    // Everything the reference says about itself is a statement of the closed vocabulary:
+    // free text would leave AOC-REQ-013 undecided (GUIDE §4, "claims are data").
+    let mut statements = crate::check::statements::reference_statements();
     if knobs.is(Variant::ProhibitedClaim) {
-        claims.push(
-            "Importing an occurrence record copies it, and copying an operation record transfers \
-             exclusive ownership of a live ledger to the importing domain."
-                .into(),
-        );
+        statements.push(crate::check::statements::Statement::Migration {
+            copy_transfers_exclusive_ownership: true,
+        });
     }
     Hello {
         protocol: PROTOCOL.into(),
@@ -35,7 +35,8 @@ pub fn hello(knobs: Knobs) -> Hello {
         version: env!("CARGO_PKG_VERSION").into(),
         operations: Op::ALL.iter().map(|o| o.name().to_string()).collect(),
         key_rule: crate::check::accounting::PLACEHOLDER.into(),
-        claims,
+        claims: Vec::new(),
+        statements,
         clock: Some("driven".into()),
         same_team: true,
     }

@@ -975,6 +975,7 @@ pub fn implementation(knobs: super::Knobs) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "same_team": true,
         "claims": super::dispatch::hello(knobs).claims,
+        "statements": super::dispatch::hello(knobs).statements,
     })
 }
 

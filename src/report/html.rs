@@ -198,12 +198,21 @@ fn implementation(v: &serde_json::Value) -> Vec<(String, String)> {
     if let Some(ops) = v.get("operations").and_then(|o| o.as_array()) {
         out.push(("operations".into(), format!("{} listed", ops.len())));
     }
-    if let Some(claims) = v.get("claims").and_then(|o| o.as_array()) {
+    if let Some(st) = v.get("statements").and_then(|o| o.as_array()) {
         out.push((
-            "claims".into(),
+            "statements".into(),
+            format!("{} (judged exactly in every case)", st.len()),
+        ));
+    }
+    // Free text is shown whole, for a person to review: nothing judged it (GUIDE §4).
+    if let Some(claims) = v.get("claims").and_then(|o| o.as_array())
+        && !claims.is_empty()
+    {
+        out.push((
+            "for review".into(),
             format!(
-                "{} (checked against AOC-REQ-013 in every case)",
-                claims.len()
+                "free-text claims, which establish nothing (AOC-REQ-013 undecided): {}",
+                claims.iter().map(text).collect::<Vec<_>>().join(" | ")
             ),
         ));
     }

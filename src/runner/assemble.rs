@@ -127,33 +127,11 @@ impl World {
         out
     }
 
-    pub(super) async fn occurrence_reports(&mut self) -> Vec<OccurrenceReport> {
-        let ledger = self.provider.ledger();
-        let mut out = Vec::new();
-        for (label, id) in &self.occurrences.clone() {
-            let Ok(a) = self.sut.observe(id).await else {
-                continue;
-            };
-            let st = &a.report;
-            out.push(OccurrenceReport {
-                label: label.clone(),
-                occurrence_id: id.to_string(),
-                executor_generation: st.executor_generation,
-                provider_binding_digest: st.binding_digest.clone(),
-                state: st.state,
-                outcome: st.outcome,
-                provider_entry_state: serde_json::to_value(st.provider_entry)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                authority_state: st.authority,
-                entry_attempts: st.entry_attempts,
-                evidence_sources: st.evidence_sources.clone(),
-                missing_knowledge: st.missing_knowledge.clone(),
-                provider_effects: self.effects_of(&ledger, id).len() as u32,
-                history_len: a.entries.len() as u64,
-            });
-        }
-        out
+    /// The published occurrences: what the last judged look said (`check::replay`).
+    pub(super) fn occurrence_reports(&self) -> Vec<OccurrenceReport> {
+        self.last_look
+            .as_ref()
+            .map(|(snap, _)| crate::check::replay::occurrence_reports(snap))
+            .unwrap_or_default()
     }
 }

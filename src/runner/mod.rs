@@ -278,6 +278,11 @@ async fn setup(
         finals: Vec::new(),
         final_ledger: None,
         record: !opts.explore,
+        last_look: None,
+        last_bindings: Vec::new(),
+        step: None,
+        admitted: Vec::new(),
+        statuses: BTreeMap::new(),
         operator: OperatorWorld {
             credentials,
             hermes: None,
@@ -384,13 +389,24 @@ pub async fn run_case(
             }
         }
     }
-    // AOC-REQ-013 in every case: no claim the implementation makes about itself is prohibited.
+    // In every case: what the implementation states about itself is judged (statements, as
+    // data); free text is shown for review and leaves AOC-REQ-013 undecided, never passed.
     let claims = world.sut.hello().claims.clone();
+    let statements = world.sut.hello().statements.clone();
     let mut replayed_lines = std::collections::BTreeSet::new();
     let before_claims = world.checker.facts.clone();
-    for f in world.checker.claims(&claims) {
+    for f in world.checker.claims(&claims, &statements) {
         replayed_lines.insert(f.line());
         push_finding(&mut failures, f, None);
+    }
+    if !claims.is_empty() {
+        world.undecided.push((
+            crate::aoc::Req::R013,
+            format!(
+                "the implementation describes itself in free text ({} claim(s), shown for review): prose cannot be judged against AOC-REQ-013; state it as `statements` (docs/sut-protocol.md)",
+                claims.len()
+            ),
+        ));
     }
     let claims_facts = crate::check::replay::facts_between(&before_claims, &world.checker.facts);
     let skip = world.operator.unsupported.is_some() || harness.is_some();
@@ -419,6 +435,7 @@ pub async fn run_case(
         }
         // Every step has a deadline, in process as through the protocol (where each request also
         // has its own): a step that never ends is a harness error naming it, never a hung run.
+        world.step = Some(i);
         let result = match tokio::time::timeout(step_deadline, world.perform(step)).await {
             Ok(r) => r,
             Err(_) => Err(SutError::Harness(format!(
@@ -476,12 +493,8 @@ pub async fn run_case(
         for f in std::mem::take(&mut world.findings) {
             push_finding(&mut failures, f, Some(i));
         }
-        let looked = world.tape.len();
         for v in world.check().await {
             push_finding(&mut failures, v, Some(i));
-        }
-        if let Some(l) = world.tape.get_mut(looked) {
-            l.after_step = Some(i);
         }
         if let Some(h) = world.observe_error.take() {
             harness = Some(format!("steps[{i}] ({}): {h}", step.verb()));
@@ -492,6 +505,7 @@ pub async fn run_case(
             break;
         }
     }
+    world.step = None;
     // The end of the case waits for background work. It has no expectation: a refusal there (a
     // late reply the implementation declined) is its choice and is reported; what it left
     // behind is judged by the checkers and the final expectations below.
@@ -536,8 +550,16 @@ pub async fn run_case(
     let (faults, unfired) =
         verdict::fired_faults(case, &provider, hermes_rules, skip, world.races_judged);
     report.faults = faults;
-    report.occurrences = world.occurrence_reports().await;
     report.operators = world.operator_reports().await;
+    world.sut.shutdown().await;
+    // With the implementation gone, the ledgers are read again and judged (an effect made after
+    // the last look is found), and the report publishes what the last judged look said.
+    if (harness.is_none() || judge_after_stop) && !skip {
+        for v in world.closing_look().await {
+            push_finding(&mut failures, v, Some(case.steps.len()));
+        }
+    }
+    report.occurrences = world.occurrence_reports();
     report.facts = world.checker.facts.by_id();
     // Not established: declared requirements no check examined, and those with an expectation
     // aocheck could not decide (missing knowledge, never a pass).
@@ -552,7 +574,6 @@ pub async fn run_case(
         .cloned()
         .collect();
     report.undecided = world.undecided.iter().map(|(_, m)| m.clone()).collect();
-    world.sut.shutdown().await;
     report.sut_processes = world.sut.processes();
     if harness.is_none()
         && let Some(e) = escaped(&*world.sut)
@@ -609,7 +630,6 @@ pub async fn run_case(
             case.steps.len(),
             &report,
             &failures,
-            &claims,
             &claims_facts,
             replayed_lines,
         );
@@ -640,7 +660,6 @@ fn evidence_of(
     end_step: usize,
     report: &CaseReport,
     failures: &[Failure],
-    claims: &[String],
     claims_facts: &std::collections::BTreeMap<String, u32>,
     mut replayed: std::collections::BTreeSet<String>,
 ) -> Option<Arc<serde_json::Value>> {
@@ -669,7 +688,8 @@ fn evidence_of(
         declared: report.requirements.clone(),
         steps: report.steps.clone(),
         end_step,
-        claims: claims.to_vec(),
+        claims: world.sut.hello().claims.clone(),
+        statements: world.sut.hello().statements.clone(),
         looks: world.tape.clone(),
         finals: world.finals.clone(),
         final_ledger: world.final_ledger.clone(),

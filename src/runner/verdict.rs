@@ -111,19 +111,32 @@ impl World {
         use crate::check::expect;
         let mut out = Vec::new();
         let pick = expect::Pick(&case.requirements);
-        let ledger = self.provider.ledger();
-        if self.record && self.tape.last().map(|l| &l.snapshot.provider) != Some(&ledger) {
-            self.final_ledger = Some(ledger.clone());
-        }
-        for (label, e) in &checked.occurrences {
+        // Only what the last judged look said is judged here (GUIDE §4: every answer the
+        // harness reads goes through the checkers): its answers and its ledger.
+        // With no look (the implementation could not be observed: a harness error stands),
+        // nothing is judged on the occurrences.
+        let (ledger, answers) = match &self.last_look {
+            Some((snap, _)) => (snap.provider.clone(), snap.occurrences.clone()),
+            None => (self.provider.ledger(), Vec::new()),
+        };
+        let looked = self.last_look.is_some();
+        for (label, e) in checked.occurrences.iter().filter(|_| looked) {
             let Some(id) = self.occurrences.get(label).cloned() else {
                 out.push(expect::never_created(label, pick));
                 continue;
             };
-            let st = match self.sut.observe(&id).await {
-                Ok(s) => s,
-                Err(err) => {
-                    out.push(expect::unreadable(label, &err.to_string()));
+            let st = match answers
+                .iter()
+                .find(|o| &o.label == label)
+                .map(|o| &o.answer)
+            {
+                Some(Ok(s)) => s.clone(),
+                Some(Err(err)) => {
+                    out.push(expect::unreadable(label, err));
+                    continue;
+                }
+                None => {
+                    out.push(expect::unreadable(label, "no judged look read it"));
                     continue;
                 }
             };

@@ -80,6 +80,18 @@ pub(super) struct World {
     pub(super) finals: Vec<crate::check::replay::FinalLook>,
     pub(super) final_ledger: Option<fake_payments::ledger::Ledger>,
     pub(super) record: bool,
+    /// The last look the checkers took (every occurrence's answer, the ledger, the lane): the
+    /// final expectations and the published report read only what a judged look said.
+    pub(super) last_look: Option<(Snapshot, Option<u64>)>,
+    /// The operator bindings the last look judged, for the closing look.
+    pub(super) last_bindings: Vec<(String, String, crate::operator::Binding)>,
+    /// The step being performed (`None`: the end of the case): where a look taken now is
+    /// recorded and its findings reported.
+    pub(super) step: Option<usize>,
+    /// What the harness itself did that the checkers judge against: the generations the lane
+    /// answered its joins and takeovers, and the payment statuses it set.
+    pub(super) admitted: Vec<u64>,
+    pub(super) statuses: BTreeMap<String, String>,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -382,7 +394,7 @@ impl World {
                 self.races_judged += 1;
             }
             let id = self.occ(&label)?;
-            let answer = self.sut.observe(&id).await?;
+            let answer = self.judged_answer(&label).await?;
             let entered = answer
                 .entries
                 .iter()
@@ -442,11 +454,13 @@ impl World {
             Step::Join { executor, .. } => {
                 let v = self.sut.start(executor, Request::Join).await?;
                 self.holder = decode::<reply::Generation>(Op::Join, v)?.generation;
+                self.admitted.extend(self.holder);
                 self.current = Some(executor.clone());
             }
             Step::Replace { executor, .. } => {
                 let v = self.sut.start(executor, Request::Takeover).await?;
                 self.holder = decode::<reply::Generation>(Op::Takeover, v)?.generation;
+                self.admitted.extend(self.holder);
                 self.current = Some(executor.clone());
             }
             Step::Crash {
@@ -560,14 +574,13 @@ impl World {
                 executor,
                 ..
             } => {
-                let id = self.occ(occurrence)?;
-                let before = self.sut.state(&id).await?;
+                let before = self.judged_answer(occurrence).await?.report;
                 let answer = self
                     .on_occurrence(executor, occurrence, |o| Request::AadpExpire {
                         occurrence: o,
                     })
                     .await;
-                let after = self.sut.state(&id).await?;
+                let after = self.judged_answer(occurrence).await?.report;
                 self.findings.extend(crate::check::steps::aadp_expiry(
                     occurrence, &before, &after,
                 ));
@@ -700,6 +713,7 @@ impl World {
                 self.provider
                     .set_status(&id, status)
                     .map_err(SutError::Harness)?;
+                self.statuses.insert(o.to_string(), status.clone());
             }
             Step::ProviderExpire { occurrence } => match occurrence {
                 Some(label) => {
@@ -957,12 +971,15 @@ impl World {
             key_rule: Some(self.key_rule.clone()),
             asked: self.asked.clone(),
             remedies: self.remedies.clone(),
+            admitted: self.admitted.clone(),
+            statuses: self.statuses.clone(),
         };
+        self.last_look = None;
         let before = self.record.then(|| self.checker.facts.clone());
         let mut out = self.checker.check(&snap);
         out.extend(self.checker.lane(self.holder, lane));
         let look = before.map(|before| crate::check::replay::Look {
-            after_step: None,
+            after_step: self.step,
             found: out.iter().map(Finding::line).collect(),
             facts: crate::check::replay::facts_between(&before, &self.checker.facts),
             snapshot: snap.clone(),
@@ -981,6 +998,85 @@ impl World {
             return Vec::new();
         }
         self.tape.extend(look);
+        self.last_look = Some((snap, lane));
+        out
+    }
+
+    /// One occurrence's `state` answer for a step's own oracle, read through a whole judged look
+    /// (GUIDE §4: every answer the harness reads, for any purpose, goes through the checkers):
+    /// what the look found is reported at the step.
+    async fn judged_answer(
+        &mut self,
+        label: &str,
+    ) -> Result<crate::check::evidence::StateAnswer, SutError> {
+        self.occ(label)?;
+        let found = self.check().await;
+        self.findings.extend(found);
+        if let Some(why) = &self.observe_error {
+            return Err(SutError::Harness(why.clone()));
+        }
+        let answer = self
+            .last_look
+            .as_ref()
+            .and_then(|(snap, _)| snap.occurrences.iter().find(|o| o.label == label))
+            .map(|o| o.answer.clone());
+        match answer {
+            Some(Ok(a)) => Ok(a),
+            Some(Err(m)) => Err(SutError::Corrupt(m)),
+            None => Err(SutError::Harness(format!(
+                "{label} was not read at the look"
+            ))),
+        }
+    }
+
+    /// The closing look (GUIDE §4, "the ledgers are read again after the last look"): once the
+    /// implementation's processes are gone, the providers' ledgers are read again and judged
+    /// with the answers of the last look, so an effect, a refund or a run made after the last
+    /// judged look is found. Nothing is read from the implementation; a look is recorded only
+    /// where a ledger moved.
+    pub(super) async fn closing_look(&mut self) -> Vec<Finding> {
+        let Some((last, lane)) = self.last_look.clone() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let ledger = self.provider.ledger();
+        if ledger != last.provider {
+            let snap = Snapshot {
+                provider: ledger,
+                ..last.clone()
+            };
+            let before = self.record.then(|| self.checker.facts.clone());
+            out = self.checker.check(&snap);
+            out.extend(self.checker.lane(self.holder, lane));
+            if let Some(before) = before {
+                // The final expectations judged the last look's ledger; `analyze` reads them so.
+                if !self.finals.is_empty() && self.final_ledger.is_none() {
+                    self.final_ledger = Some(last.provider.clone());
+                }
+                self.tape.push(crate::check::replay::Look {
+                    after_step: None,
+                    found: out.iter().map(Finding::line).collect(),
+                    facts: crate::check::replay::facts_between(&before, &self.checker.facts),
+                    snapshot: snap.clone(),
+                    holder: self.holder,
+                    lane,
+                });
+            }
+            self.last_look = Some((snap, lane));
+        }
+        if let Some((_, h, _)) = &self.operator.hermes {
+            let ledger = h.ledger();
+            out.extend(crate::check::hermes::judge_operator(
+                &crate::check::hermes::OperatorLook {
+                    ledger: &ledger,
+                    actions: self.operator.actions.values().map(String::as_str).collect(),
+                    delegations: &self.operator.delegations,
+                    bindings: &self.last_bindings,
+                },
+                &mut self.operator.seen,
+                &mut self.checker.facts,
+            ));
+        }
         out
     }
 
@@ -1057,6 +1153,7 @@ impl World {
             .flatten()
         });
         let ledger = ledger_with_ended(&h, ended).await;
+        self.last_bindings.clone_from(&bindings);
         let found = crate::check::hermes::judge_operator(
             &crate::check::hermes::OperatorLook {
                 ledger: &ledger,

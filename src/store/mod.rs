@@ -658,15 +658,50 @@ impl std::str::FromStr for StoreSpec {
         }
         if let Some(u) = s.strip_prefix("postgres:") {
             if !u.starts_with("postgres://") && !u.starts_with("postgresql://") {
-                return Err(format!(
-                    "`postgres:` needs a URL such as `postgres:postgres://user@127.0.0.1:5432/db`, got {u:?}"
-                ));
+                // The value is not repeated: it may hold a password.
+                return Err(
+                    "`postgres:` needs a URL starting postgres:// or postgresql://, such as `postgres:postgres://user@127.0.0.1:5432/db`".into(),
+                );
             }
             return Ok(StoreSpec::Postgres(u.to_string()));
         }
+        // The value is not repeated: it may hold a password.
         Err(format!(
-            "unknown store {s:?}: use `memory`, `sqlite:PATH` or `postgres:URL`"
+            "unknown store kind {:?}: use `memory`, `sqlite:PATH` or `postgres:URL`",
+            s.split(':')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(16)
+                .collect::<String>()
         ))
+    }
+}
+
+/// `--store`'s parser: a refused value is never echoed (clap's own message repeats the value
+/// whole, password and all); the error says what is wrong without it.
+#[derive(Clone, Debug)]
+pub struct StoreParser;
+
+impl clap::builder::TypedValueParser for StoreParser {
+    type Value = StoreSpec;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<StoreSpec, clap::Error> {
+        let refused = |why: String| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for '--store': {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let s = value
+            .to_str()
+            .ok_or_else(|| refused("not UTF-8".to_string()))?;
+        s.parse::<StoreSpec>().map_err(refused)
     }
 }
 

@@ -636,6 +636,10 @@ pub struct Hello {
     /// Every claim is checked in every case against AOC-REQ-013's prohibited claims.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<String>,
+    /// What the implementation states about itself as data (`check::statements`): a closed
+    /// vocabulary, each statement judged exactly in every case.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statements: Vec<crate::check::statements::Statement>,
     /// `"driven"`: the implementation's timers move by the harness's clock when `init` gives
     /// one. Otherwise the harness's clock follows real time for the case.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -650,6 +650,8 @@ impl SutProcess {
                     return Err(bad("init answer: `claims` must be a list of strings".into()));
                 }
             },
+            statements: crate::check::statements::decode(&ok["statements"])
+                .map_err(|e| bad(format!("init answer: {e}")))?,
             clock: match &ok["clock"] {
                 Value::Null => None,
                 Value::String(c) if c == "driven" || c == "own" => Some(c.clone()),

@@ -287,6 +287,7 @@ pub fn hello_difference(a: &Hello, b: &Hello) -> Option<String> {
         ("operations", json!(ops(a)), json!(ops(b))),
         ("key_rule", json!(a.key_rule), json!(b.key_rule)),
         ("claims", json!(a.claims), json!(b.claims)),
+        ("statements", json!(a.statements), json!(b.statements)),
         ("clock", json!(a.driven_clock()), json!(b.driven_clock())),
         ("same_team", json!(a.same_team), json!(b.same_team)),
     ];
@@ -483,6 +484,7 @@ impl ProcessSut {
             "operations": self.hello.operations,
             "key_rule": self.hello.key_rule,
             "claims": self.hello.claims,
+            "statements": self.hello.statements,
             "command": self.spawner.inner.spec.shown(),
             "programs": self.spawner.inner.spec.programs(),
         })

@@ -892,7 +892,6 @@ fn run_sut(out: &Path, sut: &str, extra: &[&str], env: &[(&str, &str)]) -> Outpu
 /// A token in the `--sut` command whose value is quoted and holds spaces
 /// (`API_TOKEN='… …'`, as a shell user writes it) is removed whole, not its first word only.
 #[test]
-#[ignore = "defect: secrets::redact_command splits the command on spaces, so API_TOKEN='a b c' registers and removes only its first word and the rest is shown"]
 fn a_quoted_token_with_spaces_is_removed_whole() {
     let root = tempfile::tempdir().expect("tempdir");
     let out = root.path().join("run");
@@ -1082,7 +1081,6 @@ fn a_common_word_store_password_keeps_the_report_usable() {
 /// A `--store` value aocheck refuses (a typo in the scheme, the key/value form) is not echoed
 /// back with its password.
 #[test]
-#[ignore = "defect: store::StoreSpec::from_str quotes the refused value whole, and clap's `invalid value '…' for '--store'` repeats it: the password goes to stderr"]
 fn a_refused_store_value_is_not_echoed_with_its_password() {
     let root = tempfile::tempdir().expect("tempdir");
     let out = root.path().join("run");

@@ -454,7 +454,33 @@ fn liar(mode: &str) -> String {
 #[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "effect_as_asked")]
 #[case::refund("refund", "AOC-CASE-001", Req::R012, "refunded")]
 #[case::phantom_lookup("phantom_lookup", "AOC-CASE-001", Req::R009, "lookup observation")]
-#[case::invent_flag("invent_flag", "AOC-CASE-001", Req::R009, "never raised")]
+#[case::conflict_flag(
+    "conflict_flag",
+    "AOC-CASE-001",
+    Req::R009,
+    "over conflicting evidence"
+)]
+#[case::late_charge(
+    "late_charge",
+    "AOC-CASE-005",
+    Req::R010,
+    "that no occurrence's key is"
+)]
+#[case::generation_back("generation_back", "AOC-CASE-003", Req::R005, "does not advance")]
+#[case::hide_takeover(
+    "hide_takeover",
+    "AOC-CASE-005",
+    Req::R005,
+    "never took the occurrence over"
+)]
+#[case::fail_over_paid(
+    "fail_over_paid",
+    "AOC-CASE-001",
+    Req::R011,
+    "provider shows the payment succeeded"
+)]
+#[case::phantom_remedy("phantom_remedy", "AOC-CASE-001", Req::R012, "never links")]
+#[case::phantom_source("phantom_source", "AOC-CASE-001", Req::R009, "never observed")]
 #[case::wrong_ref("wrong_ref", "AOC-CASE-001", Req::R003, "provider reference")]
 #[case::other_report("other_report", "AOC-CASE-001", Req::R002, "report is about")]
 #[case::lane_lie("lane_lie", "AOC-CASE-005", Req::R006, "latest join or takeover")]
@@ -564,12 +590,80 @@ async fn each_liar_a_harness_error_stops_is_named(
     }
 }
 
-/// The honest side of mutation_accounted: a refund made under the key of a refund remedy
-/// linked to the original is accounted for, and the case passes. The relay
-/// logs what the provider answered its refund, so the pass is earned only if the refund was
-/// really made.
+/// Claims are data (issue 37): a free-text claim, here a prohibited one reworded past any word
+/// list, establishes nothing. The case that evaluates AOC-REQ-013 is `missing_knowledge` for
+/// it, never a pass, and the claim is published verbatim for review; the same implementation
+/// without it (the reference, statements only) passes that case (`protocol` tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refund_under_its_remedy_s_key_is_accounted_for() {
+async fn free_text_leaves_the_claim_requirement_undecided() {
+    let (r, _d) = run(
+        &liar("free_text"),
+        &["AOCHECK-COMP-01"],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::MissingKnowledge,
+        "{:?} {:?}",
+        c.failures,
+        c.harness
+    );
+    assert!(
+        c.not_established.iter().any(|x| x == "AOC-REQ-013"),
+        "{:?}",
+        c.not_established
+    );
+    assert!(
+        c.undecided.iter().any(|u| u.contains("free text")),
+        "{:?}",
+        c.undecided
+    );
+    assert!(
+        r.implementation["claims"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|x| x.as_str().is_some_and(|x| x.contains("sole master")))),
+        "{}",
+        r.implementation
+    );
+}
+
+/// Honest caution passes (issue 37, GUIDE §4): reports that raise missing knowledge no
+/// observation raised (in aocheck's words and in their own) say less than their histories
+/// allow, which is never an invented outcome, whether the occurrence ends resolved or not.
+#[rstest::rstest]
+#[case::resolved("AOC-CASE-001")]
+#[case::unresolved("AOC-CASE-003")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_caution_passes(#[case] case: &str) {
+    let (r, _d) = run(
+        &liar("caution_flags"),
+        &[case],
+        None,
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
+    // The caution is published as said.
+    assert!(
+        c.occurrences
+            .iter()
+            .all(|o| o.missing_knowledge.iter().any(|f| f == "effect unknown")),
+        "{:?}",
+        c.occurrences
+    );
+}
+
+/// Both sides of a refund under a remedy's key: `mutation_accounted` accounts it to the refund
+/// remedy linked to the original (no finding of it), and the remedy's own history, which records
+/// no provider entry, fails `entry_before_request` (issue 37: a refund under a remedy's key
+/// while its history says "not entered"). The relay logs what the provider answered its refund,
+/// so the finding is earned only if the refund was really made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_under_a_remedy_s_key_is_accounted_and_needs_the_remedy_s_entry() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let log = tmp.path().join("refunds.jsonl");
     let command = format!(
@@ -579,7 +673,14 @@ async fn a_refund_under_its_remedy_s_key_is_accounted_for() {
     );
     let (r, _d) = run(&command, &["AOC-CASE-011"], None, Duration::from_secs(10)).await;
     let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
+    assert_eq!(c.verdict, Verdict::Fail, "{:?} {:?}", c.failures, c.harness);
+    assert!(
+        c.failures.iter().all(|f| f.requirement == Req::R004
+            && f.msg.contains("[entry_before_request]")
+            && f.msg.contains("records no provider entry")),
+        "{:?}",
+        c.failures
+    );
     let made: Vec<serde_json::Value> = std::fs::read_to_string(&log)
         .expect("the relay logged its refund")
         .lines()

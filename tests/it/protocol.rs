@@ -234,6 +234,10 @@ for line in sys.stdin:
             out["ok"]["claims"] = ["Executor fencing applies inside this domain only.", "Our EP evidence format is mandatory for every provider."]
         if mode == "bad_claims":
             out["ok"]["claims"] = "we are conforming"
+        if mode == "statements":
+            out["ok"]["statements"] = [{"about": "fencing", "revokes_credentials": True, "stops_paths_outside_domain": False}, {"about": "evidence_format", "mandatory": []}]
+        if mode == "bad_statements":
+            out["ok"]["statements"] = [{"about": "fencing", "revokes_credentials": "no"}]
     elif mode == "hang":
         time.sleep(60)
         continue
@@ -292,7 +296,9 @@ async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation(
             "{:?}",
             c.failures
         );
-        assert_eq!(c.facts.get("AOC-REQ-013"), Some(&2), "{:?}", c.facts);
+        // Free text is no fact: it establishes nothing, and only fails where it plainly says
+        // a prohibited claim.
+        assert_eq!(c.facts.get("AOC-REQ-013"), None, "{:?}", c.facts);
     }
     assert_eq!(
         r.implementation["claims"][1],
@@ -313,6 +319,49 @@ async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation(
             .as_deref()
             .unwrap_or_default()
             .contains("`claims`"),
+        "{:?}",
+        c.harness
+    );
+}
+
+/// Statements are judged exactly in every case (issue 37): a forbidden one (fencing described
+/// as revoking credentials) fails AOC-REQ-006 even in a case the implementation cannot run, a
+/// permitted one is a fact, and one outside the vocabulary is a protocol violation naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forbidden_statement_fails_every_case_and_a_malformed_one_is_a_violation() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (r, _dir) = run(
+        &scripted(tmp.path(), "statements", "state,lane,join,create,settle"),
+        &["AOC-CASE-001", "SEED003-A"],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    for c in &r.cases {
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.id);
+        assert!(
+            c.failures.iter().any(|f| f.requirement == Req::R006
+                && f.msg.contains("[statement_permitted]")
+                && f.msg.contains("revoking credentials")),
+            "{:?}",
+            c.failures
+        );
+        assert_eq!(c.facts.get("AOC-REQ-013"), Some(&1), "{:?}", c.facts);
+    }
+    let (r, _dir) = run(
+        &scripted(tmp.path(), "bad_statements", "state"),
+        &["AOC-CASE-001"],
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::HarnessError);
+    assert!(
+        c.harness
+            .as_deref()
+            .unwrap_or_default()
+            .contains("statements[0]"),
         "{:?}",
         c.harness
     );

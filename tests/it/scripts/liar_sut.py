@@ -10,8 +10,23 @@ away.
                   a refund nobody asked for, with no remedy behind it.
   phantom_lookup  every history gains an authenticated lookup observation, right after its first
                   entry, that the provider never served.
-  invent_flag     every report raises the missing-knowledge flag `stale`, which no observation
-                  in its history raises.
+  caution_flags   not a lie (issue 37, honest caution): every report raises missing knowledge
+                  no observation in its history raises (`stale`, and "effect unknown" in its
+                  own words).
+  conflict_flag   every report that says resolved also raises `conflicting`: a terminal
+                  answer over evidence it says disagrees.
+  late_charge     when the harness asks it to describe itself a second time (the final
+                  expectations, after the last `state`; the first is at the start), makes
+                  one payment under a fresh key: an effect after the last judged look.
+  generation_back every takeover its histories record names generation 1, the predecessor's.
+  hide_takeover   its histories leave out every takeover entry, so a successor's entry names a
+                  generation that, by the history, never took the occurrence over.
+  fail_over_paid  every decision, the observation it rests on and the report say
+                  `final_failure` where the implementation saw success: the provider holds a
+                  succeeded payment.
+  phantom_remedy  every report lists a remedy its history never links.
+  phantom_source  every report names an evidence source (`payments.webhook`) its history never
+                  observed.
   wrong_ref       every acknowledgement names a provider reference that is not the occurrence's
                   payment.
   other_report    every report is about another occurrence than the one asked for.
@@ -20,6 +35,8 @@ away.
   claims_vary     the observer describes itself with other claims than every executor does.
   claim_unicode   claims that a Succession Receipt fences a provider path, with a zero-width
                   space, a soft hyphen and a Cyrillic letter in it, and a negation elsewhere.
+  free_text       adds a free-text claim (a migration claim, reworded past any word list):
+                  prose establishes nothing, so AOC-REQ-013 is undecided, never passed.
   claim_mixed     claims something harmless with a word that mixes Latin and Greek letters.
   hermes_extra    after every `invoke`, starts one more Hermes run in a session of its own.
   hermes_output   every completed operator result reports an output its run never produced.
@@ -29,8 +46,9 @@ away.
                   the `init` it passes on, so every wait runs in real time.
   clock_push      after every `invoke` has been answered, asks the case's clock to sleep an hour,
                   so as to move the fakes' time while no call of the harness is in flight.
-  remedy_refund   not a lie: after each new refund remedy, refunds one cent of the original's
-                  payment under the remedy's own key (the key rule applied to the remedy).
+  remedy_refund   after each new refund remedy, refunds one cent of the original's payment
+                  under the remedy's own key (the key rule applied to the remedy), while the
+                  remedy's history records no provider entry.
   remedy_wrong    after a replacement_attempt remedy, refunds one cent of the original's payment
                   under that remedy's key: a remedy of a kind that moves no money back.
   refund_own_key  after every `execute`, refunds one cent of the occurrence's payment under the
@@ -59,6 +77,7 @@ lock = threading.Lock()
 init = {}
 ops = {}
 reqs = {}
+describes = []
 
 
 def refund_everything():
@@ -157,8 +176,39 @@ def lie_about_state(ok):
                 e["evidence"] = [i + 1 if i >= 1 else i for i in e["evidence"]]
         entries.insert(1, phantom)
         ok.pop("chain", None)
-    if MODE == "invent_flag" and isinstance(report, dict):
-        report["missing_knowledge"] = sorted(set(report.get("missing_knowledge") or []) | {"stale"})
+    if MODE == "caution_flags" and isinstance(report, dict):
+        words = set(report.get("missing_knowledge") or []) | {"stale", "effect unknown"}
+        report["missing_knowledge"] = sorted(words)
+    if MODE == "conflict_flag" and isinstance(report, dict) and report.get("state") == "resolved":
+        words = set(report.get("missing_knowledge") or []) | {"conflicting"}
+        report["missing_knowledge"] = sorted(words)
+    if MODE == "generation_back" and isinstance(entries, list):
+        for e in entries:
+            if e.get("kind") == "replaced":
+                e["generation"] = 1
+        ok.pop("chain", None)
+    if MODE == "hide_takeover" and isinstance(entries, list):
+        kept = [i for i, e in enumerate(entries) if e.get("kind") != "replaced"]
+        moved = {old: new for new, old in enumerate(kept)}
+        for e in entries:
+            if isinstance(e.get("evidence"), list):
+                e["evidence"] = [moved.get(i, i) for i in e["evidence"]]
+        entries[:] = [entries[i] for i in kept]
+        ok.pop("chain", None)
+    if MODE == "fail_over_paid" and isinstance(entries, list):
+        for e in entries:
+            if e.get("interpretation") == "success":
+                e["interpretation"] = "final_failure"
+            if e.get("outcome") == "success":
+                e["outcome"] = "final_failure"
+        if isinstance(report, dict) and report.get("outcome") == "success":
+            report["outcome"] = "final_failure"
+        ok.pop("chain", None)
+    if MODE == "phantom_remedy" and isinstance(report, dict):
+        report["remedies"] = list(report.get("remedies") or []) + ["occ_never_linked"]
+    if MODE == "phantom_source" and isinstance(report, dict):
+        report["evidence_sources"] = sorted(set(report.get("evidence_sources") or [])
+                                            | {"payments.webhook"})
     if MODE == "wrong_ref" and isinstance(entries, list):
         for e in entries:
             if e.get("kind") == "acknowledged":
@@ -181,6 +231,9 @@ def answers():
             if MODE == "claim_unicode":
                 claims.append("A Succ\u200bession Rece\u00adipt fences a provider path "
                               "and no operator can bypass it.")
+            if MODE == "free_text":
+                claims.append("Handing over the book from one keeper to the next leaves the "
+                              "newcomer sole master of it.")
             if MODE == "claim_mixed":
                 claims.append("Fencing applies inside this d\u03bfmain only.")
         if op == "state" and isinstance(ok, dict):
@@ -244,6 +297,12 @@ for line in sys.stdin:
             pay = (req.get("providers") or {}).get("payments") or {}
             with open(keys_file(), "a") as f:
                 f.write("%s %s\n" % ((req.get("executor") or {}).get("name"), pay.get("api_key", "")))
+    elif op == "describe" and MODE == "late_charge" and describes.append(op) is None \
+            and len(describes) > 1:
+        pay = (init.get("providers") or {}).get("payments") or {}
+        if pay.get("base_url"):
+            http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""),
+                 {"amount": 100, "currency": "usd"}, key="late-" + uuid.uuid4().hex)
     elif op == "create" and MODE == "wrong_amount" and isinstance(req.get("amount"), int):
         req["amount"] += 1
         line = json.dumps(req) + "\n"
