@@ -376,6 +376,30 @@ mod tests {
         assert_eq!(facts.count(Req::R011) > 0, outcome.is_some());
     }
 
+    /// Each deploy checker fires under its own name (the table above asserts requirements).
+    #[rstest]
+    #[case::two_charges(vec![effect(1, "pay_a", "order-o1", "succeeded"), effect(2, "pay_b", "order-o1", "succeeded")], Some("success"), "deploy_one_entry")]
+    #[case::the_wrong_amount(vec![Effect { amount: 200000, ..effect(1, "pay_a", "order-o1", "succeeded") }], Some("success"), "deploy_entry_matches_order")]
+    #[case::success_never_recorded(vec![], Some("success"), "deploy_outcome_from_ledger")]
+    fn each_deploy_checker_fires_by_name(
+        #[case] effects: Vec<Effect>,
+        #[case] outcome: Option<&'static str>,
+        #[case] checker: &str,
+    ) {
+        let ledger = Ledger {
+            effects,
+            requests: Vec::new(),
+        };
+        let mut facts = Facts::default();
+        let f = judge(
+            &ledger,
+            Some(&by_key),
+            &said(outcome, Ambiguity::None),
+            &mut facts,
+        );
+        assert!(f.iter().any(|f| f.checker() == checker), "{f:?}");
+    }
+
     #[rstest]
     // A terminal failure reported for a moment, then success: the lie was still told.
     #[case::declined_then_paid(&[("declined", "not_accepted"), ("paid", "success")], vec![Req::R011, Req::R009, Req::R011])]

@@ -648,3 +648,51 @@ mod binding_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod oracle_tests {
+    use super::*;
+    use crate::operator::error::ErrorCode;
+
+    /// durable_binding, both directions: a binding read again alike passes, one that differs
+    /// fails, and nothing written proves nothing (an error, never a vacuous pass).
+    #[test]
+    fn durability_is_judged_by_what_was_written() {
+        let same = vec![("a1".to_string(), Some(1), Some(1))];
+        assert_eq!(
+            judge_durability(same, "a fresh reader").map(|f| f.len()),
+            Ok(0)
+        );
+        let changed = vec![("a1".to_string(), Some(1), Some(2))];
+        let found = judge_durability(changed, "a fresh reader").expect("judged");
+        assert_eq!(
+            found
+                .iter()
+                .map(|f| (f.checker(), f.requirement()))
+                .collect::<Vec<_>>(),
+            vec![("durable_binding", Req::R005)]
+        );
+        let nothing: Vec<(String, Option<u8>, Option<u8>)> = vec![("a1".into(), None, None)];
+        assert!(judge_durability(nothing, "a fresh reader").is_err());
+    }
+
+    /// policy_validated, both directions: the expected acceptance or refusal passes; accepting
+    /// an invalid policy or refusing a valid one fails.
+    #[rstest::rstest]
+    #[case::valid_accepted(None, None, false)]
+    #[case::invalid_refused(Some("operator_policy"), Some(ErrorCode::OperatorPolicy), false)]
+    #[case::invalid_accepted(Some("operator_policy"), None, true)]
+    #[case::valid_refused(None, Some(ErrorCode::OperatorPolicy), true)]
+    fn policy_validation_is_judged(
+        #[case] want: Option<&str>,
+        #[case] got: Option<ErrorCode>,
+        #[case] fails: bool,
+    ) {
+        let got = got.map(|c| ConnectorError::new(c, "refused"));
+        let f = policy_validation(want, got.as_ref());
+        assert_eq!(
+            f.map(|f| (f.checker(), f.requirement())),
+            fails.then_some(("policy_validated", Req::R001))
+        );
+    }
+}

@@ -41,7 +41,14 @@ pub const CHECKERS: [(&str, &[Req]); 51] = [
     ("authentic_as_claimed", &[Req::R009, Req::R007]),
     (
         "state_matches_history",
-        &[Req::R002, Req::R004, Req::R005, Req::R009, Req::R012],
+        &[
+            Req::R002,
+            Req::R003,
+            Req::R004,
+            Req::R005,
+            Req::R009,
+            Req::R012,
+        ],
     ),
     ("no_retired_entry", &[Req::R006]),
     ("authority_never_restored", &[Req::R012]),
@@ -1168,6 +1175,58 @@ mod tests {
                 "{needle}: {found:?}"
             ),
         }
+    }
+
+    /// remedy_own_binding, both directions: a remedy bound under a binding of its own passes,
+    /// one bound under its original's binding digest fails AOC-REQ-012 by name.
+    #[rstest::rstest]
+    #[case::own_binding("b-remedy", false)]
+    #[case::original_s_binding("b-original", true)]
+    fn a_remedy_needs_a_binding_of_its_own(#[case] remedy_binding: &str, #[case] fails: bool) {
+        let answer = |id: &str, b: &str| {
+            let v = serde_json::json!({
+                "entries": [{"kind": "created", "entry": {}},
+                            {"kind": "prepared", "generation": 1, "binding_digest": b, "entry": {}}],
+                "report": {"occurrence": id, "domain": "d", "executor_generation": 1,
+                           "binding_digest": b, "state": "pending", "provider_entry": "not_entered",
+                           "authority": "held", "entry_attempts": 0}});
+            Observed {
+                label: id.to_string(),
+                id: id.to_string(),
+                answer: Ok(serde_json::from_value(v).expect("answer")),
+            }
+        };
+        let snap = Snapshot {
+            occurrences: vec![answer("o1", "b-original"), answer("r1", remedy_binding)],
+            provider: Ledger::default(),
+            generation: Generation(1),
+            limits: Limits {
+                max_pending: 4,
+                max_in_flight: 4,
+            },
+            key_rule: KeyRule::parse("{occurrence}").ok(),
+            asked: BTreeMap::new(),
+            remedies: BTreeMap::from([(
+                "r1".to_string(),
+                ledger::Remedy {
+                    original: "o1".into(),
+                    kind: crate::sut::message::RemedyKind::Refund,
+                },
+            )]),
+            admitted: vec![1],
+            statuses: BTreeMap::new(),
+        };
+        let found = Checker::default().check(&snap);
+        let named: Vec<(&str, Req)> = found
+            .iter()
+            .map(|f| (f.checker(), f.requirement()))
+            .collect();
+        assert_eq!(
+            named.contains(&("remedy_own_binding", Req::R012)),
+            fails,
+            "{named:?}"
+        );
+        assert_eq!(found.len(), usize::from(fails), "{named:?}");
     }
 
     /// A look at nothing establishes nothing: facts count what was examined, never the looks.

@@ -200,7 +200,10 @@ mod tests {
         #[case] found: bool,
     ) {
         let f = race_serialised("o1", 2, entered, requests);
-        assert_eq!(f.map(|f| f.requirement()), found.then_some(Req::R001));
+        assert_eq!(
+            f.map(|f| (f.checker(), f.requirement())),
+            found.then_some(("race_serialised", Req::R001))
+        );
     }
 
     #[test]

@@ -322,3 +322,129 @@ async fn each_broken_connector_is_caught_for_the_right_requirement(
         d.verdict
     );
 }
+
+/// Every checker has the power to fail (issue 37, GUIDE §4 "a check that cannot fail is a
+/// defect"): each name in `CHECKERS` is asserted here, by name, as the checker of some failure of
+/// a broken variant or connector defect in the fixed suite, or named with the test that makes it
+/// fire elsewhere (a liar relay, a scripted implementation, a deployment, a unit table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_checker_fires_for_some_broken_implementation() {
+    let variants = [
+        Variant::ReplayUnknown,
+        Variant::RetiredEnters,
+        Variant::RebindAccount,
+        Variant::ReleaseOnTimeout,
+        Variant::RestoreAuthority,
+        Variant::OverwriteHistory,
+        Variant::TrustUnauthenticated,
+        Variant::TrustReplyAccount,
+        Variant::ResetUnknownToQueued,
+        Variant::ResendSameKey,
+        Variant::RosyState,
+        Variant::DropObservation,
+        Variant::ProhibitedClaim,
+        Variant::AadpExpiryReleases,
+        Variant::LabelsMint,
+        Variant::NoActionFence,
+        Variant::RemedyReusesGrant,
+        Variant::ReplacementReenters,
+    ];
+    let defects = [
+        ConnectorDefect::StealExpiredClaim,
+        ConnectorDefect::FiveXxIsFailed,
+        ConnectorDefect::StoppingIsCancelled,
+        ConnectorDefect::ReplayUnknownStart,
+        ConnectorDefect::ApprovalReplay,
+        ConnectorDefect::AcceptProse,
+        ConnectorDefect::IdentityInArgs,
+        ConnectorDefect::ManifestWithoutApproval,
+    ];
+    let mut fired: BTreeMap<String, String> = BTreeMap::new();
+    let mut note = |r: &Report, by: String| {
+        for c in &r.cases {
+            for f in &c.failures {
+                if let Some(name) = f.msg.strip_prefix('[').and_then(|m| m.split_once(']')) {
+                    fired
+                        .entry(name.0.to_string())
+                        .or_insert_with(|| format!("{by} in {}", c.id));
+                }
+            }
+        }
+    };
+    for v in variants {
+        note(&*suite(v).await, format!("{v:?}"));
+    }
+    for d in defects {
+        note(
+            &*suite_with(Variant::Conforming, Some(d)).await,
+            format!("{d:?}"),
+        );
+    }
+    // Made to fire, by name, by another test.
+    // Each of these tests asserts the checker's name.
+    let elsewhere: BTreeMap<&str, &str> = BTreeMap::from([
+        (
+            "deploy_one_entry",
+            "check::deploy::each_deploy_checker_fires_by_name",
+        ),
+        (
+            "deploy_entry_matches_order",
+            "check::deploy::each_deploy_checker_fires_by_name",
+        ),
+        (
+            "deploy_outcome_from_ledger",
+            "check::deploy::each_deploy_checker_fires_by_name",
+        ),
+        (
+            "generations_together",
+            "hostile: generation_back, hide_takeover",
+        ),
+        (
+            "entry_before_request",
+            "hostile: a_refund_under_a_remedy_s_key_…",
+        ),
+        ("report_backed", "hostile: phantom_remedy, phantom_source"),
+        (
+            "remedy_own_binding",
+            "check::a_remedy_needs_a_binding_of_its_own",
+        ),
+        (
+            "statement_permitted",
+            "protocol: a_forbidden_statement_fails_every_case_…",
+        ),
+        ("lane_matches_fence", "hostile: lane_lie"),
+        ("effect_as_asked", "hostile: wrong_amount"),
+        ("evidence_served", "hostile: phantom_lookup, wrong_ref"),
+        (
+            "mutation_accounted",
+            "hostile: remedy_wrong, refund_own_key",
+        ),
+        ("result_from_provider", "hostile: hermes_output"),
+        ("one_domain", "hostile: domain_blank"),
+        (
+            "one_effect_per_occurrence",
+            "hostile: recreate_after_expire",
+        ),
+        ("binding_constant", "hostile: binding_drift"),
+        ("responses_bound", "hostile: unbound_reply"),
+        ("release_only_before_entry", "hostile: release_entered"),
+        ("composition_expected", "hostile: describe_supported"),
+        ("bypass_disclosed", "hostile: describe_no_bypass"),
+        ("limits_respected", "python_sut: AOC-CASE-012"),
+        ("unresolved_kept", "check::hermes::binding_tests"),
+        ("race_serialised", "check::steps::a_race_admits_at_most_one"),
+        ("durable_binding", "check::hermes::oracle_tests"),
+        ("policy_validated", "check::hermes::oracle_tests"),
+    ]);
+    let never: Vec<&str> = aocheck::check::CHECKERS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !fired.contains_key(*n) && !elsewhere.contains_key(n))
+        .collect();
+    assert!(
+        never.is_empty(),
+        "{} of {} checkers fire for no broken implementation here: {never:?}\nfired: {fired:#?}",
+        never.len(),
+        aocheck::check::CHECKERS.len()
+    );
+}

@@ -451,7 +451,7 @@ fn liar(mode: &str) -> String {
 /// reference itself, which passes these cases through the protocol
 /// (`protocol::the_reference_passes_through_the_protocol_on_sqlite` and `_on_postgres`) and in process.
 #[rstest::rstest]
-#[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "effect_as_asked")]
+#[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "[effect_as_asked]")]
 #[case::refund("refund", "AOC-CASE-001", Req::R012, "refunded")]
 #[case::phantom_lookup("phantom_lookup", "AOC-CASE-001", Req::R009, "lookup observation")]
 #[case::conflict_flag(
@@ -465,6 +465,33 @@ fn liar(mode: &str) -> String {
     "AOC-CASE-005",
     Req::R010,
     "that no occurrence's key is"
+)]
+#[case::domain_blank("domain_blank", "AOC-CASE-001", Req::R001, "[one_domain]")]
+#[case::binding_drift("binding_drift", "AOC-CASE-001", Req::R003, "[binding_constant]")]
+#[case::unbound_reply("unbound_reply", "AOC-CASE-004", Req::R007, "[responses_bound]")]
+#[case::release_entered(
+    "release_entered",
+    "AOC-CASE-003",
+    Req::R008,
+    "[release_only_before_entry]"
+)]
+#[case::describe_supported(
+    "describe_supported",
+    "AOCHECK-COMP-01",
+    Req::R013,
+    "[composition_expected]"
+)]
+#[case::describe_no_bypass(
+    "describe_no_bypass",
+    "AOCHECK-BYPASS-01",
+    Req::R001,
+    "[bypass_disclosed]"
+)]
+#[case::recreate_after_expire(
+    "recreate_after_expire",
+    "AOC-CASE-008",
+    Req::R010,
+    "[one_effect_per_occurrence]"
 )]
 #[case::generation_back("generation_back", "AOC-CASE-003", Req::R005, "does not advance")]
 #[case::hide_takeover(
@@ -483,7 +510,7 @@ fn liar(mode: &str) -> String {
 #[case::phantom_source("phantom_source", "AOC-CASE-001", Req::R009, "never observed")]
 #[case::wrong_ref("wrong_ref", "AOC-CASE-001", Req::R003, "provider reference")]
 #[case::other_report("other_report", "AOC-CASE-001", Req::R002, "report is about")]
-#[case::lane_lie("lane_lie", "AOC-CASE-005", Req::R006, "latest join or takeover")]
+#[case::lane_lie("lane_lie", "AOC-CASE-005", Req::R006, "[lane_matches_fence]")]
 #[case::claim_unicode(
     "claim_unicode",
     "AOC-CASE-001",
@@ -504,7 +531,12 @@ fn liar(mode: &str) -> String {
     Req::R010,
     "no invoked or delegated"
 )]
-#[case::hermes_output("hermes_output", "HERMES-VERIFY-05", Req::R011, "produced Some(")]
+#[case::hermes_output(
+    "hermes_output",
+    "HERMES-VERIFY-05",
+    Req::R011,
+    "[result_from_provider]"
+)]
 #[case::claim_other("claim_other", "SEED003-B", Req::R005, "[claim_in_order] claimed")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_liar_fails_for_the_requirement_it_breaks(

@@ -27,6 +27,15 @@ away.
   phantom_remedy  every report lists a remedy its history never links.
   phantom_source  every report names an evidence source (`payments.webhook`) its history never
                   observed.
+  domain_blank    every report names no coordination domain.
+  binding_drift   from an occurrence's second report on, its binding digest is another one.
+  unbound_reply   every provider response its histories record answers an attempt that was
+                  never entered.
+  release_entered every report of an entered occurrence says it was released.
+  describe_supported  describes its composition as supported whatever the case configured.
+  describe_no_bypass  describes no bypass path.
+  recreate_after_expire  on an occurrence's second `reconcile` (after the provider forgot its
+                  idempotency record), makes the payment again under the occurrence's own key.
   wrong_ref       every acknowledgement names a provider reference that is not the occurrence's
                   payment.
   other_report    every report is about another occurrence than the one asked for.
@@ -78,6 +87,8 @@ init = {}
 ops = {}
 reqs = {}
 describes = []
+seen_reports = {}
+reconciles = {}
 
 
 def refund_everything():
@@ -209,6 +220,20 @@ def lie_about_state(ok):
     if MODE == "phantom_source" and isinstance(report, dict):
         report["evidence_sources"] = sorted(set(report.get("evidence_sources") or [])
                                             | {"payments.webhook"})
+    if MODE == "domain_blank" and isinstance(report, dict):
+        report["domain"] = ""
+    if MODE == "binding_drift" and isinstance(report, dict) and report.get("binding_digest"):
+        occ = report.get("occurrence")
+        seen_reports[occ] = seen_reports.get(occ, 0) + 1
+        if seen_reports[occ] > 1:
+            report["binding_digest"] = "sha256:" + "0" * 64
+    if MODE == "unbound_reply" and isinstance(entries, list):
+        for e in entries:
+            if e.get("kind") == "observed" and e.get("source_kind") == "response":
+                e["attempt"] = "attempt-never-entered"
+        ok.pop("chain", None)
+    if MODE == "release_entered" and isinstance(report, dict) and report.get("entry_attempts"):
+        report["state"] = "released"
     if MODE == "wrong_ref" and isinstance(entries, list):
         for e in entries:
             if e.get("kind") == "acknowledged":
@@ -238,6 +263,11 @@ def answers():
                 claims.append("Fencing applies inside this d\u03bfmain only.")
         if op == "state" and isinstance(ok, dict):
             lie_about_state(ok)
+        if op == "describe" and isinstance(ok, dict):
+            if MODE == "describe_supported":
+                ok["composition"] = {"status": "supported"}
+            if MODE == "describe_no_bypass":
+                ok["bypass_paths"] = []
         if op == "lane" and isinstance(ok, dict):
             if MODE == "lane_lie" and ok.get("generation") is not None:
                 ok["generation"] = 1
@@ -303,6 +333,13 @@ for line in sys.stdin:
         if pay.get("base_url"):
             http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""),
                  {"amount": 100, "currency": "usd"}, key="late-" + uuid.uuid4().hex)
+    elif op == "reconcile" and MODE == "recreate_after_expire":
+        occ = req.get("occurrence")
+        reconciles[occ] = reconciles.get(occ, 0) + 1
+        pay = (init.get("providers") or {}).get("payments") or {}
+        if reconciles[occ] == 2 and pay.get("base_url"):
+            http("POST", pay["base_url"] + "/v1/payments", pay.get("api_key", ""),
+                 {"amount": 1250, "currency": "eur"}, key=occ)
     elif op == "create" and MODE == "wrong_amount" and isinstance(req.get("amount"), int):
         req["amount"] += 1
         line = json.dumps(req) + "\n"
