@@ -362,7 +362,34 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         progress(e)
     };
     let mut done = Vec::new();
-    let run = crate::runner::run_suite_into(&cases, store.clone(), &opts, &mut progress, &mut done);
+    // Each case's evidence is written (scrubbed) as the case ends and leaves memory; the page
+    // keeps only the timeline drawn from it.
+    let mut evidence_errors: Vec<String> = Vec::new();
+    let mut written: Vec<String> = Vec::new();
+    let mut ended = |c: &mut crate::report::model::CaseReport| {
+        let Some(e) = c.evidence.take() else {
+            return;
+        };
+        match crate::ci::write_evidence(&out, &[(c.id.clone(), e)]) {
+            Ok(()) => {
+                written.push(c.id.clone());
+                let path = out.join("evidence").join(format!("{}.json", c.id));
+                c.timeline = std::fs::read(&path)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<crate::check::replay::Tape>(&b).ok())
+                    .and_then(|t| crate::report::html::timeline(&t));
+            }
+            Err(why) => evidence_errors.push(why),
+        }
+    };
+    let run = crate::runner::run_suite_into(
+        &cases,
+        store.clone(),
+        &opts,
+        &mut progress,
+        &mut ended,
+        &mut done,
+    );
     let mut stopped = None;
     match a.timeout {
         None => run.await,
@@ -392,10 +419,23 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         .iter()
         .filter_map(|c| c.evidence.clone().map(|e| (c.id.clone(), e)))
         .collect();
+    if let Some(e) = evidence_errors.first() {
+        eprintln!("error: writing the evidence to {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
     if let Err(e) = crate::ci::write_evidence(&out, &evidence) {
         eprintln!("error: writing the evidence to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }
+    // A secret registered after a case's evidence was written (a later case's credential) is
+    // scrubbed from it too.
+    if let Err(e) = crate::ci::rescrub_evidence(&out, &written) {
+        eprintln!("error: writing the evidence to {}: {e}", out.display());
+        return exit::INVALID_INPUT;
+    }
+    // The timelines drawn as each case ended (from its scrubbed evidence) are not part of the
+    // report's JSON: kept aside while it is scrubbed.
+    let timelines: Vec<Option<String>> = report.cases.iter().map(|c| c.timeline.clone()).collect();
     // Nothing secret leaves the run: every registered credential is scrubbed from the report
     // before any format, line or signature is made of it.
     let mut report = match crate::secrets::scrubbed(report) {
@@ -407,6 +447,9 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
             return exit::BUG;
         }
     };
+    for (c, t) in report.cases.iter_mut().zip(timelines) {
+        c.timeline = t.map(|t| crate::secrets::scrub(&t));
+    }
     // The page draws each case's timeline from its evidence (scrubbed like the rest).
     for (id, e) in &evidence {
         if let Some(c) = report.cases.iter_mut().find(|c| &c.id == id) {

@@ -279,7 +279,18 @@ pub fn judge_occurrence(
     effects: u32,
 ) -> Vec<(Req, String)> {
     let st = &answer.report;
-    let mut out = judge_state(e, st.state, st.outcome);
+    // Honest caution (D74): a decided occurrence reported unresolved with no outcome is judged
+    // by the decision its history holds; the report said less, never something else.
+    let view = super::evidence::View::of(&answer.entries, &answer.flag_map);
+    let (state, outcome) = if st.state == crate::vocab::State::Unresolved
+        && st.outcome.is_none()
+        && view.state() == crate::vocab::State::Resolved
+    {
+        (view.state(), view.outcome)
+    } else {
+        (st.state, st.outcome)
+    };
+    let mut out = judge_state(e, state, outcome);
     if let Some(want) = e.entry_attempts
         && st.entry_attempts != want
     {

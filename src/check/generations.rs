@@ -11,8 +11,9 @@
 //!   generation captured for the pending attempt" (§4.6): an entry under a generation other than
 //!   the one holding the occurrence is one that comparison should have refused.
 //! - An adoption the history never records is judged only where it matters: when the successor
-//!   then acts (enters) under its own generation, the entry names a generation that never took
-//!   the occurrence over. Adopting and doing nothing may leave no entry (the draft lists what a
+//!   then acts (enters) under its own generation, the entry names a generation other than the
+//!   one captured for the pending attempt, which the entry transaction must compare (§4.6,
+//!   AOC-REQ-006). Adopting and doing nothing may leave no entry (the draft lists what a
 //!   history distinguishes, §4.4, and a takeover is not among them; D74).
 
 use super::Facts;
@@ -61,9 +62,9 @@ pub fn judge(a: &StateAnswer, admitted: &[u64], facts: &mut Facts) -> Vec<(Req, 
                 ),
             )),
             (Kind::Entered, Some(o)) if g > o => out.push((
-                Req::R005,
+                Req::R006,
                 format!(
-                    "entries[{i}] enters the provider under generation {g}, which never took the occurrence over (its history names generation {o} as holding it)"
+                    "entries[{i}] enters the provider under generation {g}, which never took the occurrence over (its history names generation {o} as holding it): entry must compare the current generation with the one captured for the attempt (§4.6)"
                 ),
             )),
             _ => {}
@@ -99,7 +100,7 @@ mod tests {
     #[case::takeover_backwards(&[("prepared", 2), ("replaced", 1)], &[1, 2], Some((Req::R005, "does not advance")))]
     #[case::takeover_standing_still(&[("prepared", 2), ("replaced", 2)], &[1, 2], Some((Req::R005, "does not advance")))]
     #[case::retired_entry(&[("prepared", 1), ("replaced", 2), ("entered", 1)], &[1, 2], Some((Req::R006, "after generation 2")))]
-    #[case::adoption_never_recorded(&[("prepared", 1), ("entered", 2)], &[1, 2], Some((Req::R005, "never took")))]
+    #[case::adoption_never_recorded(&[("prepared", 1), ("entered", 2)], &[1, 2], Some((Req::R006, "never took")))]
     #[case::generation_never_admitted(&[("prepared", 1), ("replaced", 5)], &[1, 2], Some((Req::R005, "no join or takeover")))]
     fn generations_are_judged_against_the_history_and_the_lane(
         #[case] entries: &[(&str, u64)],

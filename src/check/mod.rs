@@ -143,6 +143,11 @@ pub struct Snapshot {
     /// effects hold only the status right after each effect.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub statuses: BTreeMap<String, String>,
+    /// The last request sequence number the provider's ledger held before the implementation's
+    /// answers were read: a request after it may have left after the history was read, so the
+    /// history is not held to record its entry (`None` in evidence recorded before issue 37).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_before: Option<u64>,
 }
 
 /// How many relevant facts some check examined, per requirement: a requirement passes in a case
@@ -205,9 +210,14 @@ impl Checker {
         claims: &[String],
         statements: &[statements::Statement],
     ) -> Vec<Finding> {
+        // Only AOC-REQ-013 (what may be claimed) is established by a statement: the others are
+        // about behaviour, which a description cannot establish ("nothing on trust that can be
+        // measured"); a forbidden statement still fails them.
         let said = statements.iter().filter_map(|s| {
             let (req, why) = s.judge();
-            self.facts.saw(req);
+            if req == Req::R013 {
+                self.facts.saw(req);
+            }
             let checker = if req == Req::R013 {
                 "no_prohibited_claim"
             } else {
@@ -489,8 +499,16 @@ impl Checker {
             // under this occurrence's key, the history the implementation gives at that look
             // records its entry. Judged at every look, so an entry recorded only after the
             // request went out is found at the look in between.
+            let before = |r: &&&fake_payments::ledger::RequestRecord| {
+                snap.requests_before.is_none_or(|m| r.seq <= m)
+            };
             let mutated = acct.mutation_requests_of(&o.id);
-            if let Some(r) = acct.creates_of(&o.id).first().or(mutated.first()) {
+            if let Some(r) = acct
+                .creates_of(&o.id)
+                .iter()
+                .find(before)
+                .or(mutated.iter().find(before))
+            {
                 facts.saw(Req::R004);
                 if view.attempts.is_empty() {
                     v(
@@ -700,7 +718,12 @@ impl Checker {
                     format!("the reported state contradicts the stored history: {what}"),
                 );
             }
-            if !creates.is_empty() && st.entry_attempts == 0 {
+            if creates
+                .iter()
+                .any(|r| snap.requests_before.is_none_or(|m| r.seq <= m))
+                && st.entry_attempts == 0
+                && !view.attempts.is_empty()
+            {
                 v(
                     "state_matches_history",
                     Req::R004,
@@ -790,11 +813,10 @@ impl Checker {
                     );
                 }
                 let succeeded = effects.iter().any(|e| e.status == "succeeded");
-                // The provider's status now: the harness's own change, where it made one.
-                let succeeded_now = snap
-                    .statuses
-                    .get(&o.id)
-                    .map_or(succeeded, |s| s == "succeeded");
+                // Where the harness changed the payment's status itself, what the provider showed
+                // when the decision was made is not known here: no verdict on it (fails closed
+                // for the judge, never for the implementation).
+                let succeeded_now = succeeded && !snap.statuses.contains_key(&o.id);
                 let moved = effects
                     .iter()
                     .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
@@ -883,8 +905,11 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
     let r = &a.report;
     let word = |o: Option<Outcome>| o.map_or("none".to_string(), |o| o.to_string());
     let held = history.state();
-    // The cautious reading of a decided occurrence: unresolved, no outcome claimed.
-    let cautious = held == State::Resolved && r.state == State::Unresolved && r.outcome.is_none();
+    // The cautious reading: unresolved, no outcome claimed, where the history decided (or
+    // decided and then met conflicting evidence, which keeps its old outcome on record).
+    let cautious = matches!(held, State::Resolved | State::Unresolved)
+        && r.state == State::Unresolved
+        && r.outcome.is_none();
     let mut compared = vec![
         (
             if r.state == State::Resolved {
@@ -895,7 +920,7 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
             "the state",
             r.state.to_string(),
             if cautious {
-                r.state.to_string()
+                State::Unresolved.to_string()
             } else {
                 held.to_string()
             },
@@ -1065,7 +1090,11 @@ mod tests {
         );
         assert!(found.is_empty(), "{found:?}");
         assert_eq!(c.facts.count(Req::R013), 4);
-        assert_eq!(c.facts.count(Req::R006), 1);
+        assert_eq!(
+            c.facts.count(Req::R006),
+            0,
+            "a description establishes no behaviour"
+        );
         let mut c = Checker::default();
         let found = c.claims(
             &["A Succession Receipt fences a provider path.".to_string()],
@@ -1215,6 +1244,7 @@ mod tests {
             )]),
             admitted: vec![1],
             statuses: BTreeMap::new(),
+            requests_before: None,
         };
         let found = Checker::default().check(&snap);
         let named: Vec<(&str, Req)> = found
@@ -1246,6 +1276,7 @@ mod tests {
             remedies: BTreeMap::new(),
             admitted: Vec::new(),
             statuses: BTreeMap::new(),
+            requests_before: None,
         };
         for _ in 0..3 {
             assert!(c.check(&snap).is_empty());

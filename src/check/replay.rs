@@ -38,6 +38,10 @@ pub struct Tape {
     pub statements: Vec<super::statements::Statement>,
     /// Every look the checkers took, in order.
     pub looks: Vec<Look>,
+    /// The look whose answers the report publishes (`None`: none, the case's last look could
+    /// not be completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<usize>,
     /// The final expectations on each occurrence, as judged at the end of the case.
     #[serde(default)]
     pub finals: Vec<FinalLook>,
@@ -427,8 +431,8 @@ pub fn analyze_folder(dir: &std::path::Path) -> Result<Vec<CaseAnalysis>, String
         }
         // The occurrences published are what the last judged look said.
         let said = tape
-            .looks
-            .last()
+            .published
+            .and_then(|i| tape.looks.get(i))
             .map(|l| occurrence_reports(&l.snapshot))
             .unwrap_or_default();
         if said != c.occurrences {

@@ -93,9 +93,14 @@ impl Statement {
                     "claims exclusive admission control over all paths, beyond those the domain mediates (§4.1 forbids it)".to_string()
                 }),
             ),
+            // §4.2 lets a stable native operation identifier *be* the occurrence identifier; what
+            // it forbids is claiming two native identifiers mean the same thing.
             S::Equivalence { between, semantic } => (
                 Req::R002,
-                (*semantic && between[0] != between[1]).then(|| {
+                (*semantic
+                    && between[0] != between[1]
+                    && !between.contains(&NativeId::OccurrenceId))
+                .then(|| {
                     format!(
                         "claims {:?} and {:?} are semantically equivalent: native identifiers keep their types and meanings (§4.2)",
                         between[0], between[1]
@@ -124,15 +129,24 @@ impl Statement {
                 aadp_bcr_interchangeable
                     .then(|| "claims that AADP and BCR state machines are interchangeable".to_string()),
             ),
-            S::EvidenceFormat { mandatory } => (
-                Req::R013,
-                (!mandatory.is_empty()).then(|| {
-                    format!(
-                        "holds evidence format(s) {} mandatory (§5: none is)",
-                        mandatory.join(", ")
-                    )
-                }),
-            ),
+            // §4.13 forbids claiming an EP evidence format mandatory; §5's "no … format is
+            // mandatory" for the others is no MUST, so only EP fails.
+            S::EvidenceFormat { mandatory } => {
+                let ep: Vec<&str> = mandatory
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|f| {
+                        let f = f.trim().to_ascii_lowercase();
+                        f == "ep" || f.starts_with("ep ") || f.starts_with("ep-") || f.starts_with("ep/")
+                    })
+                    .collect();
+                (
+                    Req::R013,
+                    (!ep.is_empty()).then(|| {
+                        format!("holds EP evidence format(s) {} mandatory", ep.join(", "))
+                    }),
+                )
+            }
         }
     }
 }
@@ -201,12 +215,14 @@ mod tests {
     #[case::admission_all(json!({"about": "admission", "exclusive_over": "all_paths"}), Req::R001, true)]
     #[case::stored_together(json!({"about": "equivalence", "between": ["aadp_request_id", "bcr_operation_id"], "semantic": false}), Req::R002, false)]
     #[case::claimed_equivalent(json!({"about": "equivalence", "between": ["aadp_request_id", "bcr_operation_id"], "semantic": true}), Req::R002, true)]
+    #[case::bcr_id_as_occurrence_id(json!({"about": "equivalence", "between": ["occurrence_id", "bcr_operation_id"], "semantic": true}), Req::R002, false)]
     #[case::no_migration(json!({"about": "migration", "copy_transfers_exclusive_ownership": false}), Req::R013, false)]
     #[case::migration(json!({"about": "migration", "copy_transfers_exclusive_ownership": true}), Req::R013, true)]
     #[case::receipt_fences(json!({"about": "succession_receipt", "fences_provider_path": true}), Req::R013, true)]
     #[case::interchangeable(json!({"about": "state_machines", "aadp_bcr_interchangeable": true}), Req::R013, true)]
     #[case::nothing_mandatory(json!({"about": "evidence_format", "mandatory": []}), Req::R013, false)]
     #[case::ep_mandatory(json!({"about": "evidence_format", "mandatory": ["EP"]}), Req::R013, true)]
+    #[case::local_mandatory(json!({"about": "evidence_format", "mandatory": ["local"]}), Req::R013, false)]
     fn each_statement_is_judged_exactly(
         #[case] v: serde_json::Value,
         #[case] req: Req,

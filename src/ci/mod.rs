@@ -61,6 +61,20 @@ pub fn write_evidence(
     Ok(())
 }
 
+/// Scrubs again the evidence files of `cases` already written (`out/evidence/<case>.json`), with
+/// every secret registered since: one file in memory at a time.
+pub fn rescrub_evidence(out: &std::path::Path, cases: &[String]) -> Result<(), String> {
+    for id in cases {
+        let f = out.join("evidence").join(format!("{id}.json"));
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let clean = crate::secrets::scrub_json_text(&text);
+        if clean != text {
+            std::fs::write(&f, clean).map_err(|e| format!("{}: {e}", f.display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// What a run writes at the top of its folder (and `evidence/`, `sut/`): removed before a run
 /// or a merge writes there, so that nothing an earlier run left (above all a signed envelope)
 /// stands beside the new files as if it were theirs.

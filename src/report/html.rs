@@ -252,10 +252,14 @@ fn cell(c: &CaseReport, req: &str) -> Cell {
 
 fn case_view(c: &CaseReport) -> CaseView {
     let timeline = c
-        .evidence
-        .as_ref()
-        .and_then(|e| serde_json::from_value::<Tape>((**e).clone()).ok())
-        .and_then(|t| timeline(&t))
+        .timeline
+        .clone()
+        .or_else(|| {
+            c.evidence
+                .as_ref()
+                .and_then(|e| serde_json::from_value::<Tape>((**e).clone()).ok())
+                .and_then(|t| timeline(&t))
+        })
         .map(minijinja::Value::from_safe_string);
     CaseView {
         id: clean(&c.id),

@@ -111,6 +111,11 @@ pub struct CaseReport {
     /// beside the report, never inside it.
     #[serde(skip)]
     pub evidence: Option<std::sync::Arc<serde_json::Value>>,
+    /// The page's timeline of the case, drawn from its evidence when the evidence was written
+    /// to disk as the case ended (and dropped from memory: a run's memory does not grow with
+    /// the evidence of the cases it has finished).
+    #[serde(skip)]
+    pub timeline: Option<String>,
     pub requirements: Vec<String>,
     pub verdict: Verdict,
     pub failures: Vec<Failure>,
@@ -182,6 +187,7 @@ impl CaseReport {
             file: file.display().to_string(),
             file_sha256: String::new(),
             evidence: None,
+            timeline: None,
             requirements,
             verdict: Verdict::NotRun,
             failures: Vec::new(),

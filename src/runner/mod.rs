@@ -283,6 +283,7 @@ async fn setup(
         step: None,
         admitted: Vec::new(),
         statuses: BTreeMap::new(),
+        published: None,
         operator: OperatorWorld {
             credentials,
             hermes: None,
@@ -485,6 +486,10 @@ pub async fn run_case(
                 judge_after_stop = !failures.is_empty()
                     && matches!(result, Err(SutError::Harness(_)))
                     && world.sut.escaped().is_empty();
+                // What a look taken during the step found is reported (it is on the evidence).
+                for f in std::mem::take(&mut world.findings) {
+                    push_finding(&mut failures, f, Some(i));
+                }
                 harness = Some(m);
                 break;
             }
@@ -688,6 +693,7 @@ fn evidence_of(
         declared: report.requirements.clone(),
         steps: report.steps.clone(),
         end_step,
+        published: world.published,
         claims: world.sut.hello().claims.clone(),
         statements: world.sut.hello().statements.clone(),
         looks: world.tape.clone(),
@@ -766,17 +772,19 @@ pub async fn run_suite(
     emit: &mut (dyn FnMut(RunEvent) + Send),
 ) -> crate::report::model::Report {
     let mut done = Vec::new();
-    run_suite_into(cases, store.clone(), opts, emit, &mut done).await;
+    run_suite_into(cases, store.clone(), opts, emit, &mut |_| {}, &mut done).await;
     assemble(cases, done, store.as_ref(), opts)
 }
 
 /// Runs the cases in order, putting each case's report in `done` as it ends: a run stopped by
-/// `--timeout` (this future dropped) still has what ended.
+/// `--timeout` (this future dropped) still has what ended. `ended` sees each case's report
+/// first (the command writes its evidence to disk there, so memory does not grow with it).
 pub async fn run_suite_into(
     cases: &[LoadedCase],
     store: Arc<AnyStore>,
     opts: &RunOptions,
     emit: &mut (dyn FnMut(RunEvent) + Send),
+    ended: &mut (dyn FnMut(&mut CaseReport) + Send),
     done: &mut Vec<CaseReport>,
 ) {
     emit(RunEvent::RunStarted {
@@ -785,7 +793,9 @@ pub async fn run_suite_into(
         cases: cases.iter().map(|c| c.case.id.clone()).collect(),
     });
     for lc in cases {
-        done.push(run_case(store.clone(), lc, opts, emit).await);
+        let mut r = run_case(store.clone(), lc, opts, emit).await;
+        ended(&mut r);
+        done.push(r);
     }
     let s = crate::report::model::Summary::of(done);
     emit(RunEvent::RunFinished {

@@ -92,6 +92,8 @@ pub(super) struct World {
     /// answered its joins and takeovers, and the payment statuses it set.
     pub(super) admitted: Vec<u64>,
     pub(super) statuses: BTreeMap<String, String>,
+    /// The index in `tape` of the look the report publishes (`last_look`), if any.
+    pub(super) published: Option<usize>,
 }
 
 /// The `aocheck-sut/2` operations a case needs: every case needs `state`, `lane` and `settle`;
@@ -938,6 +940,10 @@ impl World {
     }
 
     pub(super) async fn check(&mut self) -> Vec<Finding> {
+        // A look that cannot be completed leaves nothing judged to publish or expect on.
+        self.last_look = None;
+        self.published = None;
+        let requests_before = self.provider.ledger().requests.iter().map(|r| r.seq).max();
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
             let answer = match self.sut.observe(id).await {
@@ -973,8 +979,8 @@ impl World {
             remedies: self.remedies.clone(),
             admitted: self.admitted.clone(),
             statuses: self.statuses.clone(),
+            requests_before: Some(requests_before.unwrap_or(0)),
         };
-        self.last_look = None;
         let before = self.record.then(|| self.checker.facts.clone());
         let mut out = self.checker.check(&snap);
         out.extend(self.checker.lane(self.holder, lane));
@@ -996,6 +1002,9 @@ impl World {
         {
             self.observe_error = Some(why);
             return Vec::new();
+        }
+        if look.is_some() {
+            self.published = Some(self.tape.len());
         }
         self.tape.extend(look);
         self.last_look = Some((snap, lane));
@@ -1053,6 +1062,7 @@ impl World {
                 if !self.finals.is_empty() && self.final_ledger.is_none() {
                     self.final_ledger = Some(last.provider.clone());
                 }
+                self.published = Some(self.tape.len());
                 self.tape.push(crate::check::replay::Look {
                     after_step: None,
                     found: out.iter().map(Finding::line).collect(),

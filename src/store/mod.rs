@@ -665,16 +665,16 @@ impl std::str::FromStr for StoreSpec {
             }
             return Ok(StoreSpec::Postgres(u.to_string()));
         }
-        // The value is not repeated: it may hold a password.
-        Err(format!(
-            "unknown store kind {:?}: use `memory`, `sqlite:PATH` or `postgres:URL`",
-            s.split(':')
-                .next()
-                .unwrap_or_default()
-                .chars()
-                .take(16)
-                .collect::<String>()
-        ))
+        // The value is not repeated: it may hold a password. Only a kind that is a plain word
+        // is named.
+        let kind = s.split(':').next().unwrap_or_default();
+        if !kind.is_empty() && kind.len() <= 16 && kind.chars().all(|c| c.is_ascii_lowercase()) {
+            Err(format!(
+                "unknown store kind {kind:?}: use `memory`, `sqlite:PATH` or `postgres:URL`"
+            ))
+        } else {
+            Err("unknown store: use `memory`, `sqlite:PATH` or `postgres:URL`".into())
+        }
     }
 }
 

@@ -497,7 +497,7 @@ fn liar(mode: &str) -> String {
 #[case::hide_takeover(
     "hide_takeover",
     "AOC-CASE-005",
-    Req::R005,
+    Req::R006,
     "never took the occurrence over"
 )]
 #[case::fail_over_paid(
@@ -660,6 +660,46 @@ async fn free_text_leaves_the_claim_requirement_undecided() {
         "{}",
         r.implementation
     );
+}
+
+/// The judge stays reachable (issue 37): an implementation that opens 1,000 connections to
+/// fake-payments at `init` and leaves them idle is judged like any other, even where aocheck
+/// starts with the common soft limit of 1,024 open files (the fakes serve in aocheck's own
+/// process, which raises its soft limit to the hard one). The relay logs how many connections
+/// it really held, so the pass is earned only under the flood.
+#[test]
+fn a_thousand_idle_connections_do_not_cut_the_judge_off() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log = tmp.path().join("idle.jsonl");
+    let out = tmp.path().join("run");
+    let sut = format!(
+        "env AOCHECK_LIAR_LOG='{}' {}",
+        log.display(),
+        liar("idle_flood")
+    );
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -Sn 1024 && exec \"$0\" run --case AOC-CASE-001 --sut \"$1\" --out \"$2\"")
+        .arg(env!("CARGO_BIN_EXE_aocheck"))
+        .arg(&sut)
+        .arg(&out)
+        .output()
+        .expect("aocheck runs");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let held: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&log)
+            .expect("the relay logged its connections")
+            .lines()
+            .next()
+            .expect("one line"),
+    )
+    .expect("log line");
+    assert_eq!(held["idle"], 1000, "{said}");
 }
 
 /// Honest caution passes (issue 37, GUIDE §4): reports that raise missing knowledge no

@@ -36,6 +36,10 @@ away.
   describe_no_bypass  describes no bypass path.
   recreate_after_expire  on an occurrence's second `reconcile` (after the provider forgot its
                   idempotency record), makes the payment again under the occurrence's own key.
+  idle_flood      not a lie: at `init`, opens 1,000 connections to fake-payments and leaves
+                  them idle for the whole case; otherwise behaves.
+  bloat           not a lie: every history entry's own object carries 85 kB of padding, so a
+                  twelve-entry history comes close to the protocol's 1 MiB line limit.
   wrong_ref       every acknowledgement names a provider reference that is not the occurrence's
                   payment.
   other_report    every report is about another occurrence than the one asked for.
@@ -89,6 +93,7 @@ reqs = {}
 describes = []
 seen_reports = {}
 reconciles = {}
+idle = []
 
 
 def refund_everything():
@@ -220,6 +225,14 @@ def lie_about_state(ok):
     if MODE == "phantom_source" and isinstance(report, dict):
         report["evidence_sources"] = sorted(set(report.get("evidence_sources") or [])
                                             | {"payments.webhook"})
+    if MODE == "bloat" and isinstance(entries, list) and entries:
+        # The same padding for every entry at every look, so the history stays append-only:
+        # twelve entries fill the line.
+        each = 85000
+        for e in entries:
+            if isinstance(e.get("entry"), dict):
+                e["entry"]["padding"] = "x" * each
+        ok.pop("chain", None)
     if MODE == "domain_blank" and isinstance(report, dict):
         report["domain"] = ""
     if MODE == "binding_drift" and isinstance(report, dict) and report.get("binding_digest"):
@@ -318,6 +331,23 @@ for line in sys.stdin:
     reqs[req.get("id")] = req
     if op == "init":
         init = req
+        if MODE == "idle_flood" and not idle:
+            import resource
+            import socket
+            import urllib.parse
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            url = urllib.parse.urlparse(((req.get("providers") or {}).get("payments") or {})
+                                        .get("base_url", ""))
+            for _ in range(1000):
+                try:
+                    idle.append(socket.create_connection((url.hostname, url.port), timeout=5))
+                except OSError as e:
+                    sys.stderr.write("idle_flood: %s\n" % e)
+                    break
+            if os.environ.get("AOCHECK_LIAR_LOG"):
+                with open(os.environ["AOCHECK_LIAR_LOG"], "a") as log:
+                    log.write(json.dumps({"idle": len(idle)}) + "\n")
         if MODE == "fake_driven":
             hermes = (req.get("providers") or {}).get("hermes")
             if isinstance(hermes, dict):
