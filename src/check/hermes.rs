@@ -253,6 +253,23 @@ pub(crate) fn binding_monotonic(
             ),
         );
     }
+    // An ended binding is a terminal record (seed 000): its status stays, and so do the output
+    // or error it ended with; rewriting them hides a prior terminal decision (§4.4).
+    if prev.status.is_terminal()
+        && prev.status != crate::operator::BindingStatus::OutcomeUnknown
+        && now.status == prev.status
+        && ((prev.output.is_some() && now.output != prev.output)
+            || (prev.error.is_some() && now.error != prev.error))
+    {
+        v(
+            "history_append_only",
+            Req::R004,
+            format!(
+                "the binding ended {:?}, and the output or error it ended with was rewritten",
+                prev.status
+            ),
+        );
+    }
     // Unknown may still be resolved by provider evidence (judged by terminal_only_from_provider);
     // it may never go back to an attemptable state, and a resolved binding never changes.
     let resolved_by_evidence = prev.status == crate::operator::BindingStatus::OutcomeUnknown
@@ -635,6 +652,8 @@ mod binding_tests {
         Some("binding_constant")
     )]
     #[case::fingerprint_changed(b(B::Running, Some("r1")), Binding { request_fingerprint: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::ended_output_rewritten(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("a rosier summary".into()), ..b(B::Completed, Some("r1")) }, Some("history_append_only"))]
+    #[case::ended_output_kept(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, None)]
     #[case::sequence_back(b(B::Running, Some("r1")), Binding { next_sequence: 1, ..b(B::Running, Some("r1")) }, Some("history_append_only"))]
     fn binding_transitions_are_judged(
         #[case] prev: Binding,

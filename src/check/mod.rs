@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 pub use finding::Finding;
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 51] = [
+pub const CHECKERS: [(&str, &[Req]); 52] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
     ("deploy_entry_matches_order", &[Req::R003]),
     ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),
@@ -96,6 +96,7 @@ pub const CHECKERS: [(&str, &[Req]); 51] = [
     ("generations_together", &[Req::R005, Req::R006]),
     ("entry_before_request", &[Req::R004]),
     ("remedy_own_binding", &[Req::R012]),
+    ("observer_reads_only", &[Req::R006]),
     ("report_backed", &[Req::R009, Req::R012]),
     // The case's final expectations (check/expect.rs), under the requirement the case picks.
     (
@@ -359,6 +360,29 @@ impl Checker {
                 None,
                 format!(
                     "{what} that no occurrence's key is ({rule}): a provider mutation the coordination domain does not account for (ground truth)"
+                ),
+            );
+        }
+        // observer_reads_only (AOC-REQ-006): the observer process answers `state`, `lane` and
+        // `describe` and holds no executor generation; a provider mutation made with its
+        // credential is an entry no admitted generation made ("the coordination domain MUST
+        // advance the executor generation … before admitting new work", §4.6).
+        for r in snap
+            .provider
+            .requests
+            .iter()
+            .filter(|r| r.credential == crate::sut::processes::OBSERVER && r.op.is_effectful())
+        {
+            facts.saw(Req::R006);
+            v(
+                "observer_reads_only",
+                Req::R006,
+                None,
+                format!(
+                    "a {} request (#{}) {} was made with the observer's credential: the observer holds no executor generation and may only read (ground truth)",
+                    r.op.label(),
+                    r.seq,
+                    key_words(&r.idempotency_key)
                 ),
             );
         }

@@ -51,7 +51,15 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (label, id) in actions {
-            let b = c.binding_of(&id).await;
+            // What the last judged look read, where it read the bindings (GUIDE §4: the report
+            // publishes what a judged look said).
+            let b = match &self.last_bindings {
+                Some(judged) => judged
+                    .iter()
+                    .find(|(_, i, _)| *i == id)
+                    .map(|(_, _, b)| b.clone()),
+                None => c.binding_of(&id).await,
+            };
             let runs = runs_of(&ledger, &id);
             let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
             let approvals = ledger

@@ -279,7 +279,7 @@ async fn setup(
         final_ledger: None,
         record: !opts.explore,
         last_look: None,
-        last_bindings: Vec::new(),
+        last_bindings: None,
         step: None,
         admitted: Vec::new(),
         statuses: BTreeMap::new(),

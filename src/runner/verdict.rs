@@ -176,7 +176,14 @@ impl World {
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);
                 let ledger = h.ledger();
-                let b = c.binding_of(&id).await;
+                // What the last judged look read, where it read the bindings.
+                let b = match &self.last_bindings {
+                    Some(judged) => judged
+                        .iter()
+                        .find(|(_, i, _)| *i == id)
+                        .map(|(_, _, b)| b.clone()),
+                    None => c.binding_of(&id).await,
+                };
                 out.extend(expect::operator(
                     label,
                     e,

@@ -83,8 +83,9 @@ pub(super) struct World {
     /// The last look the checkers took (every occurrence's answer, the ledger, the lane): the
     /// final expectations and the published report read only what a judged look said.
     pub(super) last_look: Option<(Snapshot, Option<u64>)>,
-    /// The operator bindings the last look judged, for the closing look.
-    pub(super) last_bindings: Vec<(String, String, crate::operator::Binding)>,
+    /// The operator bindings the last look judged (`None`: it read none), for the closing look
+    /// and the published operator reports.
+    pub(super) last_bindings: Option<Vec<(String, String, crate::operator::Binding)>>,
     /// The step being performed (`None`: the end of the case): where a look taken now is
     /// recorded and its findings reported.
     pub(super) step: Option<usize>,
@@ -943,6 +944,7 @@ impl World {
         // A look that cannot be completed leaves nothing judged to publish or expect on.
         self.last_look = None;
         self.published = None;
+        self.last_bindings = None;
         let requests_before = self.provider.ledger().requests.iter().map(|r| r.seq).max();
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
@@ -1081,7 +1083,7 @@ impl World {
                     ledger: &ledger,
                     actions: self.operator.actions.values().map(String::as_str).collect(),
                     delegations: &self.operator.delegations,
-                    bindings: &self.last_bindings,
+                    bindings: self.last_bindings.as_deref().unwrap_or_default(),
                 },
                 &mut self.operator.seen,
                 &mut self.checker.facts,
@@ -1163,7 +1165,9 @@ impl World {
             .flatten()
         });
         let ledger = ledger_with_ended(&h, ended).await;
-        self.last_bindings.clone_from(&bindings);
+        if !self.operator.connectors.is_empty() || self.operator.reader.is_some() {
+            self.last_bindings = Some(bindings.clone());
+        }
         let found = crate::check::hermes::judge_operator(
             &crate::check::hermes::OperatorLook {
                 ledger: &ledger,

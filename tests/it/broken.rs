@@ -422,6 +422,10 @@ async fn every_checker_fires_for_some_broken_implementation() {
         ("result_from_provider", "hostile: hermes_output"),
         ("one_domain", "hostile: domain_blank"),
         (
+            "observer_reads_only",
+            "hostile: late_charge (observer_charges)",
+        ),
+        (
             "one_effect_per_occurrence",
             "hostile: recreate_after_expire",
         ),

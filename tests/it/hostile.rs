@@ -466,6 +466,7 @@ fn liar(mode: &str) -> String {
     Req::R010,
     "that no occurrence's key is"
 )]
+#[case::observer_charges("late_charge", "AOC-CASE-005", Req::R006, "[observer_reads_only]")]
 #[case::domain_blank("domain_blank", "AOC-CASE-001", Req::R001, "[one_domain]")]
 #[case::binding_drift("binding_drift", "AOC-CASE-001", Req::R003, "[binding_constant]")]
 #[case::unbound_reply("unbound_reply", "AOC-CASE-004", Req::R007, "[responses_bound]")]
@@ -561,6 +562,101 @@ async fn each_liar_fails_for_the_requirement_it_breaks(
         "{mode}: no {req} finding naming {needle:?}: {:?}",
         c.failures
     );
+}
+
+/// The issue-37 liars on PostgreSQL too (the implementation's store is not their subject, but a
+/// rule must hold on every store): each fails for its requirement, and honest caution passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_issue_37_liars_fail_on_postgres_too() {
+    let Ok(url) = std::env::var(crate::support::POSTGRES_ENV) else {
+        eprintln!(
+            "note: skipped: set {} (scripts/test does)",
+            crate::support::POSTGRES_ENV
+        );
+        return;
+    };
+    for (mode, case, req, needle) in [
+        (
+            "conflict_flag",
+            "AOC-CASE-001",
+            Req::R009,
+            "over conflicting evidence",
+        ),
+        (
+            "late_charge",
+            "AOC-CASE-005",
+            Req::R010,
+            "that no occurrence's key is",
+        ),
+        (
+            "generation_back",
+            "AOC-CASE-003",
+            Req::R005,
+            "[generations_together]",
+        ),
+        (
+            "hide_takeover",
+            "AOC-CASE-005",
+            Req::R006,
+            "[generations_together]",
+        ),
+        (
+            "fail_over_paid",
+            "AOC-CASE-001",
+            Req::R011,
+            "provider shows the payment succeeded",
+        ),
+        (
+            "phantom_remedy",
+            "AOC-CASE-001",
+            Req::R012,
+            "[report_backed]",
+        ),
+        (
+            "phantom_source",
+            "AOC-CASE-001",
+            Req::R009,
+            "[report_backed]",
+        ),
+        (
+            "remedy_refund",
+            "AOC-CASE-011",
+            Req::R004,
+            "[entry_before_request]",
+        ),
+    ] {
+        let (r, _d) = run(
+            &liar(mode),
+            &[case],
+            Some(url.clone()),
+            Duration::from_secs(10),
+        )
+        .await;
+        let c = &r.cases[0];
+        assert_eq!(
+            c.verdict,
+            Verdict::Fail,
+            "{mode}: {:?} {:?}",
+            c.harness,
+            c.failures
+        );
+        assert!(
+            c.failures
+                .iter()
+                .any(|f| f.requirement == req && f.msg.contains(needle)),
+            "{mode}: no {req} finding naming {needle:?}: {:?}",
+            c.failures
+        );
+    }
+    let (r, _d) = run(
+        &liar("caution_flags"),
+        &["AOC-CASE-003"],
+        Some(url),
+        Duration::from_secs(10),
+    )
+    .await;
+    let c = &r.cases[0];
+    assert_eq!(c.verdict, Verdict::Pass, "{:?} {:?}", c.failures, c.harness);
 }
 
 /// The liars a harness error must stop, never judge: each case is `harness_error`, the message
