@@ -40,6 +40,7 @@ pub enum EffectKind {
 
 /// One effect that really happened.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Effect {
     pub seq: u64,
     pub kind: EffectKind,
@@ -61,6 +62,7 @@ pub struct Effect {
 
 /// One request that reached an API route (authenticated or not).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RequestRecord {
     pub seq: u64,
     pub op: crate::faults::Op,
@@ -102,6 +104,7 @@ pub struct RequestRecord {
 
 /// The ledger returned by `GET /_control/ledger`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Ledger {
     pub effects: Vec<Effect>,
     pub requests: Vec<RequestRecord>,

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 /// What the case asked of one occurrence: its payment.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Asked {
     pub amount: i64,
     pub currency: String,
@@ -26,6 +27,7 @@ pub struct Asked {
 
 /// A remedy occurrence, as the case created it: the original it is linked to and its kind.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Remedy {
     pub original: String,
     pub kind: RemedyKind,

@@ -111,6 +111,7 @@ pub const CHECKERS: [(&str, &[Req]); 52] = [
 
 /// What the runner observed about one occurrence after a step.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Observed {
     pub label: String,
     pub id: String,
@@ -122,6 +123,7 @@ pub struct Observed {
 /// Everything checked after one step (recorded in the evidence folder as it was checked, and
 /// checked again from there by `aocheck analyze`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Snapshot {
     pub occurrences: Vec<Observed>,
     pub provider: Ledger,

@@ -39,6 +39,7 @@ impl Verdict {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Failure {
     pub requirement: Req,
     pub step: Option<usize>,
@@ -46,6 +47,7 @@ pub struct Failure {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FaultReport {
     pub what: String,
     pub fired: bool,

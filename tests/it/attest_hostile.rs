@@ -709,7 +709,6 @@ fn last_look(t: &mut Value) -> &mut Value {
 /// Evidence is read strictly: an unknown member anywhere in it (not only at the top and in a
 /// look) is refused, naming the file, so a field aocheck does not re-check cannot ride along.
 #[test]
-#[ignore = "defect: Snapshot, its occurrences, the provider Ledger and FaultReport (and Failure) are read without deny_unknown_fields: unknown members inside evidence are dropped silently"]
 fn analyze_refuses_unknown_members_anywhere_in_evidence() {
     let root = tempfile::tempdir().expect("tempdir");
     let (out, _) = run(root.path(), "ok", &["AOC-CASE-003"], None);
