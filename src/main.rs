@@ -3,6 +3,11 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // The judged implementation runs as this user's processes: not dumpable, aocheck's memory,
+    // environment and maps under /proc are closed to them (the ledgers and credentials it holds
+    // stay the judge's; issue 37). A process the implementation execs is dumpable again.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let cli = match aocheck::cli::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -758,6 +758,59 @@ async fn free_text_leaves_the_claim_requirement_undecided() {
     );
 }
 
+/// The judged party cannot read the judge (issue 37): aocheck makes itself non-dumpable, so an
+/// implementation running as the same user (here `nobody`, switched to with `setpriv` when the
+/// test runs as root) cannot read aocheck's environment or memory map, nor open its memory,
+/// through /proc. The implementation (`tests/it/scripts/peek_judge.py`, then the reference)
+/// logs what it got; the case itself passes. Before the change the same run read all three.
+#[test]
+fn the_implementation_cannot_read_the_judge_s_memory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let log = dir.join("peek.log");
+    let peek = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/scripts/peek_judge.py");
+    let bin = env!("CARGO_BIN_EXE_aocheck");
+    let sut = format!("python3 '{}' '{bin}' sut reference", peek.display());
+    let root = rustix::process::geteuid().is_root();
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c
+    } else {
+        std::process::Command::new(bin)
+    };
+    let o = cmd
+        .args(["run", "--case", "AOC-CASE-001", "--sut", &sut, "--out"])
+        .arg(dir.join("run"))
+        .env("AOCHECK_PEEK_LOG", &log)
+        .env("HOME", dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("aocheck runs (setpriv, from util-linux, when the test runs as root)");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let lines = std::fs::read_to_string(&log).expect("the implementation logged what it read");
+    let mut seen = 0;
+    for l in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).expect("log line");
+        assert!(
+            v["judge"].is_u64(),
+            "the implementation did not find aocheck: {v}"
+        );
+        for what in ["environ", "maps", "mem"] {
+            assert_eq!(v[what], "denied", "{what}: {v}\n{said}");
+        }
+        seen += 1;
+    }
+    assert!(seen >= 2, "every process of the case tried: {lines}");
+}
+
 /// The judge stays reachable (issue 37): an implementation that opens 1,000 connections to
 /// fake-payments at `init` and leaves them idle is judged like any other, even where aocheck
 /// starts with the common soft limit of 1,024 open files (the fakes serve in aocheck's own
