@@ -223,6 +223,10 @@ mod tests {
     #[case::nothing_mandatory(json!({"about": "evidence_format", "mandatory": []}), Req::R013, false)]
     #[case::ep_mandatory(json!({"about": "evidence_format", "mandatory": ["EP"]}), Req::R013, true)]
     #[case::local_mandatory(json!({"about": "evidence_format", "mandatory": ["local"]}), Req::R013, false)]
+    #[case::ep_versioned(json!({"about": "evidence_format", "mandatory": ["EP-05"]}), Req::R013, true)]
+    #[case::ep_by_path(json!({"about": "evidence_format", "mandatory": ["ep/json"]}), Req::R013, true)]
+    #[case::ep_in_words(json!({"about": "evidence_format", "mandatory": ["EP envelope"]}), Req::R013, true)]
+    #[case::a_word_starting_ep(json!({"about": "evidence_format", "mandatory": ["epoch-log"]}), Req::R013, false)]
     fn each_statement_is_judged_exactly(
         #[case] v: serde_json::Value,
         #[case] req: Req,
