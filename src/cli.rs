@@ -90,7 +90,7 @@ pub enum Command {
     /// Open a store, apply its migrations and list what it holds for a domain.
     Store {
         /// `memory`, `sqlite:PATH` or `postgres:URL`.
-        #[arg(long, env = "AOCHECK_STORE", value_parser = crate::store::StoreParser)]
+        #[arg(long, env = "AOCHECK_STORE")]
         store: StoreSpec,
         /// The domain (store namespace) to list.
         #[arg(long, default_value = "default")]
@@ -100,7 +100,7 @@ pub enum Command {
     Profile { file: PathBuf },
     /// Verify the digest chain of one occurrence's history in a store.
     VerifyHistory {
-        #[arg(long, env = "AOCHECK_STORE", value_parser = crate::store::StoreParser)]
+        #[arg(long, env = "AOCHECK_STORE")]
         store: StoreSpec,
         #[arg(long, default_value = "default")]
         domain: String,
@@ -138,7 +138,7 @@ pub struct RunArgs {
     #[arg(long = "req")]
     pub reqs: Vec<String>,
     /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
-    #[arg(long, value_parser = crate::store::StoreParser)]
+    #[arg(long)]
     pub store: Option<StoreSpec>,
     /// Output folder (default: `reports/runs/<run id>`).
     #[arg(long)]
@@ -370,15 +370,12 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         let Some(e) = c.evidence.take() else {
             return;
         };
+        // Drawn from the evidence in memory; scrubbed with the report below.
+        c.timeline = <crate::check::replay::Tape as serde::Deserialize>::deserialize(&*e)
+            .ok()
+            .and_then(|t| crate::report::html::timeline(&t));
         match crate::ci::write_evidence(&out, &[(c.id.clone(), e)]) {
-            Ok(()) => {
-                written.push(c.id.clone());
-                let path = out.join("evidence").join(format!("{}.json", c.id));
-                c.timeline = std::fs::read(&path)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<crate::check::replay::Tape>(&b).ok())
-                    .and_then(|t| crate::report::html::timeline(&t));
-            }
+            Ok(()) => written.push(c.id.clone()),
             Err(why) => evidence_errors.push(why),
         }
     };
@@ -433,8 +430,8 @@ async fn run_suite_cmd(a: RunArgs) -> u8 {
         eprintln!("error: writing the evidence to {}: {e}", out.display());
         return exit::INVALID_INPUT;
     }
-    // The timelines drawn as each case ended (from its scrubbed evidence) are not part of the
-    // report's JSON: kept aside while it is scrubbed.
+    // The timelines drawn as each case ended are not part of the report's JSON: kept aside
+    // while it is scrubbed, and scrubbed themselves.
     let timelines: Vec<Option<String>> = report.cases.iter().map(|c| c.timeline.clone()).collect();
     // Nothing secret leaves the run: every registered credential is scrubbed from the report
     // before any format, line or signature is made of it.

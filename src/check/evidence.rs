@@ -369,6 +369,16 @@ pub struct View {
 }
 
 impl View {
+    /// Whether `r` is the cautious reading of this history (GUIDE §4, "honest caution passes";
+    /// D74): unresolved with no outcome claimed, where the history decided (or decided and then
+    /// met conflicting evidence, which keeps its old outcome on record). The report then says
+    /// less than the history allows, never something else.
+    pub fn says_less(&self, r: &Report) -> bool {
+        matches!(self.state(), State::Resolved | State::Unresolved)
+            && r.state == State::Unresolved
+            && r.outcome.is_none()
+    }
+
     pub fn of(entries: &[Entry], map: &BTreeMap<String, Option<Flag>>) -> View {
         let mut v = View::default();
         let mut terminal: Vec<Interpretation> = Vec::new();

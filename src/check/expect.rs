@@ -282,10 +282,7 @@ pub fn judge_occurrence(
     // Honest caution (D74): a decided occurrence reported unresolved with no outcome is judged
     // by the decision its history holds; the report said less, never something else.
     let view = super::evidence::View::of(&answer.entries, &answer.flag_map);
-    let (state, outcome) = if st.state == crate::vocab::State::Unresolved
-        && st.outcome.is_none()
-        && view.state() == crate::vocab::State::Resolved
-    {
+    let (state, outcome) = if view.says_less(st) && view.state() == crate::vocab::State::Resolved {
         (view.state(), view.outcome)
     } else {
         (st.state, st.outcome)

@@ -216,28 +216,29 @@ impl Checker {
         // Only AOC-REQ-013 (what may be claimed) is established by a statement: the others are
         // about behaviour, which a description cannot establish ("nothing on trust that can be
         // measured"); a forbidden statement still fails them.
-        let said = statements.iter().filter_map(|s| {
-            let (req, why) = s.judge();
-            if req == Req::R013 {
-                self.facts.saw(req);
-            }
-            let checker = if req == Req::R013 {
-                "no_prohibited_claim"
-            } else {
-                "statement_permitted"
-            };
-            why.map(|w| {
-                Finding::new(
-                    checker,
-                    req,
-                    format!(
-                        "the implementation states {}: it {w}",
-                        serde_json::to_string(s).unwrap_or_default()
-                    ),
-                )
+        let mut out: Vec<Finding> = statements
+            .iter()
+            .filter_map(|s| {
+                let (req, why) = s.judge();
+                let checker = if req == Req::R013 {
+                    self.facts.saw(req);
+                    "no_prohibited_claim"
+                } else {
+                    "statement_permitted"
+                };
+                why.map(|w| {
+                    Finding::new(
+                        checker,
+                        req,
+                        format!(
+                            "the implementation states {}: it {w}",
+                            serde_json::to_string(s).unwrap_or_default()
+                        ),
+                    )
+                })
             })
-        });
-        let written = claims.iter().filter_map(|claim| {
+            .collect();
+        out.extend(claims.iter().filter_map(|claim| {
             crate::aoc::composition::prohibited_in(claim).map(|p| {
                 Finding::new(
                     "no_prohibited_claim",
@@ -252,11 +253,8 @@ impl Checker {
                     },
                 )
             })
-        });
-        said.collect::<Vec<_>>()
-            .into_iter()
-            .chain(written)
-            .collect()
+        }));
+        out
     }
 
     /// lane_matches_fence (AOC-REQ-006): the lane's holder, as the implementation reports it,
@@ -744,19 +742,6 @@ impl Checker {
                     format!("the reported state contradicts the stored history: {what}"),
                 );
             }
-            if creates
-                .iter()
-                .any(|r| snap.requests_before.is_none_or(|m| r.seq <= m))
-                && st.entry_attempts == 0
-                && !view.attempts.is_empty()
-            {
-                v(
-                    "state_matches_history",
-                    Req::R004,
-                    at,
-                    "the provider received a create request for this occurrence, but its state records no entry (ground truth)".into(),
-                );
-            }
             if st.state == State::Released {
                 facts.saw(Req::R008);
                 if !effects.is_empty() || !creates.is_empty() {
@@ -931,11 +916,7 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
     let r = &a.report;
     let word = |o: Option<Outcome>| o.map_or("none".to_string(), |o| o.to_string());
     let held = history.state();
-    // The cautious reading: unresolved, no outcome claimed, where the history decided (or
-    // decided and then met conflicting evidence, which keeps its old outcome on record).
-    let cautious = matches!(held, State::Resolved | State::Unresolved)
-        && r.state == State::Unresolved
-        && r.outcome.is_none();
+    let cautious = history.says_less(r);
     let mut compared = vec![
         (
             if r.state == State::Resolved {

@@ -27,7 +27,7 @@ pub struct ExploreArgs {
     #[arg(long)]
     pub time: Option<String>,
     /// `memory`, `sqlite:PATH` or `postgres:URL` (default: SQLite in the output folder).
-    #[arg(long, value_parser = crate::store::StoreParser)]
+    #[arg(long)]
     pub store: Option<StoreSpec>,
     /// Output folder (default: `reports/explore/<run id>`).
     #[arg(long)]

@@ -64,6 +64,21 @@ pub enum ConnectorDefect {
     RestartTakesOwnClaim,
 }
 
+impl ConnectorDefect {
+    /// The defects the fixed suite catches (`RestartTakesOwnClaim` needs a combination only
+    /// `aocheck explore` builds).
+    pub const FIXED: [ConnectorDefect; 8] = [
+        ConnectorDefect::StealExpiredClaim,
+        ConnectorDefect::FiveXxIsFailed,
+        ConnectorDefect::StoppingIsCancelled,
+        ConnectorDefect::ReplayUnknownStart,
+        ConnectorDefect::ApprovalReplay,
+        ConnectorDefect::AcceptProse,
+        ConnectorDefect::IdentityInArgs,
+        ConnectorDefect::ManifestWithoutApproval,
+    ];
+}
+
 /// Whether provider news may move a binding (AOC-REQ-005): a resolved binding never moves, an
 /// unresolved one (`outcome_unknown`) only to a terminal state the provider reports (`terminal`);
 /// progress (`stopping`, an approval prompt) never takes it back.

@@ -51,15 +51,7 @@ impl World {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (label, id) in actions {
-            // What the last judged look read, where it read the bindings (GUIDE §4: the report
-            // publishes what a judged look said).
-            let b = match &self.last_bindings {
-                Some(judged) => judged
-                    .iter()
-                    .find(|(_, i, _)| *i == id)
-                    .map(|(_, _, b)| b.clone()),
-                None => c.binding_of(&id).await,
-            };
+            let b = self.judged_binding(&c, &id).await;
             let runs = runs_of(&ledger, &id);
             let in_runs = |run: &str| runs.iter().any(|r| r.run_id == run);
             let approvals = ledger
@@ -133,6 +125,23 @@ impl World {
             });
         }
         out
+    }
+
+    /// An Action's binding as the last judged look read it, where that look read the bindings
+    /// (GUIDE §4: what is published and expected is what a judged look said); otherwise read
+    /// now through `reader`.
+    pub(super) async fn judged_binding(
+        &self,
+        reader: &crate::sut::operator::Conn,
+        id: &str,
+    ) -> Option<crate::operator::Binding> {
+        match &self.last_bindings {
+            Some(judged) => judged
+                .iter()
+                .find(|(_, i, _)| i == id)
+                .map(|(_, _, b)| b.clone()),
+            None => reader.binding_of(id).await,
+        }
     }
 
     /// The published occurrences: what the last judged look said (`check::replay`).

@@ -176,14 +176,7 @@ impl World {
             for (label, e) in &case.expect.operators {
                 let id = self.operator.action_id(label);
                 let ledger = h.ledger();
-                // What the last judged look read, where it read the bindings.
-                let b = match &self.last_bindings {
-                    Some(judged) => judged
-                        .iter()
-                        .find(|(_, i, _)| *i == id)
-                        .map(|(_, _, b)| b.clone()),
-                    None => c.binding_of(&id).await,
-                };
+                let b = self.judged_binding(&c, &id).await;
                 out.extend(expect::operator(
                     label,
                     e,

@@ -945,7 +945,8 @@ impl World {
         self.last_look = None;
         self.published = None;
         self.last_bindings = None;
-        let requests_before = self.provider.ledger().requests.iter().map(|r| r.seq).max();
+        // Requests are numbered from 1 in the order recorded: the count is the last number.
+        let requests_before = self.provider.recorded_requests() as u64;
         let mut occs = Vec::new();
         for (label, id) in &self.occurrences {
             let answer = match self.sut.observe(id).await {
@@ -981,7 +982,7 @@ impl World {
             remedies: self.remedies.clone(),
             admitted: self.admitted.clone(),
             statuses: self.statuses.clone(),
-            requests_before: Some(requests_before.unwrap_or(0)),
+            requests_before: Some(requests_before),
         };
         let before = self.record.then(|| self.checker.facts.clone());
         let mut out = self.checker.check(&snap);

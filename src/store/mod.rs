@@ -678,10 +678,18 @@ impl std::str::FromStr for StoreSpec {
     }
 }
 
-/// `--store`'s parser: a refused value is never echoed (clap's own message repeats the value
-/// whole, password and all); the error says what is wrong without it.
+/// `--store`'s parser, clap's default for a [`StoreSpec`] argument: a refused value is never
+/// echoed (clap's own message repeats the value whole, password and all); the error says what
+/// is wrong without it.
 #[derive(Clone, Debug)]
 pub struct StoreParser;
+
+impl clap::builder::ValueParserFactory for StoreSpec {
+    type Parser = StoreParser;
+    fn value_parser() -> StoreParser {
+        StoreParser
+    }
+}
 
 impl clap::builder::TypedValueParser for StoreParser {
     type Value = StoreSpec;

@@ -329,36 +329,6 @@ async fn each_broken_connector_is_caught_for_the_right_requirement(
 /// fire elsewhere (a liar relay, a scripted implementation, a deployment, a unit table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_checker_fires_for_some_broken_implementation() {
-    let variants = [
-        Variant::ReplayUnknown,
-        Variant::RetiredEnters,
-        Variant::RebindAccount,
-        Variant::ReleaseOnTimeout,
-        Variant::RestoreAuthority,
-        Variant::OverwriteHistory,
-        Variant::TrustUnauthenticated,
-        Variant::TrustReplyAccount,
-        Variant::ResetUnknownToQueued,
-        Variant::ResendSameKey,
-        Variant::RosyState,
-        Variant::DropObservation,
-        Variant::ProhibitedClaim,
-        Variant::AadpExpiryReleases,
-        Variant::LabelsMint,
-        Variant::NoActionFence,
-        Variant::RemedyReusesGrant,
-        Variant::ReplacementReenters,
-    ];
-    let defects = [
-        ConnectorDefect::StealExpiredClaim,
-        ConnectorDefect::FiveXxIsFailed,
-        ConnectorDefect::StoppingIsCancelled,
-        ConnectorDefect::ReplayUnknownStart,
-        ConnectorDefect::ApprovalReplay,
-        ConnectorDefect::AcceptProse,
-        ConnectorDefect::IdentityInArgs,
-        ConnectorDefect::ManifestWithoutApproval,
-    ];
     let mut fired: BTreeMap<String, String> = BTreeMap::new();
     let mut note = |r: &Report, by: String| {
         for c in &r.cases {
@@ -371,10 +341,10 @@ async fn every_checker_fires_for_some_broken_implementation() {
             }
         }
     };
-    for v in variants {
+    for v in Variant::BROKEN {
         note(&*suite(v).await, format!("{v:?}"));
     }
-    for d in defects {
+    for d in ConnectorDefect::FIXED {
         note(
             &*suite_with(Variant::Conforming, Some(d)).await,
             format!("{d:?}"),
@@ -440,6 +410,19 @@ async fn every_checker_fires_for_some_broken_implementation() {
         ("durable_binding", "check::hermes::oracle_tests"),
         ("policy_validated", "check::hermes::oracle_tests"),
     ]);
+    // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
+    // test under tests/it, or the quoted name in a unit test of src/.
+    let asserted = test_sources();
+    let unasserted: Vec<&&str> = elsewhere
+        .keys()
+        .filter(|n| {
+            !asserted.contains(&format!("[{n}]")) && !asserted.contains(&format!("\"{n}\""))
+        })
+        .collect();
+    assert!(
+        unasserted.is_empty(),
+        "said to fire elsewhere, but no test asserts them by name: {unasserted:?}"
+    );
     let never: Vec<&str> = aocheck::check::CHECKERS
         .iter()
         .map(|(n, _)| *n)
@@ -451,4 +434,35 @@ async fn every_checker_fires_for_some_broken_implementation() {
         never.len(),
         aocheck::check::CHECKERS.len()
     );
+}
+
+/// The text of the tests that could assert a checker by name: every file of tests/it but this
+/// one (which lists them), and the unit tests of src/ (each file from its first `#[cfg(test)]`).
+fn test_sources() -> String {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("readable folder").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    walk(&root.join("tests/it"), &mut files);
+    let mut units = Vec::new();
+    walk(&root.join("src"), &mut units);
+    let mut text = String::new();
+    for f in files.iter().filter(|f| !f.ends_with("broken.rs")) {
+        text.push_str(&std::fs::read_to_string(f).expect("readable test"));
+    }
+    for f in &units {
+        let src = std::fs::read_to_string(f).expect("readable source");
+        if let Some(at) = src.find("#[cfg(test)]") {
+            text.push_str(&src[at..]);
+        }
+    }
+    text
 }

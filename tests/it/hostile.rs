@@ -450,21 +450,69 @@ fn liar(mode: &str) -> String {
 /// liar's history is consistent with itself. The honest counterpart of every row is the
 /// reference itself, which passes these cases through the protocol
 /// (`protocol::the_reference_passes_through_the_protocol_on_sqlite` and `_on_postgres`) and in process.
+/// Runs liar `mode` on `case` (its implementation on PostgreSQL when `postgres` names one) and
+/// asserts the case fails for `req` with a finding that holds every part of `needle`, in order
+/// (parts separated by " … "; a finding starts with its checker's name, `[checker]`).
+async fn assert_liar_fails(
+    mode: &str,
+    case: &str,
+    req: Req,
+    needle: &str,
+    postgres: Option<String>,
+) {
+    let (r, _d) = run(&liar(mode), &[case], postgres, Duration::from_secs(10)).await;
+    let c = &r.cases[0];
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{mode}: {:?} {:?}",
+        c.harness,
+        c.failures
+    );
+    let names = |msg: &str| {
+        let mut rest = msg;
+        needle.split(" … ").all(|part| match rest.find(part) {
+            Some(at) => {
+                rest = &rest[at + part.len()..];
+                true
+            }
+            None => false,
+        })
+    };
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement == req && names(&f.msg)),
+        "{mode}: no {req} finding naming {needle:?}: {:?}",
+        c.failures
+    );
+}
+
 #[rstest::rstest]
 #[case::wrong_amount("wrong_amount", "AOC-CASE-001", Req::R003, "[effect_as_asked]")]
-#[case::refund("refund", "AOC-CASE-001", Req::R012, "refunded")]
-#[case::phantom_lookup("phantom_lookup", "AOC-CASE-001", Req::R009, "lookup observation")]
+#[case::refund(
+    "refund",
+    "AOC-CASE-001",
+    Req::R012,
+    "[provider_accounting] … refunded"
+)]
+#[case::phantom_lookup(
+    "phantom_lookup",
+    "AOC-CASE-001",
+    Req::R009,
+    "[evidence_served] … lookup observation"
+)]
 #[case::conflict_flag(
     "conflict_flag",
     "AOC-CASE-001",
     Req::R009,
-    "over conflicting evidence"
+    "[state_matches_history] … over conflicting evidence"
 )]
 #[case::late_charge(
     "late_charge",
     "AOC-CASE-005",
     Req::R010,
-    "that no occurrence's key is"
+    "[provider_accounting] … that no occurrence's key is"
 )]
 #[case::observer_charges("late_charge", "AOC-CASE-005", Req::R006, "[observer_reads_only]")]
 #[case::domain_blank("domain_blank", "AOC-CASE-001", Req::R001, "[one_domain]")]
@@ -494,22 +542,42 @@ fn liar(mode: &str) -> String {
     Req::R010,
     "[one_effect_per_occurrence]"
 )]
-#[case::generation_back("generation_back", "AOC-CASE-003", Req::R005, "does not advance")]
+#[case::generation_back(
+    "generation_back",
+    "AOC-CASE-003",
+    Req::R005,
+    "[generations_together] … does not advance"
+)]
 #[case::hide_takeover(
     "hide_takeover",
     "AOC-CASE-005",
     Req::R006,
-    "never took the occurrence over"
+    "[generations_together] … never took the occurrence over"
 )]
 #[case::fail_over_paid(
     "fail_over_paid",
     "AOC-CASE-001",
     Req::R011,
-    "provider shows the payment succeeded"
+    "[no_invented_outcome] … provider shows the payment succeeded"
 )]
-#[case::phantom_remedy("phantom_remedy", "AOC-CASE-001", Req::R012, "never links")]
-#[case::phantom_source("phantom_source", "AOC-CASE-001", Req::R009, "never observed")]
-#[case::wrong_ref("wrong_ref", "AOC-CASE-001", Req::R003, "provider reference")]
+#[case::phantom_remedy(
+    "phantom_remedy",
+    "AOC-CASE-001",
+    Req::R012,
+    "[report_backed] … never links"
+)]
+#[case::phantom_source(
+    "phantom_source",
+    "AOC-CASE-001",
+    Req::R009,
+    "[report_backed] … never observed"
+)]
+#[case::wrong_ref(
+    "wrong_ref",
+    "AOC-CASE-001",
+    Req::R003,
+    "[evidence_served] … provider reference"
+)]
 #[case::other_report("other_report", "AOC-CASE-001", Req::R002, "report is about")]
 #[case::lane_lie("lane_lie", "AOC-CASE-005", Req::R006, "[lane_matches_fence]")]
 #[case::claim_unicode(
@@ -519,12 +587,17 @@ fn liar(mode: &str) -> String {
     "Succession Receipt fences"
 )]
 #[case::claim_mixed("claim_mixed", "AOC-CASE-001", Req::R013, "mixes scripts")]
-#[case::remedy_wrong("remedy_wrong", "AOC-CASE-011", Req::R012, "moves no money back")]
+#[case::remedy_wrong(
+    "remedy_wrong",
+    "AOC-CASE-011",
+    Req::R012,
+    "[mutation_accounted] … moves no money back"
+)]
 #[case::refund_own_key(
     "refund_own_key",
     "AOC-CASE-001",
     Req::R012,
-    "which is no remedy linked"
+    "[mutation_accounted] … which is no remedy linked"
 )]
 #[case::hermes_extra(
     "hermes_extra",
@@ -546,35 +619,20 @@ async fn each_liar_fails_for_the_requirement_it_breaks(
     #[case] req: Req,
     #[case] needle: &str,
 ) {
-    let (r, _d) = run(&liar(mode), &[case], None, Duration::from_secs(10)).await;
-    let c = &r.cases[0];
-    assert_eq!(
-        c.verdict,
-        Verdict::Fail,
-        "{mode}: {:?} {:?}",
-        c.harness,
-        c.failures
-    );
-    assert!(
-        c.failures
-            .iter()
-            .any(|f| f.requirement == req && f.msg.contains(needle)),
-        "{mode}: no {req} finding naming {needle:?}: {:?}",
-        c.failures
-    );
+    assert_liar_fails(mode, case, req, needle, None).await;
 }
 
 /// The issue-37 liars on PostgreSQL too (the implementation's store is not their subject, but a
 /// rule must hold on every store): each fails for its requirement, and honest caution passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_issue_37_liars_fail_on_postgres_too() {
-    let Ok(url) = std::env::var(crate::support::POSTGRES_ENV) else {
-        eprintln!(
-            "note: skipped: set {} (scripts/test does)",
+    // Never a silent pass: without PostgreSQL this test fails and names the fix.
+    let url = std::env::var(crate::support::POSTGRES_ENV).unwrap_or_else(|_| {
+        panic!(
+            "set {}=postgres://postgres@127.0.0.1:5432/test, or run scripts/test (it starts PostgreSQL and sets it)",
             crate::support::POSTGRES_ENV
-        );
-        return;
-    };
+        )
+    });
     for (mode, case, req, needle) in [
         (
             "conflict_flag",
@@ -625,28 +683,7 @@ async fn the_issue_37_liars_fail_on_postgres_too() {
             "[entry_before_request]",
         ),
     ] {
-        let (r, _d) = run(
-            &liar(mode),
-            &[case],
-            Some(url.clone()),
-            Duration::from_secs(10),
-        )
-        .await;
-        let c = &r.cases[0];
-        assert_eq!(
-            c.verdict,
-            Verdict::Fail,
-            "{mode}: {:?} {:?}",
-            c.harness,
-            c.failures
-        );
-        assert!(
-            c.failures
-                .iter()
-                .any(|f| f.requirement == req && f.msg.contains(needle)),
-            "{mode}: no {req} finding naming {needle:?}: {:?}",
-            c.failures
-        );
+        assert_liar_fails(mode, case, req, needle, Some(url.clone())).await;
     }
     let (r, _d) = run(
         &liar("caution_flags"),
@@ -770,25 +807,46 @@ fn the_implementation_cannot_read_the_judge_s_memory() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let log = dir.join("peek.log");
-    let peek = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/scripts/peek_judge.py");
-    let bin = env!("CARGO_BIN_EXE_aocheck");
-    let sut = format!("python3 '{}' '{bin}' sut reference", peek.display());
+    // Everything the run needs is copied into the world-readable folder, so `nobody` can reach
+    // it wherever the checkout lives (a home folder closed to other users, say).
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = dir.join("aocheck");
+    std::fs::copy(env!("CARGO_BIN_EXE_aocheck"), &bin).expect("copy aocheck");
+    let peek = dir.join("peek_judge.py");
+    std::fs::copy(repo.join("tests/it/scripts/peek_judge.py"), &peek).expect("copy peek");
+    let case = dir.join("AOC-CASE-001.yaml");
+    std::fs::copy(
+        repo.join("cases/aoc/AOC-CASE-001-normal-success.yaml"),
+        &case,
+    )
+    .expect("copy the case");
+    let sut = format!(
+        "python3 '{}' '{}' sut reference",
+        peek.display(),
+        bin.display()
+    );
     let root = rustix::process::geteuid().is_root();
     let mut cmd = if root {
         let mut c = std::process::Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin);
         c
     } else {
-        std::process::Command::new(bin)
+        std::process::Command::new(&bin)
     };
     let o = cmd
-        .args(["run", "--case", "AOC-CASE-001", "--sut", &sut, "--out"])
+        .arg("run")
+        .arg("--cases")
+        .arg(&case)
+        .args(["--sut", &sut, "--out"])
         .arg(dir.join("run"))
         .env("AOCHECK_PEEK_LOG", &log)
         .env("HOME", dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        // The system's python3: a virtual environment under the checkout may be closed to `nobody`.
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .current_dir(dir)
         .output()
-        .expect("aocheck runs (setpriv, from util-linux, when the test runs as root)");
+        .expect("aocheck runs (setpriv, from util-linux, when the test runs as root: scripts/test checks it)");
     let said = format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),

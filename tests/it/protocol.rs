@@ -276,13 +276,26 @@ async fn missing_operations_make_cases_unsupported_never_pass() {
     assert_ne!(aocheck::exit::of_report(&r), 0);
 }
 
-/// AOC-REQ-013 is checked in every case, whatever the case runs: a prohibited claim in the
-/// `init` answer fails even a case the implementation cannot run; an allowed claim is a fact.
+/// What an implementation says of itself is judged in every case, whatever the case runs: a
+/// forbidden statement fails its requirement even in a case the implementation cannot run, and
+/// so does free text that plainly makes a prohibited claim (AOC-REQ-013); free text is no fact,
+/// a statement of AOC-REQ-013's vocabulary is one; a malformed `claims` or `statements` is a
+/// protocol violation naming the field.
+#[rstest]
+#[case::free_text("claims", "bad_claims", Req::R013, &["an EP evidence format is mandatory"], None, "`claims`")]
+#[case::statements("statements", "bad_statements", Req::R006, &["[statement_permitted]", "revoking credentials"], Some(1), "statements[0]")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation() {
+async fn what_an_implementation_says_of_itself_is_judged_in_every_case(
+    #[case] mode: &str,
+    #[case] malformed: &str,
+    #[case] req: Req,
+    #[case] needles: &[&str],
+    #[case] r013_facts: Option<u32>,
+    #[case] field: &str,
+) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (r, _dir) = run(
-        &scripted(tmp.path(), "claims", "state,lane,join,create,settle"),
+        &scripted(tmp.path(), mode, "state,lane,join,create,settle"),
         &["AOC-CASE-001", "SEED003-A"],
         None,
         Duration::from_secs(5),
@@ -291,22 +304,30 @@ async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation(
     for c in &r.cases {
         assert_eq!(c.verdict, Verdict::Fail, "{}", c.id);
         assert!(
-            c.failures.iter().any(|f| f.requirement == Req::R013
-                && f.msg.contains("an EP evidence format is mandatory")),
+            c.failures
+                .iter()
+                .any(|f| f.requirement == req && needles.iter().all(|n| f.msg.contains(n))),
             "{:?}",
             c.failures
         );
         // Free text is no fact: it establishes nothing, and only fails where it plainly says
-        // a prohibited claim.
-        assert_eq!(c.facts.get("AOC-REQ-013"), None, "{:?}", c.facts);
+        // a prohibited claim; each AOC-REQ-013 statement is one.
+        assert_eq!(
+            c.facts.get("AOC-REQ-013").copied(),
+            r013_facts,
+            "{:?}",
+            c.facts
+        );
     }
-    assert_eq!(
-        r.implementation["claims"][1],
-        "Our EP evidence format is mandatory for every provider."
-    );
+    if mode == "claims" {
+        assert_eq!(
+            r.implementation["claims"][1],
+            "Our EP evidence format is mandatory for every provider."
+        );
+    }
     assert_eq!(aocheck::exit::of_report(&r), 1);
     let (r, _dir) = run(
-        &scripted(tmp.path(), "bad_claims", "state"),
+        &scripted(tmp.path(), malformed, "state"),
         &["AOC-CASE-001"],
         None,
         Duration::from_secs(5),
@@ -315,53 +336,7 @@ async fn a_prohibited_claim_fails_every_case_and_a_malformed_one_is_a_violation(
     let c = &r.cases[0];
     assert_eq!(c.verdict, Verdict::HarnessError);
     assert!(
-        c.harness
-            .as_deref()
-            .unwrap_or_default()
-            .contains("`claims`"),
-        "{:?}",
-        c.harness
-    );
-}
-
-/// Statements are judged exactly in every case (issue 37): a forbidden one (fencing described
-/// as revoking credentials) fails AOC-REQ-006 even in a case the implementation cannot run, a
-/// permitted one is a fact, and one outside the vocabulary is a protocol violation naming it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forbidden_statement_fails_every_case_and_a_malformed_one_is_a_violation() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let (r, _dir) = run(
-        &scripted(tmp.path(), "statements", "state,lane,join,create,settle"),
-        &["AOC-CASE-001", "SEED003-A"],
-        None,
-        Duration::from_secs(5),
-    )
-    .await;
-    for c in &r.cases {
-        assert_eq!(c.verdict, Verdict::Fail, "{}", c.id);
-        assert!(
-            c.failures.iter().any(|f| f.requirement == Req::R006
-                && f.msg.contains("[statement_permitted]")
-                && f.msg.contains("revoking credentials")),
-            "{:?}",
-            c.failures
-        );
-        assert_eq!(c.facts.get("AOC-REQ-013"), Some(&1), "{:?}", c.facts);
-    }
-    let (r, _dir) = run(
-        &scripted(tmp.path(), "bad_statements", "state"),
-        &["AOC-CASE-001"],
-        None,
-        Duration::from_secs(5),
-    )
-    .await;
-    let c = &r.cases[0];
-    assert_eq!(c.verdict, Verdict::HarnessError);
-    assert!(
-        c.harness
-            .as_deref()
-            .unwrap_or_default()
-            .contains("statements[0]"),
+        c.harness.as_deref().unwrap_or_default().contains(field),
         "{:?}",
         c.harness
     );
