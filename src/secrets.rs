@@ -257,8 +257,8 @@ pub fn redact_store_url(url: &str) -> String {
             && let Some(colon) = rest[..at].find(':')
         {
             let password = rest[colon + 1..at].to_string();
-            register(&password);
-            register(&percent_decoded(&password));
+            register_password(&password);
+            register_password(&percent_decoded(&password));
             out = format!(
                 "{}{}:{REDACTED}{}",
                 &out[..rest_start],
@@ -284,11 +284,41 @@ pub fn redact_store_url(url: &str) -> String {
     }
     for (start, end) in cut.into_iter().rev() {
         let value = out[start..end].trim_matches('\'').to_string();
-        register(&value);
-        register(&percent_decoded(&value));
+        register_password(&value);
+        register_password(&percent_decoded(&value));
         out.replace_range(start..end, REDACTED);
     }
     out
+}
+
+/// The longest password [`register_password`] takes for a plain word; a longer one, even of
+/// letters only (a passphrase), is scrubbed everywhere.
+const PLAIN_WORD_MAX: usize = 12;
+
+/// A store password registered for scrubbing. A password that is a plain word (lowercase ASCII
+/// letters, at most [`PLAIN_WORD_MAX`], such as `postgres`, the default of many setups) is also a word of the report's own
+/// text: the store's kind, a verdict, a field value. Replacing every occurrence of it would make
+/// the report unreadable (`store.kind: [redacted]`, every reproduce command broken), and a word
+/// standing alone in free text says nothing about the password anyway. So such a password is
+/// scrubbed where it stands as a password (`user:word@`, `password=word`), it is removed from
+/// the URL at the source as every password is, and the user is told once that it is weak (D75).
+fn register_password(password: &str) {
+    let p = password.trim();
+    if p.is_empty() {
+        return;
+    }
+    if p.len() <= PLAIN_WORD_MAX && p.chars().all(|c| c.is_ascii_lowercase()) {
+        register(&format!(":{p}@"));
+        register(&format!("password={p}"));
+        static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!(
+                "note: --store: the password is a plain word; it is removed from the URL and from `user:password@` and `password=` forms, but not from the report's own words (a strong password is removed everywhere)"
+            );
+        }
+    } else {
+        register(p);
+    }
 }
 
 fn percent_decoded(s: &str) -> String {
@@ -500,6 +530,23 @@ mod tests {
             format!("later: {REDACTED}")
         );
         assert!(shown.ends_with(" x") || shown.ends_with(" run"), "{shown}");
+    }
+
+    #[test]
+    fn a_plain_word_password_is_removed_where_it_stands_as_a_password() {
+        let shown = redact_store_url("postgres://wombat:quokkas@127.0.0.1:5432/test");
+        assert_eq!(shown, "postgres://wombat:[redacted]@127.0.0.1:5432/test");
+        // An echo of the URL or a key/value form loses it; the word in prose stays.
+        let echoed = scrub("connect postgres://wombat:quokkas@h/db password=quokkas; quokkas kind");
+        assert!(!echoed.contains(":quokkas@"), "{echoed}");
+        assert!(!echoed.contains("password=quokkas"), "{echoed}");
+        assert!(echoed.ends_with("; quokkas kind"), "{echoed}");
+        // A passphrase of letters is not a plain word: scrubbed everywhere.
+        redact_store_url("postgres://wombat:correcthorsebattery@h/db");
+        assert_eq!(scrub("said correcthorsebattery"), "said [redacted]");
+        // A password with anything but lowercase letters is scrubbed everywhere.
+        redact_store_url("postgres://wombat:Quokka5@h/db");
+        assert_eq!(scrub("said Quokka5"), "said [redacted]");
     }
 
     #[rstest]

@@ -97,6 +97,12 @@ pub struct SutArgs {
     /// are removed without it.
     #[arg(long, value_name = "VALUE")]
     pub redact: Vec<String>,
+    /// Run the implementation's processes as this user (a name from /etc/passwd, or `UID` or
+    /// `UID:GID`) when aocheck runs as root, so that they cannot read aocheck's memory,
+    /// environment or files (a root process can read a non-dumpable one). The case folders
+    /// they write are given to that user.
+    #[arg(long, value_name = "USER")]
+    pub sut_user: Option<String>,
 }
 
 impl SutArgs {
@@ -119,11 +125,71 @@ impl SutArgs {
         if let StoreSpec::Postgres(u) = store {
             crate::secrets::redact_store_url(u);
         }
-        self.sut
-            .as_deref()
-            .map(|c| process_spec(c, self.sut_timeout, out, store))
-            .transpose()
+        let Some(command) = self.sut.as_deref() else {
+            return Ok(None);
+        };
+        let user = sut_user(self.sut_user.as_deref())?;
+        let mut spec = process_spec(command, self.sut_timeout, out, store)?;
+        spec.user = user;
+        Ok(Some(spec))
     }
+}
+
+/// The uid and gid `--sut-user` names; a note when aocheck runs as root without it.
+fn sut_user(given: Option<&str>) -> Result<Option<(u32, u32)>, u8> {
+    let root = rustix::process::geteuid().is_root();
+    let Some(name) = given else {
+        if root {
+            eprintln!(
+                "aocheck: note: aocheck runs as root and so do the implementation's processes, which can then read aocheck's memory and files; give --sut-user nobody (or another user) to run them apart"
+            );
+        }
+        return Ok(None);
+    };
+    if !root {
+        eprintln!(
+            "error: --sut-user {name}: only root can start processes as another user; run aocheck as root, or leave --sut-user out (aocheck is then not dumpable, so processes of the same user cannot read it)"
+        );
+        return Err(exit::INVALID_INPUT);
+    }
+    resolve_user(
+        name,
+        &std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
+    )
+    .map(Some)
+    .map_err(|why| {
+        eprintln!("error: --sut-user {name}: {why}");
+        exit::INVALID_INPUT
+    })
+}
+
+/// `UID`, `UID:GID` or a user name looked up in `passwd` (the text of /etc/passwd); root is
+/// refused, since running apart from root is the point.
+fn resolve_user(name: &str, passwd: &str) -> Result<(u32, u32), String> {
+    let numeric = |s: &str| s.trim().parse::<u32>().ok();
+    let ids = if let Some((u, g)) = name.split_once(':') {
+        match (numeric(u), numeric(g)) {
+            (Some(u), Some(g)) => (u, g),
+            _ => return Err("give a user name, UID or UID:GID (both numbers)".into()),
+        }
+    } else if let Some(u) = numeric(name) {
+        (u, u)
+    } else {
+        passwd
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                (f.len() >= 4 && f[0] == name).then(|| (numeric(f[2]), numeric(f[3])))
+            })
+            .find_map(|(u, g)| u.zip(g))
+            .ok_or_else(|| {
+                "no such user in /etc/passwd; give an existing user (`nobody` is on most systems) or a UID".to_string()
+            })?
+    };
+    if ids.0 == 0 {
+        return Err("that is root; name an unprivileged user, e.g. nobody".into());
+    }
+    Ok(ids)
 }
 
 /// The implementation as `aocheck-sut/2` processes: one per executor generation, each request
@@ -159,6 +225,7 @@ fn process_spec(
             StoreSpec::Postgres(u) => Some(u.clone()),
             _ => None,
         },
+        user: None,
     })
 }
 
@@ -192,4 +259,33 @@ pub fn signing_key(
             eprintln!("error: --sign {}: {e}", p.display());
             crate::exit::INVALID_INPUT
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_user;
+
+    const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nbroken:x:abc:1::/:/bin/sh\nsvc:x:1001:1002::/home/svc:/bin/sh\n";
+
+    #[rstest::rstest]
+    #[case("nobody", Ok((65534, 65534)))]
+    #[case("svc", Ok((1001, 1002)))]
+    #[case("4242", Ok((4242, 4242)))]
+    #[case("4242:77", Ok((4242, 77)))]
+    #[case("root", Err("that is root"))]
+    #[case("0", Err("that is root"))]
+    #[case("0:5", Err("that is root"))]
+    #[case("ghost", Err("no such user"))]
+    #[case("broken", Err("no such user"))]
+    #[case("a:b", Err("both numbers"))]
+    fn sut_user_is_a_name_or_ids_and_never_root(
+        #[case] given: &str,
+        #[case] want: Result<(u32, u32), &str>,
+    ) {
+        match (resolve_user(given, PASSWD), want) {
+            (Ok(got), Ok(w)) => assert_eq!(got, w),
+            (Err(got), Err(w)) => assert!(got.contains(w), "{given}: {got}"),
+            (got, w) => panic!("{given}: got {got:?}, want {w:?}"),
+        }
+    }
 }

@@ -210,19 +210,28 @@ fn delivered(reply: Reply) -> bool {
 /// - One presented as authenticated stands for a reply the provider wrote with its own tag for
 ///   this account: more is AOC-REQ-007 (a response is evidence only if authenticated).
 /// - An `acknowledged` entry's `provider_ref` is the id of a payment this occurrence created
-///   (AOC-REQ-003, field 5 of the binding), and some reply the provider delivered named it
-///   (AOC-REQ-009: a reference nobody served is not evidence).
+///   (AOC-REQ-003, field 5 of the binding), and some reply the provider delivered *before this
+///   answer was read* named it (AOC-REQ-009: a reference nobody served is not evidence; one
+///   served only later was not known when the history recorded it).
 ///
+/// `requests_before`: the last request the provider had recorded before the answer was read
+/// (`None`: every request counts). Requests after it cannot back what the answer says.
 /// One fact per observation and acknowledgement compared.
 pub fn evidence_served(
     acct: &Accounting<'_>,
     occurrence: &str,
     a: &StateAnswer,
     ledger: &fake_payments::ledger::Ledger,
+    requests_before: Option<u64>,
     facts: &mut super::Facts,
 ) -> Vec<(Req, String)> {
     let mut out = Vec::new();
-    let lookups = acct.lookups_of(occurrence);
+    let before = |seq: u64| requests_before.is_none_or(|m| seq <= m);
+    let lookups: Vec<&&fake_payments::ledger::RequestRecord> = acct
+        .lookups_of(occurrence)
+        .iter()
+        .filter(|r| before(r.seq))
+        .collect();
     for (kind, op, word) in [
         (SourceKind::Lookup, Op::Get, "lookup"),
         (SourceKind::Listing, Op::List, "listing"),
@@ -292,12 +301,20 @@ pub fn evidence_served(
         } else if !ledger
             .requests
             .iter()
-            .any(|q| delivered(q.reply) && q.refs.iter().any(|x| x == r))
+            .any(|q| before(q.seq) && delivered(q.reply) && q.refs.iter().any(|x| x == r))
         {
             out.push((
                 Req::R009,
                 format!(
-                    "entries[{i}] acknowledges provider reference {r:?}, but no reply the provider delivered named it (ground truth)"
+                    "entries[{i}] acknowledges provider reference {r:?}, but no reply the provider delivered before this answer named it (ground truth{})",
+                    match ledger
+                        .requests
+                        .iter()
+                        .find(|q| delivered(q.reply) && q.refs.iter().any(|x| x == r))
+                    {
+                        Some(q) => format!(": request #{} named it only later", q.seq),
+                        None => String::new(),
+                    }
                 ),
             ));
         }
@@ -309,7 +326,7 @@ pub fn evidence_served(
 mod tests {
     use super::*;
     use crate::check::accounting::KeyRule;
-    use fake_payments::ledger::{Effect, Ledger};
+    use fake_payments::ledger::{Effect, Ledger, RequestRecord};
 
     fn effect(seq: u64, kind: EffectKind, key: &str, payment: &str) -> Effect {
         Effect {
@@ -327,6 +344,57 @@ mod tests {
             request_seq: seq,
             reply: Reply::Written,
         }
+    }
+
+    fn request(seq: u64, op: Op, key: &str, refs: &[&str], reply: Reply) -> RequestRecord {
+        serde_json::from_value(serde_json::json!({
+            "seq": seq, "op": op, "account": "acct_a", "idempotency_key": key,
+            "request_digest": "d", "payment_id": null, "lookup_key": null, "fault": null,
+            "refs": refs, "status": 200, "replayed": false, "effect": op == Op::Create,
+            "reply": reply, "credential": "p1", "revoked": false}))
+        .expect("request record")
+    }
+
+    /// Both directions of the acknowledgement rule: a reference the provider delivered before
+    /// the answer (in the create's reply, or a lookup's) backs an `acknowledged` entry; one the
+    /// provider named only after the answer was read, or only in a reply it lost or garbled,
+    /// does not (AOC-REQ-009).
+    #[rstest::rstest]
+    #[case::from_the_create_reply(Reply::Written, None, Some(4), true)]
+    #[case::from_a_lookup(Reply::Dropped, Some((5, Reply::Written)), Some(5), true)]
+    #[case::every_request_counts_without_a_bound(Reply::Dropped, Some((9, Reply::Written)), None, true)]
+    #[case::named_only_after_the_answer(Reply::Dropped, Some((9, Reply::Written)), Some(5), false)]
+    #[case::only_in_a_lost_reply(Reply::Dropped, None, Some(9), false)]
+    #[case::only_in_a_garbled_reply(Reply::Garbled, None, Some(9), false)]
+    fn an_acknowledgement_needs_a_reply_delivered_before_the_answer(
+        #[case] create_reply: Reply,
+        #[case] lookup: Option<(u64, Reply)>,
+        #[case] requests_before: Option<u64>,
+        #[case] backed: bool,
+    ) {
+        let mut requests = vec![request(2, Op::Create, "o1", &["pay_1"], create_reply)];
+        if let Some((seq, reply)) = lookup {
+            requests.push(request(seq, Op::Get, "", &["pay_1"], reply));
+        }
+        let mut created = effect(1, EffectKind::PaymentCreated, "o1", "pay_1");
+        created.request_seq = 2;
+        let ledger = Ledger {
+            effects: vec![created],
+            requests,
+        };
+        let rule = KeyRule::parse("{occurrence}").expect("rule");
+        let acct = Accounting::of(&ledger, Some(&rule), &["o1"]);
+        let a: StateAnswer = serde_json::from_value(serde_json::json!({
+            "entries": [{"kind": "created", "entry": {}}, {"kind": "acknowledged", "provider_ref": "pay_1", "entry": {}}],
+            "report": {"occurrence": "o1", "domain": "d", "executor_generation": 1,
+                       "state": "pending", "provider_entry": "entered",
+                       "authority": "consumed", "entry_attempts": 1}}))
+        .expect("answer");
+        let mut facts = crate::check::Facts::default();
+        let found = evidence_served(&acct, "o1", &a, &ledger, requests_before, &mut facts);
+        assert_eq!(found.is_empty(), backed, "{found:?}");
+        assert!(found.iter().all(|(r, _)| *r == Req::R009), "{found:?}");
+        assert!(facts.count(Req::R009) >= 1);
     }
 
     /// Both directions of mutation_accounted: a capture of its own payment and a refund by a

@@ -511,7 +511,14 @@ impl Checker {
             for (req, what) in ledger::mutations_accounted(&acct, &o.id, &snap.remedies, facts) {
                 v("mutation_accounted", req, at, what);
             }
-            for (req, what) in ledger::evidence_served(&acct, &o.id, a, &snap.provider, facts) {
+            for (req, what) in ledger::evidence_served(
+                &acct,
+                &o.id,
+                a,
+                &snap.provider,
+                snap.requests_before,
+                facts,
+            ) {
                 v("evidence_served", req, at, what);
             }
             // Generations against the history itself and the lane's admissions (AOC-REQ-005/-006).

@@ -445,7 +445,13 @@ async fn read_responses(inner: Arc<Inner>, mut stdout: BufReader<ChildStdout>) {
 impl SutProcess {
     /// Starts `command` (run by `sh -c exec …`, so the kill reaches the implementation itself).
     /// Needs a Tokio runtime (a reader task is spawned).
-    pub fn spawn(command: &str, stderr_path: &Path, timeout: Duration) -> Result<Self, CallError> {
+    /// `user`: the uid and gid it runs as (`None`: aocheck's own).
+    pub fn spawn(
+        command: &str,
+        stderr_path: &Path,
+        timeout: Duration,
+        user: Option<(u32, u32)>,
+    ) -> Result<Self, CallError> {
         let spawn_err = |reason: String| CallError::Spawn {
             command: command.into(),
             reason,
@@ -465,7 +471,12 @@ impl SutProcess {
         getrandom::fill(&mut mark).map_err(|e| spawn_err(format!("no entropy: {e}")))?;
         let marker = hex::encode(mark);
         // Its own process group, so that a crash kills whatever it started too.
-        let mut child = Command::new("sh")
+        let mut command_line = Command::new("sh");
+        if let Some((uid, gid)) = user {
+            // The standard library drops the supplementary groups when root sets a uid.
+            command_line.uid(uid).gid(gid);
+        }
+        let mut child = command_line
             .arg("-c")
             .arg(format!("exec {command}"))
             .env("AOCHECK_SUT_MARK", &marker)
@@ -758,6 +769,7 @@ for line in sys.stdin:
             &format!("python3 -u {} {mode}", script.display()),
             &dir.join("logs").join(format!("{mode}.stderr")),
             Duration::from_millis(timeout_ms),
+            None,
         )
         .expect("spawn")
     }

@@ -35,6 +35,9 @@ pub struct ProcessSpec {
     pub dir: PathBuf,
     /// `None`: a fresh SQLite file per case; `Some(url)`: this PostgreSQL database.
     pub postgres: Option<String>,
+    /// `Some((uid, gid))`: the processes run as this user, and the case folders are theirs
+    /// (`--sut-user`, when aocheck runs as root).
+    pub user: Option<(u32, u32)>,
 }
 
 impl ProcessSpec {
@@ -171,7 +174,7 @@ impl Spawner {
             format!("{name}-{n}")
         };
         let log = i.case_dir.join(format!("{name}-{n}.stderr"));
-        let p = SutProcess::spawn(&i.spec.command, &log, i.spec.timeout)
+        let p = SutProcess::spawn(&i.spec.command, &log, i.spec.timeout, i.spec.user)
             .map_err(|e| call_error(&label, e))?;
         let mut init = i.init.clone();
         if let Some((mut hermes, op)) = operator {
@@ -360,6 +363,14 @@ impl ProcessSut {
         let case_dir = spec.dir.join("sut").join(case);
         std::fs::create_dir_all(&case_dir)
             .map_err(|e| SutError::Harness(format!("{}: {e}", case_dir.display())))?;
+        if let Some((uid, gid)) = spec.user {
+            std::os::unix::fs::chown(&case_dir, Some(uid), Some(gid)).map_err(|e| {
+                SutError::Harness(format!(
+                    "{}: cannot give the case folder to uid {uid}: {e}",
+                    case_dir.display()
+                ))
+            })?;
+        }
         let store = match &spec.postgres {
             Some(url) => StoreInit::Postgres { url: url.clone() },
             None => {

@@ -1045,7 +1045,6 @@ fn a_credential_that_is_a_report_word_does_not_break_the_run() {
 /// A PostgreSQL password that is a common word (`postgres`, the default of many setups) is
 /// removed from the URL, but the store's kind and the reproduce command stay usable.
 #[test]
-#[ignore = "defect: secrets::scrub replaces every occurrence of a registered store password; with password `postgres` the report's store.kind becomes [redacted] and every repro reads `--store [redacted]:[redacted]://…` (a password equal to a report field name, e.g. `verdict`, makes the run exit 101)"]
 fn a_common_word_store_password_keeps_the_report_usable() {
     let Ok(url) = std::env::var(crate::support::POSTGRES_ENV) else {
         eprintln!("note: skipped: set {}", crate::support::POSTGRES_ENV);

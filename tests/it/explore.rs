@@ -255,6 +255,7 @@ fn process(variant: &str, dir: &std::path::Path) -> aocheck::sut::processes::Pro
         timeout: std::time::Duration::from_secs(20),
         dir: dir.into(),
         postgres: None,
+        user: None,
     }
 }
 

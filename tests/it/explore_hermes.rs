@@ -443,6 +443,7 @@ async fn through_the_protocol_the_hermes_workload_finds_the_combination_defect()
         timeout: Duration::from_secs(20),
         dir: dir.path().into(),
         postgres: None,
+        user: None,
     };
     let mut o = exploring(None, 2);
     o.schedules = Some(30);

@@ -199,6 +199,7 @@ async fn a_join_on_a_held_lane_is_refused_at_once(#[case] protocol: bool) {
             timeout: Duration::from_secs(10),
             dir: dir.path().into(),
             postgres: None,
+            user: None,
         }),
         explore: false,
     };
@@ -795,13 +796,27 @@ async fn free_text_leaves_the_claim_requirement_undecided() {
     );
 }
 
-/// The judged party cannot read the judge (issue 37): aocheck makes itself non-dumpable, so an
-/// implementation running as the same user (here `nobody`, switched to with `setpriv` when the
-/// test runs as root) cannot read aocheck's environment or memory map, nor open its memory,
-/// through /proc. The implementation (`tests/it/scripts/peek_judge.py`, then the reference)
-/// logs what it got; the case itself passes. Before the change the same run read all three.
-#[test]
-fn the_implementation_cannot_read_the_judge_s_memory() {
+/// The judged party cannot read the judge (issue 37). Three ways to run it:
+/// - `same_user`: aocheck makes itself non-dumpable, so an implementation running as the same
+///   user (here `nobody`, switched to with `setpriv` when the test runs as root) cannot read
+///   aocheck's environment or memory map, nor open its memory, through /proc;
+/// - `sut_user`: aocheck runs as root and starts the implementation as `nobody`
+///   (`--sut-user nobody`), which a root implementation could not be kept from;
+/// - `root_both`: the control: both run as root, and the implementation reads all three, so
+///   the log really tells what the implementation could reach.
+///
+/// The implementation (`tests/it/scripts/peek_judge.py`, then the reference) logs what it got;
+/// the case itself passes. Before non-dumpable, the same-user run read all three.
+#[rstest::rstest]
+#[case::same_user("same_user")]
+#[case::sut_user("sut_user")]
+#[case::root_both("root_both")]
+fn the_implementation_cannot_read_the_judge_s_memory(#[case] how: &str) {
+    let root = rustix::process::geteuid().is_root();
+    if how != "same_user" && !root {
+        eprintln!("note: skipped: {how} needs the test to run as root");
+        return;
+    }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     use std::os::unix::fs::PermissionsExt;
@@ -825,8 +840,7 @@ fn the_implementation_cannot_read_the_judge_s_memory() {
         peek.display(),
         bin.display()
     );
-    let root = rustix::process::geteuid().is_root();
-    let mut cmd = if root {
+    let mut cmd = if root && how == "same_user" {
         let mut c = std::process::Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(&bin);
@@ -838,7 +852,13 @@ fn the_implementation_cannot_read_the_judge_s_memory() {
         .arg("run")
         .arg("--cases")
         .arg(&case)
-        .args(["--sut", &sut, "--out"])
+        .args(["--sut", &sut])
+        .args(if how == "sut_user" {
+            &["--sut-user", "nobody"][..]
+        } else {
+            &[]
+        })
+        .arg("--out")
         .arg(dir.join("run"))
         .env("AOCHECK_PEEK_LOG", &log)
         .env("HOME", dir)
@@ -862,7 +882,11 @@ fn the_implementation_cannot_read_the_judge_s_memory() {
             "the implementation did not find aocheck: {v}"
         );
         for what in ["environ", "maps", "mem"] {
-            assert_eq!(v[what], "denied", "{what}: {v}\n{said}");
+            if how == "root_both" {
+                assert_ne!(v[what], "denied", "{what}: {v}\n{said}");
+            } else {
+                assert_eq!(v[what], "denied", "{what}: {v}\n{said}");
+            }
         }
         seen += 1;
     }

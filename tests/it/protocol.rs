@@ -51,6 +51,7 @@ pub(crate) async fn run(
             timeout,
             dir: dir.path().into(),
             postgres,
+            user: None,
         }),
         explore: false,
     };

@@ -97,6 +97,7 @@ async fn run_python(
             timeout: Duration::from_secs(20),
             dir: dir.path().into(),
             postgres: None,
+            user: None,
         }),
         explore: false,
     };
