@@ -48,6 +48,7 @@ pub mod digest;
 pub mod exit;
 pub mod explore;
 pub mod operator;
+pub mod providers;
 pub mod reference;
 pub mod report;
 pub mod runner;

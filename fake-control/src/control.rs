@@ -11,17 +11,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-/// One request that reached a `/_control` route over HTTP, refused or not. The harness drives
-/// the fakes through their handles in process, so in a case every such request came from
-/// someone else: the judged party reaching for the ground truth.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct ControlAttempt {
-    pub method: String,
-    /// The path as sent (printable ASCII, at most 200 characters).
-    pub path: String,
-    /// Whether it carried the control token.
-    pub authorized: bool,
-}
+pub use provider_model::control::ControlAttempt;
 
 /// Every request to a `/_control` route, in order (the fakes' handles read it).
 #[derive(Clone, Debug, Default)]

@@ -19,7 +19,8 @@ pub mod bin;
 pub mod clock;
 pub mod control;
 pub mod holds;
-pub mod rules;
+pub use provider_model::rules;
+pub use provider_model::targeted;
 pub mod serve;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -8,11 +8,9 @@
 //! every approval applied and every stop.
 
 pub mod app;
-pub mod config;
-pub mod faults;
+pub use provider_model::hermes::{config, faults, script};
 pub mod lease;
 pub mod pyjson;
-pub mod script;
 
 pub use app::{Clock, Handle, SimClock, router, router_with_clock, serve};
 pub use config::{Config, Mode};

@@ -12,11 +12,7 @@
 //! the ability to drop a connection without replying.
 
 pub mod app;
-pub mod config;
-pub mod contract;
-pub mod faults;
-pub mod ledger;
-pub mod profile;
+pub use provider_model::payments::{config, contract, faults, ledger, profile};
 
 pub use app::{
     Handle, STRIPE_DEFAULT_VERSION, StripeSettings, WebhookDelivery, WebhookEndpoint, router,

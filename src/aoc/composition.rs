@@ -128,7 +128,7 @@ const CLAUSE_WORDS: [&str; 8] = [
 ];
 
 /// What [`prohibited_in`] answers for a claim it cannot read as one script: a word that mixes
-/// scripts can be read as any of them, so it is refused rather than judged (decisions D53).
+/// scripts can be read as any of them, so it is refused rather than judged (decisions D55).
 pub const UNREADABLE: &str = "a claim whose words mix scripts is refused as unreadable";
 
 /// Whether a code point is invisible by default (Unicode's Default_Ignorable_Code_Point: soft
@@ -198,7 +198,7 @@ fn read(claim: &str) -> Result<Vec<Sentence>, String> {
 }
 
 /// Whether a claim text makes one of the prohibited claims, and which. Judged per sentence, by
-/// concept rather than exact wording (decisions D32, D53): a sentence that names every concept
+/// concept rather than exact wording (decisions D32, D55): a sentence that names every concept
 /// of a prohibited claim makes that claim unless a negation governs it, that is, stands in the
 /// same clause as, and before, the last of the words that name its concepts. Text is read after
 /// NFKC, with invisible characters dropped and confusable letters folded; a word mixing scripts

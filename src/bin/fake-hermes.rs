@@ -5,8 +5,8 @@
 
 use clap::Parser;
 use fake_control::bin::{Common, fail, read_json, run};
-use fake_hermes::config::{Config, Mode};
-use fake_hermes::faults::Plan;
+use provider_model::hermes::config::{Config, Mode};
+use provider_model::hermes::faults::Plan;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -39,7 +39,7 @@ struct Args {
 #[serde(deny_unknown_fields)]
 struct Scripts {
     #[serde(default)]
-    rules: Vec<fake_hermes::app::ScriptRule>,
+    rules: Vec<provider_model::hermes::script::ScriptRule>,
     #[serde(default)]
     default: Option<serde_json::Value>,
 }

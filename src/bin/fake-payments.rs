@@ -5,8 +5,8 @@
 
 use clap::Parser;
 use fake_control::bin::{Common, fail, read_json, run};
-use fake_payments::config::Config;
-use fake_payments::faults::Plan;
+use provider_model::payments::config::Config;
+use provider_model::payments::faults::Plan;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]

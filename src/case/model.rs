@@ -184,8 +184,8 @@ pub enum Step {
     },
     /// Adds a fault rule to the provider (GUIDE §5 vocabulary).
     ProviderFault {
-        op: fake_payments::faults::Op,
-        fault: fake_payments::faults::Fault,
+        op: provider_model::payments::faults::Op,
+        fault: provider_model::payments::faults::Fault,
         #[serde(default)]
         nth: Option<u32>,
         #[serde(default)]
@@ -371,8 +371,8 @@ pub enum Step {
         instance: String,
     },
     HermesFault {
-        route: fake_hermes::faults::Route,
-        fault: fake_hermes::faults::Fault,
+        route: provider_model::hermes::faults::Route,
+        fault: provider_model::hermes::faults::Fault,
         #[serde(default)]
         nth: Option<u32>,
         #[serde(default)]
@@ -426,7 +426,7 @@ macro_rules! occurrence_of {
 
 impl Step {
     /// The fake-payments rule a `provider_fault` step declares (one place for its defaults).
-    pub fn payments_rule(&self) -> Option<fake_payments::faults::Rule> {
+    pub fn payments_rule(&self) -> Option<provider_model::payments::faults::Rule> {
         let Step::ProviderFault {
             op,
             fault,
@@ -436,7 +436,7 @@ impl Step {
         else {
             return None;
         };
-        Some(fake_payments::faults::Rule {
+        Some(provider_model::payments::faults::Rule {
             op: *op,
             nth: nth.unwrap_or(1),
             times: times.unwrap_or(1),
@@ -447,7 +447,7 @@ impl Step {
     }
 
     /// The fake-hermes rule a `hermes_fault` step declares.
-    pub fn hermes_rule(&self) -> Option<fake_hermes::faults::Rule> {
+    pub fn hermes_rule(&self) -> Option<provider_model::hermes::faults::Rule> {
         let Step::HermesFault {
             route,
             fault,
@@ -457,7 +457,7 @@ impl Step {
         else {
             return None;
         };
-        Some(fake_hermes::faults::Rule {
+        Some(provider_model::hermes::faults::Rule {
             route: *route,
             nth: nth.unwrap_or(1),
             times: times.unwrap_or(1),

@@ -282,7 +282,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                     ));
                 }
                 if let Some(sim) = simulate
-                    && !fake_payments::profile::STATUSES.contains(&sim.as_str())
+                    && !provider_model::payments::profile::STATUSES.contains(&sim.as_str())
                 {
                     pending.push((
                         at("simulate"),
@@ -408,10 +408,10 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 }
             }
             Step::ProviderFault { fault, .. } => {
-                if let fake_payments::faults::Fault::Hold { name } = fault {
+                if let provider_model::payments::faults::Fault::Hold { name } = fault {
                     holds.insert(name.clone());
                 }
-                let plan = fake_payments::faults::Plan {
+                let plan = provider_model::payments::faults::Plan {
                     rules: s.payments_rule().into_iter().collect(),
                 };
                 for m in plan.validate() {
@@ -424,7 +424,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             }
             Step::ProviderStatus { occurrence, status } => {
                 occ_known(occurrence, &mut pending);
-                if !fake_payments::profile::STATUSES.contains(&status.as_str()) {
+                if !provider_model::payments::profile::STATUSES.contains(&status.as_str()) {
                     pending.push((
                         at("status"),
                         format!("{status:?} is not a provider status"),
@@ -599,7 +599,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 ));
             }
             Step::HermesFault { .. } => {
-                let plan = fake_hermes::faults::Plan {
+                let plan = provider_model::hermes::faults::Plan {
                     rules: s.hermes_rule().into_iter().collect(),
                 };
                 for m in plan.validate() {
@@ -611,7 +611,7 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
                 }
             }
             Step::HermesScript { script } => {
-                for d in fake_hermes::script::validate(script) {
+                for d in provider_model::hermes::script::validate(script) {
                     pending.push((
                         at("script"),
                         format!("step {:?} field {:?}: {}", d.step, d.field, d.msg),

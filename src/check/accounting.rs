@@ -9,8 +9,8 @@
 //! (the request log says `replayed`), and an effect no occurrence accounts for is a finding too:
 //! it is a provider entry the coordination domain did not serialise (AOC-REQ-001, -010).
 
-use fake_payments::faults::Op;
-use fake_payments::ledger::{Effect, EffectKind, Ledger, RequestRecord};
+use provider_model::payments::faults::Op;
+use provider_model::payments::ledger::{Effect, EffectKind, Ledger, RequestRecord};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -214,7 +214,7 @@ mod tests {
             status: 201,
             replayed,
             effect: !replayed,
-            reply: fake_payments::ledger::Reply::Written,
+            reply: provider_model::payments::ledger::Reply::Written,
             credential: "account".into(),
             revoked: false,
             user_agent: None,
@@ -237,7 +237,7 @@ mod tests {
             idempotency_key: key.map(str::to_string),
             fault: None,
             request_seq: seq,
-            reply: fake_payments::ledger::Reply::Written,
+            reply: provider_model::payments::ledger::Reply::Written,
         }
     }
 

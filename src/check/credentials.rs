@@ -7,8 +7,8 @@
 
 /// Why the ledgers disprove the case's crashes or credentials, if they do.
 pub fn crash_disproved(
-    payments: &fake_payments::ledger::Ledger,
-    hermes: Option<&fake_hermes::app::Ledger>,
+    payments: &provider_model::payments::ledger::Ledger,
+    hermes: Option<&provider_model::hermes::ledger::Ledger>,
 ) -> Option<String> {
     let mut why = Vec::new();
     for r in payments.requests.iter().filter(|r| r.revoked) {
@@ -51,8 +51,8 @@ pub fn crash_disproved(
 /// harness itself reaches them only through the fakes' handles, in process): every request,
 /// refused or not, named by provider, method and path.
 pub fn control_reached(
-    payments: &[fake_payments::ControlAttempt],
-    hermes: Option<Vec<fake_payments::ControlAttempt>>,
+    payments: &[provider_model::control::ControlAttempt],
+    hermes: Option<Vec<provider_model::control::ControlAttempt>>,
 ) -> Option<String> {
     let mut seen: Vec<String> = Vec::new();
     let hermes = hermes.unwrap_or_default();
@@ -91,7 +91,7 @@ pub fn control_reached(
 /// that ran into the harness's request deadline (`deadline_ms`) waited in real time while the
 /// case's clock stood still for it: that is what its harness error is, and the message says so.
 pub fn clock_misused(
-    participants: &std::collections::BTreeMap<String, fake_hermes::clock::Participant>,
+    participants: &std::collections::BTreeMap<String, provider_model::clock::Participant>,
     follows_real_time: bool,
     deadline_ms: u64,
 ) -> Option<String> {

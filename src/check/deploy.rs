@@ -13,7 +13,7 @@
 
 use super::{Facts, Finding};
 use crate::aoc::requirement::Req;
-use fake_payments::ledger::{EffectKind, Ledger};
+use provider_model::payments::ledger::{EffectKind, Ledger};
 
 /// What the service said of one occurrence while it was watched, and what was asked of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,7 +284,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fake_payments::ledger::{Effect, Reply};
+    use provider_model::payments::ledger::{Effect, Reply};
     use rstest::rstest;
 
     fn effect(seq: u64, payment: &str, key: &str, status: &str) -> Effect {

@@ -83,7 +83,7 @@ pub fn operator(
     e: &OperatorExpect,
     action_id: &str,
     binding: Option<&crate::operator::Binding>,
-    ledger: &fake_hermes::app::Ledger,
+    ledger: &provider_model::hermes::ledger::Ledger,
     pick: Pick,
     facts: &mut Facts,
 ) -> Vec<Finding> {

@@ -35,7 +35,7 @@ pub(crate) fn judge_durability<T: PartialEq>(
 /// case invoked, the delegated children, and each Action's binding as the reader returned it.
 #[derive(Debug)]
 pub(crate) struct OperatorLook<'a> {
-    pub(crate) ledger: &'a fake_hermes::app::Ledger,
+    pub(crate) ledger: &'a provider_model::hermes::ledger::Ledger,
     pub(crate) actions: Vec<&'a str>,
     pub(crate) delegations: &'a [(String, serde_json::Value)],
     /// (case label, Action id, binding)
@@ -181,9 +181,9 @@ pub(crate) fn judge_operator(
 
 /// The Hermes runs fake-hermes really started for a source Action (ground truth).
 pub(crate) fn runs_of<'a>(
-    ledger: &'a fake_hermes::app::Ledger,
+    ledger: &'a provider_model::hermes::ledger::Ledger,
     action_id: &str,
-) -> Vec<&'a fake_hermes::app::RunStarted> {
+) -> Vec<&'a provider_model::hermes::ledger::RunStarted> {
     let session = crate::operator::session_id(action_id);
     ledger
         .runs
@@ -387,7 +387,7 @@ pub(crate) fn judge_delegated_result(
 /// produced. `ledger` is read after the result came back. One fact per result with a run.
 pub(crate) fn result_from_provider(
     o: &OperatorResult,
-    ledger: &fake_hermes::app::Ledger,
+    ledger: &provider_model::hermes::ledger::Ledger,
 ) -> Vec<Finding> {
     result_from_provider_facts(o, ledger)
         .into_iter()
@@ -397,7 +397,7 @@ pub(crate) fn result_from_provider(
 
 fn result_from_provider_facts(
     o: &OperatorResult,
-    ledger: &fake_hermes::app::Ledger,
+    ledger: &provider_model::hermes::ledger::Ledger,
 ) -> Vec<(Req, String)> {
     use crate::operator::connector::ResultStatus;
     let mut out = Vec::new();
@@ -448,7 +448,7 @@ fn result_from_provider_facts(
 /// Action the case invoked or delegated (seed 000: "the stable Hermes session ID
 /// `aip-operator-<action_id>`"); any other run is a provider start no binding accounts for.
 pub(crate) fn unattributed_runs(
-    ledger: &fake_hermes::app::Ledger,
+    ledger: &provider_model::hermes::ledger::Ledger,
     actions: &[&str],
 ) -> Vec<String> {
     let sessions: Vec<String> = actions

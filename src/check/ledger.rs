@@ -12,8 +12,8 @@ use super::accounting::Accounting;
 use super::evidence::{Kind, SourceKind, StateAnswer};
 use crate::aoc::requirement::Req;
 use crate::sut::message::RemedyKind;
-use fake_payments::faults::Op;
-use fake_payments::ledger::{EffectKind, Reply};
+use provider_model::payments::faults::Op;
+use provider_model::payments::ledger::{EffectKind, Reply};
 use std::collections::BTreeMap;
 
 /// What the case asked of one occurrence: its payment.
@@ -221,13 +221,13 @@ pub fn evidence_served(
     acct: &Accounting<'_>,
     occurrence: &str,
     a: &StateAnswer,
-    ledger: &fake_payments::ledger::Ledger,
+    ledger: &provider_model::payments::ledger::Ledger,
     requests_before: Option<u64>,
     facts: &mut super::Facts,
 ) -> Vec<(Req, String)> {
     let mut out = Vec::new();
     let before = |seq: u64| requests_before.is_none_or(|m| seq <= m);
-    let lookups: Vec<&&fake_payments::ledger::RequestRecord> = acct
+    let lookups: Vec<&&provider_model::payments::ledger::RequestRecord> = acct
         .lookups_of(occurrence)
         .iter()
         .filter(|r| before(r.seq))
@@ -326,7 +326,7 @@ pub fn evidence_served(
 mod tests {
     use super::*;
     use crate::check::accounting::KeyRule;
-    use fake_payments::ledger::{Effect, Ledger, RequestRecord};
+    use provider_model::payments::ledger::{Effect, Ledger, RequestRecord};
 
     fn effect(seq: u64, kind: EffectKind, key: &str, payment: &str) -> Effect {
         Effect {

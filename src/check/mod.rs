@@ -22,7 +22,7 @@ use crate::aoc::requirement::Req;
 use crate::vocab::{Authority, Flag, Outcome, State};
 use accounting::{Accounting, KeyRule, key_words};
 use evidence::{Kind, SourceKind, StateAnswer, View};
-use fake_payments::ledger::Ledger;
+use provider_model::payments::ledger::Ledger;
 use std::collections::BTreeMap;
 
 pub use finding::Finding;
@@ -304,19 +304,19 @@ impl Checker {
         // its own authorisation and link (AOC-REQ-012).
         let effects = acct.unattributed_effects.iter().map(|e| {
             let (req, what) = match e.kind {
-                fake_payments::ledger::EffectKind::PaymentCreated => (
+                provider_model::payments::ledger::EffectKind::PaymentCreated => (
                     Req::R010,
                     format!("provider payment {} was created", e.payment_id),
                 ),
-                fake_payments::ledger::EffectKind::PaymentCaptured => (
+                provider_model::payments::ledger::EffectKind::PaymentCaptured => (
                     Req::R012,
                     format!("provider payment {} was captured", e.payment_id),
                 ),
-                fake_payments::ledger::EffectKind::PaymentCanceled => (
+                provider_model::payments::ledger::EffectKind::PaymentCanceled => (
                     Req::R012,
                     format!("provider payment {} was canceled", e.payment_id),
                 ),
-                fake_payments::ledger::EffectKind::PaymentRefunded => (
+                provider_model::payments::ledger::EffectKind::PaymentRefunded => (
                     Req::R012,
                     format!(
                         "{} of provider payment {} was refunded",
@@ -338,7 +338,7 @@ impl Checker {
             })
             .map(|r| {
                 (
-                    if r.op == fake_payments::faults::Op::Create {
+                    if r.op == provider_model::payments::faults::Op::Create {
                         Req::R010
                     } else {
                         Req::R012
@@ -530,7 +530,7 @@ impl Checker {
             // under this occurrence's key, the history the implementation gives at that look
             // records its entry. Judged at every look, so an entry recorded only after the
             // request went out is found at the look in between.
-            let before = |r: &&&fake_payments::ledger::RequestRecord| {
+            let before = |r: &&&provider_model::payments::ledger::RequestRecord| {
                 snap.requests_before.is_none_or(|m| r.seq <= m)
             };
             let mutated = acct.mutation_requests_of(&o.id);
@@ -665,7 +665,7 @@ impl Checker {
                 facts.saw(Req::R009);
                 // A reply sent as processed, or its error status after commit, is signed over what
                 // was sent; a forged, garbled, dropped or undelivered one authenticates nothing.
-                use fake_payments::ledger::Reply;
+                use provider_model::payments::ledger::Reply;
                 let genuine = creates
                     .iter()
                     .filter(|r| matches!(r.reply, Reply::Written | Reply::ErrorAfterCommit))

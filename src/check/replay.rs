@@ -48,7 +48,7 @@ pub struct Tape {
     /// The provider's ledger as the final expectations read it, when it differs from the last
     /// look's (background work that ended after it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub final_ledger: Option<fake_payments::ledger::Ledger>,
+    pub final_ledger: Option<provider_model::payments::ledger::Ledger>,
     /// Failures found outside the looks, the claims and the final expectations on occurrences
     /// (taken from the record).
     pub other_failures: Vec<Failure>,

@@ -20,12 +20,13 @@ pub mod service;
 use crate::aoc::requirement::Req;
 use crate::check::Facts;
 use crate::check::deploy::{Ambiguity, Reported};
+use crate::providers::holds;
 use crate::report::model::{
     CaseReport, Failure, FaultReport, HarnessCause, OccurrenceReport, Report, Summary, Verdict,
 };
 use drive::{Observed, Vars};
-use fake_payments::faults::{Fault, Op, Rule};
 use file::{Loaded, Outcome};
+use provider_model::payments::faults::{Fault, Op, Rule};
 use serde_json::json;
 use service::{Env, Instance};
 use std::collections::BTreeSet;
@@ -145,7 +146,7 @@ const WEBHOOK_DELAY_MS: u64 = 1500;
 /// The providers of one run, in process, on loopback.
 #[derive(Debug)]
 pub struct Providers {
-    payments: fake_payments::Handle,
+    payments: crate::providers::Payments,
     payments_url: String,
     hermes_url: Option<String>,
     /// The webhook endpoint's signing secret in this run (fresh per run).
@@ -156,33 +157,18 @@ pub struct Providers {
 async fn start_providers(d: &Loaded) -> Result<Providers, String> {
     // A control token nobody can know: the service must not reach the ground truth's control
     // plane (every attempt is logged and makes the case undecided).
-    let mut config = fake_payments::Config::example();
+    let mut config = provider_model::payments::config::Config::example();
     config.control_token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
-    let (app, payments) =
-        fake_payments::router(config).map_err(|d| format!("fake-payments: {}", d.join("; ")))?;
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("fake-payments cannot bind loopback: {e}"))?;
-    let payments_url = format!(
-        "http://{}",
-        l.local_addr().map_err(|e| format!("fake-payments: {e}"))?
-    );
-    tokio::spawn(fake_payments::serve(l, app));
+    let payments = crate::providers::start_payments(config).await?;
     let hermes_url = if d.needs_hermes() {
-        let (app, _h) = fake_hermes::router(fake_hermes::Config::default())
-            .map_err(|d| format!("fake-hermes: {}", d.join("; ")))?;
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("fake-hermes cannot bind loopback: {e}"))?;
-        let url = format!(
-            "http://{}",
-            l.local_addr().map_err(|e| format!("fake-hermes: {e}"))?
-        );
-        tokio::spawn(fake_hermes::serve(l, app));
-        Some(url)
+        let h =
+            crate::providers::start_hermes(provider_model::hermes::config::Config::default(), None)
+                .await?;
+        Some(h.url)
     } else {
         None
     };
+    let (payments, payments_url) = (payments.handle, payments.url);
     Ok(Providers {
         payments,
         payments_url,
@@ -504,7 +490,7 @@ fn history_case(d: &Loaded) -> CaseReport {
 /// The occurrence a creation belongs to, by the declared attribution.
 fn owner_of(
     d: &Loaded,
-    payments: &fake_payments::Handle,
+    payments: &crate::providers::Payments,
     payment: &str,
     key: Option<&str>,
 ) -> Option<String> {
@@ -632,15 +618,17 @@ impl Ctx<'_> {
     /// Points the provider's webhook endpoint at an instance (the one orders go to).
     fn point_webhook(&mut self, base: &str, delay_ms: u64, duplicate: bool) {
         if let Some(w) = &self.d.file.webhook {
-            self.p.payments.set_stripe(fake_payments::StripeSettings {
-                webhook: Some(fake_payments::WebhookEndpoint {
-                    url: format!("{base}{}", w.path),
-                    secret: self.p.webhook_secret.clone(),
-                    delay_ms,
-                    duplicate,
-                }),
-                ..self.p.payments.stripe_settings()
-            });
+            self.p
+                .payments
+                .set_stripe(crate::providers::StripeSettings {
+                    webhook: Some(crate::providers::WebhookEndpoint {
+                        url: format!("{base}{}", w.path),
+                        secret: self.p.webhook_secret.clone(),
+                        delay_ms,
+                        duplicate,
+                    }),
+                    ..self.p.payments.stripe_settings()
+                });
         }
     }
     fn fresh_label(&mut self) -> String {
@@ -648,19 +636,18 @@ impl Ctx<'_> {
         ((b'a' + self.next_label.min(25)) as char).to_string()
     }
     async fn parked(&mut self, hold: &str) -> Result<(), (HarnessCause, String)> {
-        if self
-            .p
-            .payments
-            .wait_parked(hold, 1, Duration::from_secs(30))
+        match holds::hold(&self.p.payments, hold, Duration::from_secs(30))
+            .parked()
             .await
         {
-            self.step("the service's payment creation is parked at the provider's hold");
-            Ok(())
-        } else {
-            Err((
+            Ok(()) => {
+                self.step("the service's payment creation is parked at the provider's hold");
+                Ok(())
+            }
+            Err(_) => Err((
                 HarnessCause::Undecided,
                 "the service sent no payment creation to the provider within 30 s of the order (the hold never fired)".into(),
-            ))
+            )),
         }
     }
     async fn kill(
@@ -669,11 +656,10 @@ impl Ctx<'_> {
         hold: &str,
     ) -> Result<String, (HarnessCause, String)> {
         let k = i.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
-        let gone = self
-            .p
-            .payments
-            .wait_client_gone(hold, Duration::from_secs(10))
-            .await;
+        let gone = holds::hold(&self.p.payments, hold, Duration::from_secs(10))
+            .landed()
+            .await
+            .is_ok();
         let how = format!(
             "{}; {}",
             k.how,
@@ -698,11 +684,10 @@ impl Ctx<'_> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let l = self.p.payments.ledger();
-            if let Some(e) = l
-                .effects
-                .iter()
-                .skip(before)
-                .find(|e| e.kind == fake_payments::ledger::EffectKind::PaymentCreated)
+            if let Some(e) =
+                l.effects.iter().skip(before).find(|e| {
+                    e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                })
             {
                 self.step(format!("the provider recorded the charge {}", e.payment_id));
                 return Ok(e.payment_id.clone());
@@ -716,14 +701,15 @@ impl Ctx<'_> {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    fn release(&mut self, hold: &str) {
-        let n = self
-            .p
-            .payments
-            .release(hold, fake_payments::app::ReleaseAction::Proceed);
+    async fn release(&mut self, hold: &str) -> Result<(), (HarnessCause, String)> {
+        let n = holds::hold(&self.p.payments, hold, Duration::from_secs(10))
+            .release(provider_model::holds::ReleaseAction::Proceed)
+            .await
+            .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
         self.step(format!(
             "the provider commits the held request ({n} released; its client is gone)"
         ));
+        Ok(())
     }
 }
 
@@ -825,7 +811,7 @@ pub async fn run_schedule(
             let charged = landed.is_some_and(|q| {
                 ledger.effects.iter().any(|e| {
                     e.request_seq == q.seq
-                        && e.kind == fake_payments::ledger::EffectKind::PaymentCreated
+                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
                         && (d.file.attribution.is_none()
                             || owner_of(
                                 d,
@@ -892,7 +878,7 @@ pub async fn run_schedule(
                 .effects
                 .iter()
                 .filter(|e| {
-                    e.kind == fake_payments::ledger::EffectKind::PaymentCreated
+                    e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
                         && owner(&e.payment_id, e.idempotency_key.as_deref()).as_deref()
                             == Some(r.occurrence.as_str())
                 })
@@ -967,7 +953,7 @@ async fn drive_schedule(
                     return Err(unreachable("no instance is running".into()));
                 };
                 cx.kill(&mut a, &hold).await?;
-                cx.release(&hold);
+                cx.release(&hold).await?;
                 drop(a);
                 if let Some(s) = sent.take() {
                     lost_with(cx, sent_done(s).await);
@@ -984,7 +970,7 @@ async fn drive_schedule(
                 };
                 live.push(b);
                 cx.kill(&mut a, &hold).await?;
-                cx.release(&hold);
+                cx.release(&hold).await?;
                 drop(a);
                 if let Some(s) = sent.take() {
                     lost_with(cx, sent_done(s).await);
@@ -997,7 +983,7 @@ async fn drive_schedule(
                 // them): release the hold while it is out, then read both answers.
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 cx.step("the same order submitted again while its entry is held");
-                cx.release(&hold);
+                cx.release(&hold).await?;
                 for (what, s) in [("first", sent.take()), ("second", Some(again))] {
                     let Some(s) = s else {
                         continue;

@@ -9,82 +9,47 @@
 
 use crate::case::{Case, Step};
 use crate::report::model::CaseReport;
-use fake_payments::faults::{Fault, Op as POp};
+use provider_model::hermes::faults::{Kind as HKind, Route};
+use provider_model::payments::faults::{Kind as PKind, Op as POp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Every provider fault kind, as the fault vocabulary names it.
-pub const FAULT_KINDS: [&str; 11] = [
-    "reject",
-    "commit_then",
-    "commit_then_drop",
-    "delay",
-    "garble",
-    "omit",
-    "forge",
-    "forget",
-    "incomplete_listing",
-    "expire_retention",
-    "hold",
+/// The Hermes faults the Hermes workload draws, by route (`hermes <kind> × <route>` in the
+/// table): what its coverage must show fired. The kinds and routes are the fault vocabulary's
+/// (`provider_model::hermes::faults`); which pairs the workload draws is the workload's choice.
+pub const HERMES_FAULTS: [(HKind, Route); 19] = [
+    (HKind::Hold, Route::Start),
+    (HKind::CommitThen, Route::Start),
+    (HKind::CommitThenDrop, Route::Start),
+    (HKind::Reject, Route::Start),
+    (HKind::StartWithoutRunId, Route::Start),
+    (HKind::Events404, Route::Events),
+    (HKind::GarbleFrame, Route::Events),
+    (HKind::DropStream, Route::Events),
+    (HKind::Forget, Route::Status),
+    (HKind::Reject, Route::Status),
+    (HKind::Delay, Route::Status),
+    (HKind::Reject, Route::Approval),
+    (HKind::CommitThen, Route::Approval),
+    (HKind::CommitThenDrop, Route::Approval),
+    (HKind::Delay, Route::Approval),
+    (HKind::StopStuck, Route::Stop),
+    (HKind::CompleteRacesStop, Route::Stop),
+    (HKind::Reject, Route::Stop),
+    (HKind::CommitThen, Route::Stop),
 ];
 
-/// The Hermes fault kinds the Hermes workload draws, by route (`hermes <kind> × <route>` in the
-/// table): what its coverage must show fired.
-pub const HERMES_FAULTS: [(&str, &str); 19] = [
-    ("hold", "start"),
-    ("commit_then", "start"),
-    ("commit_then_drop", "start"),
-    ("reject", "start"),
-    ("start_without_run_id", "start"),
-    ("events404", "events"),
-    ("garble_frame", "events"),
-    ("drop_stream", "events"),
-    ("forget", "status"),
-    ("reject", "status"),
-    ("delay", "status"),
-    ("reject", "approval"),
-    ("commit_then", "approval"),
-    ("commit_then_drop", "approval"),
-    ("delay", "approval"),
-    ("stop_stuck", "stop"),
-    ("complete_races_stop", "stop"),
-    ("reject", "stop"),
-    ("commit_then", "stop"),
-];
+/// The operations the AOC workload sends, in the coverage table's order.
+const WORKLOAD_OPS: [POp; 4] = [POp::Create, POp::Get, POp::List, POp::Refund];
 
-/// A Hermes fault's kind (its `type`).
-pub fn hermes_fault_kind(f: &fake_hermes::faults::Fault) -> String {
-    serde_json::to_value(f)
-        .ok()
-        .and_then(|v| v["type"].as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-/// The operations each fault kind applies to (the provider's own rule: effect faults on effects,
-/// listing faults on listings).
-pub fn applies(kind: &str) -> &'static [POp] {
-    match kind {
-        "commit_then" | "commit_then_drop" => &[POp::Create, POp::Refund],
-        "incomplete_listing" => &[POp::List],
-        "hold" => &[POp::Create],
-        _ => &[POp::Create, POp::Get, POp::List, POp::Refund],
-    }
-}
-
-pub fn fault_kind(f: &Fault) -> &'static str {
-    match f {
-        Fault::Reject { .. } => "reject",
-        Fault::CommitThen { .. } => "commit_then",
-        Fault::CommitThenDrop => "commit_then_drop",
-        Fault::Delay { .. } => "delay",
-        Fault::Garble => "garble",
-        Fault::Omit { .. } => "omit",
-        Fault::Forge { .. } => "forge",
-        Fault::Forget => "forget",
-        Fault::IncompleteListing => "incomplete_listing",
-        Fault::ExpireRetention => "expire_retention",
-        Fault::Hold { .. } => "hold",
-    }
+/// The operations a payments fault kind is drawn on: where the provider lets it fire
+/// (`Kind::applies`) among the workload's operations; a hold only where the workload parks a
+/// request, its creation.
+pub fn applies(kind: PKind) -> Vec<POp> {
+    WORKLOAD_OPS
+        .into_iter()
+        .filter(|op| kind.applies(*op) && (kind != PKind::Hold || *op == POp::Create))
+        .collect()
 }
 
 /// Declared and fired counts.
@@ -162,7 +127,7 @@ impl Coverage {
                     let fired = rules.next().is_some_and(|f| f.fired);
                     let c = self
                         .faults
-                        .entry(format!("{} × {}", fault_kind(fault), op.label()))
+                        .entry(format!("{} × {}", fault.kind().label(), op.label()))
                         .or_default();
                     c.declared += 1;
                     c.fired += u64::from(fired);
@@ -173,7 +138,7 @@ impl Coverage {
                         .faults
                         .entry(format!(
                             "hermes {} × {}",
-                            hermes_fault_kind(fault),
+                            fault.kind().label(),
                             route.label()
                         ))
                         .or_default();
@@ -246,14 +211,14 @@ impl Coverage {
     /// Every `kind × op` the vocabulary of `workload` (`aoc`, `hermes` or `all`) offers that no
     /// schedule fired: the payment provider's for the AOC workload, Hermes's for the Hermes one.
     pub fn never_fired(&self, workload: &str) -> Vec<String> {
-        let payments = FAULT_KINDS.iter().flat_map(|k| {
+        let payments = PKind::ALL.into_iter().flat_map(|k| {
             applies(k)
-                .iter()
-                .map(move |op| format!("{k} × {}", op.label()))
+                .into_iter()
+                .map(move |op| format!("{} × {}", k.label(), op.label()))
         });
         let hermes = HERMES_FAULTS
             .iter()
-            .map(|(k, r)| format!("hermes {k} × {r}"));
+            .map(|(k, r)| format!("hermes {} × {}", k.label(), r.label()));
         payments
             .filter(|_| workload != "hermes")
             .chain(hermes.filter(|_| workload != "aoc"))
@@ -287,6 +252,39 @@ impl Coverage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One fault vocabulary: the workload draws each Hermes kind only on a route the
+    /// vocabulary lets it fire on, and each payments kind on the operations the provider lets
+    /// it fire on (a hold only at creation), as the coverage table always listed them.
+    #[test]
+    fn the_drawn_faults_are_the_vocabulary_s() {
+        for (k, r) in HERMES_FAULTS {
+            assert!(k.applies(r), "{k:?} on {r:?}");
+        }
+        let table: Vec<String> = PKind::ALL
+            .into_iter()
+            .map(|k| {
+                let ops: Vec<&str> = applies(k).into_iter().map(POp::label).collect();
+                format!("{} {}", k.label(), ops.join(","))
+            })
+            .collect();
+        assert_eq!(
+            table,
+            [
+                "reject create,get,list,refund",
+                "commit_then create,refund",
+                "commit_then_drop create,refund",
+                "delay create,get,list,refund",
+                "garble create,get,list,refund",
+                "omit create,get,list,refund",
+                "forge create,get,list,refund",
+                "forget create,get,list,refund",
+                "incomplete_listing list",
+                "expire_retention create,get,list,refund",
+                "hold create",
+            ]
+        );
+    }
     use crate::report::model::FaultReport;
 
     fn case(text: &str) -> Case {

@@ -25,7 +25,7 @@ use super::rng::Rng;
 use super::schedule::{MAX_STEPS, file_name, schedule_id};
 use crate::case::{Case, CaseConfig, Expect, FinalExpect, Step};
 use crate::sut::message::Op;
-use fake_hermes::faults::{Fault, Route};
+use provider_model::hermes::faults::{Fault, Route};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,7 +50,7 @@ impl Script {
     fn json(self) -> Value {
         let message = json!({"id": "m", "kind": "message", "text": "done", "after": ["t"]});
         let steps = match self {
-            Script::Default => return fake_hermes::script::default_script(),
+            Script::Default => return provider_model::hermes::script::default_script(),
             Script::Tool => json!([
                 {"id": "t", "kind": "tool", "tool": "search", "duration_ms": 300},
                 message,
@@ -982,7 +982,7 @@ mod tests {
                 verbs.insert(s.verb());
                 match s {
                     Step::HermesFault { route, fault, .. } => {
-                        faults.insert(format!("{} {}", route.label(), fault_name(fault)));
+                        faults.insert(format!("{} {}", route.label(), fault.kind().label()));
                     }
                     Step::OperatorInvoke {
                         choice: Some(ch), ..
@@ -1032,7 +1032,7 @@ mod tests {
         // What is drawn is what the coverage table lists, both ways.
         let listed: BTreeSet<String> = super::super::coverage::HERMES_FAULTS
             .iter()
-            .map(|(k, r)| format!("{r} {k}"))
+            .map(|(k, r)| format!("{} {}", r.label(), k.label()))
             .collect();
         assert_eq!(faults, listed);
         assert_eq!(choices.len(), 4, "{choices:?}");
@@ -1041,13 +1041,6 @@ mod tests {
             "{restarts} {kills_at_hold}"
         );
         assert!(changed > 0, "no replay with another input");
-    }
-
-    fn fault_name(f: &Fault) -> String {
-        serde_json::to_value(f)
-            .ok()
-            .and_then(|v| v["type"].as_str().map(str::to_string))
-            .unwrap_or_default()
     }
 
     #[test]

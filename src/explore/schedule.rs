@@ -10,7 +10,7 @@
 use super::rng::Rng;
 use crate::case::{Case, CaseConfig, Expect, FinalExpect, Step};
 use crate::sut::message::{CreateLabels, Op, RemedyKind};
-use fake_payments::faults::{Fault, ForgeMode, Op as POp};
+use provider_model::payments::faults::{Fault, ForgeMode, Op as POp};
 use std::collections::BTreeSet;
 
 /// What the explorer explores.
@@ -1334,7 +1334,7 @@ mod tests {
             for s in generate(Workload::Aoc, 11, index, None).steps {
                 verbs.insert(s.verb());
                 if let Step::ProviderFault { fault, .. } = &s {
-                    faults.insert(super::super::coverage::fault_kind(fault));
+                    faults.insert(fault.kind());
                 }
             }
         }
@@ -1368,8 +1368,8 @@ mod tests {
         ] {
             assert!(verbs.contains(v), "{v} never drawn");
         }
-        for k in super::super::coverage::FAULT_KINDS {
-            assert!(faults.contains(k), "{k} never drawn");
+        for k in provider_model::payments::faults::Kind::ALL {
+            assert!(faults.contains(&k), "{k:?} never drawn");
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use super::schedule::file_name;
 use crate::case::{Case, Step};
-use fake_payments::faults::Op as POp;
+use provider_model::payments::faults::Op as POp;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -62,7 +62,7 @@ pub fn candidates(c: &Case) -> Vec<Case> {
     // that ends it (and the release after such a crash).
     for (i, s) in c.steps.iter().enumerate() {
         if let Step::ProviderFault {
-            fault: fake_payments::faults::Fault::Hold { name },
+            fault: provider_model::payments::faults::Fault::Hold { name },
             ..
         } = s
         {
@@ -89,7 +89,7 @@ pub fn candidates(c: &Case) -> Vec<Case> {
                         forged,
                         mismatched,
                     } if hold == name => {
-                        use fake_payments::faults::{Fault, ForgeMode};
+                        use provider_model::payments::faults::{Fault, ForgeMode};
                         match (reject, forged, mismatched) {
                             (Some(status), ..) => Some(Fault::Reject { status: *status }),
                             (None, true, _) => Some(Fault::Forge {
@@ -258,7 +258,7 @@ pub fn fair(steps: &[Step]) -> bool {
             Step::ProviderExpire { .. } if since_payment <= RETENTION_MS => return false,
             // A fault fires on a later request: no payment may be made after it either.
             Step::ProviderFault {
-                fault: fake_payments::faults::Fault::ExpireRetention,
+                fault: provider_model::payments::faults::Fault::ExpireRetention,
                 ..
             } if since_payment <= RETENTION_MS || steps[i + 1..].iter().any(pays) => {
                 return false;
@@ -280,7 +280,7 @@ pub fn fair(steps: &[Step]) -> bool {
     }
     for (i, s) in steps.iter().enumerate() {
         let Step::ProviderFault {
-            fault: fake_payments::faults::Fault::Hold { name },
+            fault: provider_model::payments::faults::Fault::Hold { name },
             ..
         } = s
         else {
@@ -510,7 +510,7 @@ pub async fn shrink(
 mod tests {
     use super::*;
     use crate::explore::schedule::{Workload, generate};
-    use fake_payments::faults::Fault;
+    use provider_model::payments::faults::Fault;
 
     /// A finding that needs a lost reply and a later execute of the same occurrence.
     fn needs_lost_reply_then_execute(c: &Case) -> bool {
@@ -573,7 +573,7 @@ mod tests {
         let any = || crate::case::Expect(Some("any".into()));
         let mut v = vec![
             Step::ProviderFault {
-                op: fake_payments::faults::Op::Create,
+                op: provider_model::payments::faults::Op::Create,
                 fault: Fault::Hold { name: "h1".into() },
                 nth: None,
                 times: None,

@@ -7,7 +7,7 @@ use crate::aoc::binding::{EvidenceBinding, ProviderBinding};
 use crate::aoc::ids::{AttemptId, Millis};
 use crate::aoc::profile::{Evidence, EvidenceKind, NativeResult, ProviderProfile};
 use crate::digest::Digest;
-use fake_payments::contract;
+use provider_model::payments::contract;
 use serde_json::{Value, json};
 
 /// Why the adapter could not talk to the provider at all (not evidence: a harness problem).

@@ -12,7 +12,11 @@ use std::sync::Arc;
 /// The Hermes side of a case: fake-hermes (started on first use), connector processes and the
 /// Actions invoked.
 pub(super) struct OperatorWorld {
-    pub(super) hermes: Option<(String, fake_hermes::Handle, tokio::task::JoinHandle<()>)>,
+    pub(super) hermes: Option<(
+        String,
+        crate::providers::Hermes,
+        tokio::task::JoinHandle<()>,
+    )>,
     /// Each connector process's own Hermes credential comes from here (processes only).
     pub(super) credentials: Option<std::sync::Arc<super::credentials::CaseCredentials>>,
     pub(super) connectors: BTreeMap<String, Conn>,
@@ -42,15 +46,15 @@ pub(super) struct OperatorWorld {
     pub(super) clock: Option<CaseClock>,
 }
 
-/// The clock of a case's Hermes side (`fake_control::clock`): fake-hermes, the implementation's
+/// The clock of a case's Hermes side (`crate::providers::HermesClock`): fake-hermes, the implementation's
 /// connector instances (through `providers.hermes.clock`) and the harness share it. The harness
 /// holds one busy unit while it runs steps, so time moves only while it waits for the
 /// implementation and everything in flight waits on the clock.
 pub(super) struct CaseClock {
-    pub(super) sim: fake_hermes::SimClock,
+    pub(super) sim: crate::providers::SimClock,
     /// Who may move it, when, and by how much (and what each participant did).
-    pub(super) gate: fake_hermes::clock::ClockGate,
-    _harness: fake_hermes::clock::Busy,
+    pub(super) gate: crate::providers::ClockGate,
+    _harness: crate::providers::Busy,
     init: crate::sut::message::ClockInit,
 }
 
@@ -66,46 +70,35 @@ impl Drop for OperatorWorld {
 }
 
 impl OperatorWorld {
-    pub(super) async fn hermes(&mut self) -> Result<(String, fake_hermes::Handle), SutError> {
+    pub(super) async fn hermes(&mut self) -> Result<(String, crate::providers::Hermes), SutError> {
         if self.hermes.is_none() {
-            let config = fake_hermes::Config {
+            let config = provider_model::hermes::config::Config {
                 // Never given to the implementation (the harness uses the handle).
                 control_token: super::control_token().map_err(SutError::Harness)?,
-                ..fake_hermes::Config::default()
+                ..provider_model::hermes::config::Config::default()
             };
-            let sim =
-                fake_hermes::SimClock::at(crate::clock::Clock::now(&crate::clock::SystemClock).0);
-            let clock_token = super::control_token().map_err(SutError::Harness)?;
-            let (app, handle) =
-                fake_hermes::router_with_clock(config, fake_hermes::Clock::Sim(sim.clone()))
-                    .map_err(|d| SutError::Harness(d.join("; ")))?;
             // Each connector process reaches the clock with a token of its own, through the
             // gate; the harness's token (the in-process reference's) is not gated.
-            let gate = fake_hermes::clock::ClockGate::new(0);
-            let app = app.nest(
-                "/_aocheck/clock",
-                fake_hermes::clock::gated_routes(sim.clone(), clock_token.clone(), gate.clone()),
+            let clock = crate::providers::HermesClock::at(
+                crate::clock::Clock::now(&crate::clock::SystemClock).0,
+                super::control_token().map_err(SutError::Harness)?,
             );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            let crate::providers::Served {
+                url: base,
+                handle,
+                task,
+            } = crate::providers::start_hermes(config, Some(&clock))
                 .await
-                .map_err(|e| SutError::Harness(format!("bind fake-hermes: {e}")))?;
-            let base = format!(
-                "http://{}",
-                listener
-                    .local_addr()
-                    .map_err(|e| SutError::Harness(e.to_string()))?
-            );
-            let task = tokio::spawn(async move {
-                let _ = fake_hermes::serve(listener, app).await;
-            });
+                .map_err(SutError::Harness)?;
+            let gate = clock.gate.clone();
             self.clock = Some(CaseClock {
-                gate: gate.clone(),
-                _harness: sim.busy(),
+                gate: clock.gate,
+                _harness: clock.sim.busy(),
                 init: crate::sut::message::ClockInit {
-                    url: format!("{base}/_aocheck/clock"),
-                    token: clock_token,
+                    url: format!("{base}{}", crate::providers::CLOCK_PATH),
+                    token: clock.token,
                 },
-                sim,
+                sim: clock.sim,
             });
             if let Some(c) = &self.credentials {
                 c.set_hermes(handle.clone(), gate);

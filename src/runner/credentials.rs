@@ -10,17 +10,21 @@ use std::sync::Mutex;
 /// started it.
 #[derive(Debug)]
 pub(crate) struct CaseCredentials {
-    pub(crate) payments: fake_payments::Handle,
+    pub(crate) payments: crate::providers::Payments,
     pub(crate) account: String,
-    pub(crate) hermes: Mutex<Option<fake_hermes::Handle>>,
+    pub(crate) hermes: Mutex<Option<crate::providers::Hermes>>,
     /// Who may move the case's Hermes clock (once it has one).
-    pub(crate) gate: Mutex<Option<fake_hermes::clock::ClockGate>>,
+    pub(crate) gate: Mutex<Option<crate::providers::ClockGate>>,
 }
 
 impl CaseCredentials {
     /// The case's fake-hermes and its clock's gate, for Hermes credentials and clock tokens
     /// from now on.
-    pub(crate) fn set_hermes(&self, h: fake_hermes::Handle, gate: fake_hermes::clock::ClockGate) {
+    pub(crate) fn set_hermes(
+        &self,
+        h: crate::providers::Hermes,
+        gate: crate::providers::ClockGate,
+    ) {
         if let Ok(mut slot) = self.hermes.lock() {
             *slot = Some(h);
         }
@@ -29,11 +33,11 @@ impl CaseCredentials {
         }
     }
 
-    fn gate(&self) -> Option<fake_hermes::clock::ClockGate> {
+    fn gate(&self) -> Option<crate::providers::ClockGate> {
         self.gate.lock().ok().and_then(|g| g.clone())
     }
 
-    fn hermes_handle(&self) -> Option<fake_hermes::Handle> {
+    fn hermes_handle(&self) -> Option<crate::providers::Hermes> {
         self.hermes.lock().ok().and_then(|h| h.clone())
     }
 }

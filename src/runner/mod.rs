@@ -43,7 +43,7 @@ use crate::sut::Sut;
 use crate::sut::SutError;
 use crate::sut::message::{DomainInit, Init, Op, PaymentsInit, StoreInit};
 use crate::sut::processes::{ProcessSpec, ProcessSut};
-use fake_payments::config::IdempotencyProfile;
+use provider_model::payments::config::IdempotencyProfile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,10 +89,17 @@ async fn setup(
     lc: &LoadedCase,
     opts: &RunOptions,
     report: &mut CaseReport,
-) -> Result<(World, tokio::task::JoinHandle<()>, fake_payments::Handle), (HarnessCause, String)> {
+) -> Result<
+    (
+        World,
+        tokio::task::JoinHandle<()>,
+        crate::providers::Payments,
+    ),
+    (HarnessCause, String),
+> {
     let case = &lc.case;
     // A fresh provider per case.
-    let mut pconfig = fake_payments::Config::example();
+    let mut pconfig = provider_model::payments::config::Config::example();
     // The provider's signing key follows the seed, so a run's profile digest is reproducible.
     pconfig.signing_seed_hex = Some(
         crate::digest::Digest::of_bytes(format!("aocheck-fake-payments-{}", opts.seed).as_bytes())
@@ -110,31 +117,13 @@ async fn setup(
         Some("none") => IdempotencyProfile::None,
         _ => IdempotencyProfile::StripeV1,
     };
-    let (app, provider) = match fake_payments::router(pconfig) {
-        Ok(x) => x,
-        Err(d) => {
-            return Err((
-                HarnessCause::Unreachable,
-                format!("fake-payments config: {d:?}"),
-            ));
-        }
-    };
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
-        Ok(l) => l,
-        Err(e) => {
-            return Err((
-                HarnessCause::Unreachable,
-                format!("cannot bind a loopback port for fake-payments: {e}"),
-            ));
-        }
-    };
-    let base = match listener.local_addr() {
-        Ok(a) => format!("http://{a}"),
-        Err(e) => return Err((HarnessCause::Unreachable, e.to_string())),
-    };
-    let server = tokio::spawn(async move {
-        let _ = fake_payments::serve(listener, app).await;
-    });
+    let crate::providers::Served {
+        url: base,
+        handle: provider,
+        task: server,
+    } = crate::providers::start_payments(pconfig)
+        .await
+        .map_err(|e| (HarnessCause::Unreachable, e))?;
     let client =
         match crate::reference::payments::PaymentsClient::connect(&base, "acct_a", "sk_test_a")
             .await

@@ -233,23 +233,23 @@ impl World {
             }
             Step::HermesWaitParked { hold } => {
                 let (_, h) = self.operator.hermes().await?;
-                if !h.wait_parked(hold, 1, Duration::from_secs(10)).await {
-                    return Err(SutError::Harness(format!(
-                        "nothing parked at hold {hold:?}"
-                    )));
-                }
+                crate::providers::holds::hold(&h, hold, Duration::from_secs(10))
+                    .parked()
+                    .await
+                    .map_err(|e| SutError::Harness(e.to_string()))?;
             }
             Step::HermesRelease { hold, reject } => {
                 let (_, h) = self.operator.hermes().await?;
                 let action = match reject {
-                    Some(status) => fake_hermes::app::ReleaseAction::Reject { status: *status },
-                    None => fake_hermes::app::ReleaseAction::Proceed,
+                    Some(status) => {
+                        provider_model::holds::ReleaseAction::Reject { status: *status }
+                    }
+                    None => provider_model::holds::ReleaseAction::Proceed,
                 };
-                if h.release(hold, action) == 0 {
-                    return Err(SutError::Harness(format!(
-                        "nothing parked at hold {hold:?}"
-                    )));
-                }
+                crate::providers::holds::hold(&h, hold, Duration::from_secs(10))
+                    .release(action)
+                    .await
+                    .map_err(|e| SutError::Harness(e.to_string()))?;
             }
             Step::HermesForget {} => {
                 let (_, h) = self.operator.hermes().await?;

@@ -316,8 +316,8 @@ pub(super) fn judge_step(
 /// ledger (an effect committed with nobody left to answer), kills and replacements as performed.
 pub(super) fn fired_faults(
     case: &Case,
-    provider: &fake_payments::Handle,
-    hermes_rules: Option<Vec<fake_hermes::faults::RuleState>>,
+    provider: &crate::providers::Payments,
+    hermes_rules: Option<Vec<provider_model::hermes::faults::RuleState>>,
     skipped: bool,
 
     races_judged: usize,
@@ -378,7 +378,7 @@ pub(super) fn fired_faults(
                 let ledger = provider.ledger();
                 let parked_here = format!("hold({hold})");
                 let landed = ledger.effects.iter().any(|e| {
-                    e.reply == fake_payments::ledger::Reply::ClientGone
+                    e.reply == provider_model::payments::ledger::Reply::ClientGone
                         && ledger.requests.iter().any(|r| {
                             r.seq == e.request_seq && r.fault.as_deref() == Some(&parked_here)
                         })
@@ -421,7 +421,7 @@ pub(super) fn fired_faults(
                     .ledger()
                     .requests
                     .iter()
-                    .any(|r| r.reply == fake_payments::ledger::Reply::Forged);
+                    .any(|r| r.reply == provider_model::payments::ledger::Reply::Forged);
                 faults.push(FaultReport {
                     what: format!("release hold {hold} with a forged reply"),
                     fired: sent,
@@ -442,7 +442,7 @@ pub(super) fn fired_faults(
                     .ledger()
                     .requests
                     .iter()
-                    .any(|r| r.reply == fake_payments::ledger::Reply::Misdirected);
+                    .any(|r| r.reply == provider_model::payments::ledger::Reply::Misdirected);
                 faults.push(FaultReport {
                     what: format!("release hold {hold} with a reply signed for another account"),
                     fired: sent,

@@ -10,6 +10,7 @@ use crate::case::Step;
 use crate::check::accounting::{Accounting, KeyRule};
 use crate::check::{Checker, Finding, Observed, Snapshot};
 use crate::clock::ManualClock;
+use crate::providers::holds;
 use crate::sut::Sut;
 use crate::sut::SutError;
 use crate::sut::message::{Op, Request, reply};
@@ -24,7 +25,7 @@ pub(super) struct World {
     pub(super) sut: Box<dyn Sut>,
     /// Set when the implementation could not be observed after a step (a harness error).
     pub(super) observe_error: Option<String>,
-    pub(super) provider: fake_payments::Handle,
+    pub(super) provider: crate::providers::Payments,
     pub(super) clock: ManualClock,
     pub(super) occurrences: BTreeMap<String, OccurrenceId>,
     /// The first occurrence each creation key returned (AOC-REQ-002).
@@ -78,7 +79,7 @@ pub(super) struct World {
     /// The final expectations on occurrences, as judged (recorded like `tape`), and the ledger
     /// they read.
     pub(super) finals: Vec<crate::check::replay::FinalLook>,
-    pub(super) final_ledger: Option<fake_payments::ledger::Ledger>,
+    pub(super) final_ledger: Option<provider_model::payments::ledger::Ledger>,
     pub(super) record: bool,
     /// The last look the checkers took (every occurrence's answer, the ledger, the lane): the
     /// final expectations and the published report read only what a judged look said.
@@ -285,24 +286,9 @@ impl World {
     /// earlier fault rule took it, so the hold saw it and did not fire) or never came within the
     /// wait; false as soon as it is parked.
     async fn hold_bypassed(&self, hold: &str) -> bool {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if self
-                .provider
-                .wait_parked(hold, 1, Duration::from_millis(10))
-                .await
-            {
-                return false;
-            }
-            let passed = self.provider.rules().iter().any(|r| {
-                r.fired == 0
-                    && r.seen > 0
-                    && matches!(&r.rule.fault, fake_payments::faults::Fault::Hold { name } if name == hold)
-            });
-            if passed || std::time::Instant::now() >= deadline {
-                return true;
-            }
-        }
+        holds::hold(&self.provider, hold, Duration::from_secs(10))
+            .bypassed()
+            .await
     }
 
     pub(super) fn who(&self, e: &Option<String>) -> Result<String, SutError> {
@@ -320,9 +306,9 @@ impl World {
     /// The payment creations the provider attributes to one occurrence by the declared key rule.
     pub(super) fn effects_of(
         &self,
-        ledger: &fake_payments::ledger::Ledger,
+        ledger: &provider_model::payments::ledger::Ledger,
         o: &OccurrenceId,
-    ) -> Vec<fake_payments::ledger::Effect> {
+    ) -> Vec<provider_model::payments::ledger::Effect> {
         Accounting::of(ledger, Some(&self.key_rule), &[o.as_str()])
             .effects_of(o.as_str())
             .iter()
@@ -469,29 +455,21 @@ impl World {
             Step::Crash {
                 executor, at_hold, ..
             } => {
-                // Synchronised with the provider: the request is parked, then the sender dies.
-                if let Some(hold) = at_hold
-                    && !self
-                        .provider
-                        .wait_parked(hold, 1, Duration::from_secs(10))
+                // Synchronised with the provider (providers::holds): the request is parked,
+                // the sender dies, and the provider sees it go before the hold is released.
+                let at = at_hold
+                    .as_deref()
+                    .map(|h| holds::hold(&self.provider, h, Duration::from_secs(10)));
+                if let Some(h) = &at {
+                    h.parked()
                         .await
-                {
-                    return Err(SutError::Harness(format!(
-                        "no request was parked at hold {hold:?} to crash during"
-                    )));
+                        .map_err(|e| SutError::Harness(format!("crash of {executor}: {e}")))?;
                 }
                 self.sut.crash(executor).await?;
-                // The provider must have seen the sender go before the case releases the hold:
-                // a dead process's socket (or an aborted in-process send) closes asynchronously.
-                if let Some(hold) = at_hold
-                    && !self
-                        .provider
-                        .wait_client_gone(hold, Duration::from_secs(10))
+                if let Some(h) = &at {
+                    h.landed()
                         .await
-                {
-                    return Err(SutError::Harness(format!(
-                        "{executor} was killed, but the provider still holds a live client at hold {hold:?}"
-                    )));
+                        .map_err(|e| SutError::Harness(format!("crash of {executor}: {e}")))?;
                 }
             }
             Step::Create {
@@ -652,7 +630,7 @@ impl World {
                 let rule = step
                     .payments_rule()
                     .ok_or_else(|| SutError::Harness("not a provider fault".into()))?;
-                if let fake_payments::faults::Fault::Hold { name } = &rule.fault {
+                if let provider_model::payments::faults::Fault::Hold { name } = &rule.fault {
                     self.holds_armed.insert(name.clone(), self.background_sends);
                 }
                 self.provider
@@ -666,43 +644,21 @@ impl World {
                 mismatched,
             } => {
                 self.holds_armed.remove(hold);
-                if !self
-                    .provider
-                    .wait_parked(hold, 1, Duration::from_secs(10))
-                    .await
-                {
-                    return Err(SutError::Harness(format!(
-                        "no request was parked at hold {hold:?}"
-                    )));
-                }
                 let action = match (reject, forged, mismatched) {
                     (Some(status), _, _) => {
-                        fake_payments::app::ReleaseAction::Reject { status: *status }
+                        provider_model::holds::ReleaseAction::Reject { status: *status }
                     }
-                    (None, true, _) => fake_payments::app::ReleaseAction::ProceedForged,
-                    (None, false, true) => fake_payments::app::ReleaseAction::ProceedMismatched,
-                    (None, false, false) => fake_payments::app::ReleaseAction::Proceed,
+                    (None, true, _) => provider_model::holds::ReleaseAction::ProceedForged,
+                    (None, false, true) => provider_model::holds::ReleaseAction::ProceedMismatched,
+                    (None, false, false) => provider_model::holds::ReleaseAction::Proceed,
                 };
                 // The requests let go are decided (committed or rejected, in the ledger) before
                 // the next step: a lookup after the release must not race ahead of the commit
                 // of a request whose sender is gone (no reply tells the harness it happened).
-                let parked: Vec<u64> = self.provider.holds()[hold.as_str()]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|p| p["request_seq"].as_u64()).collect())
-                    .unwrap_or_default();
-                self.provider.release(hold, action);
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-                loop {
-                    if self.provider.decided(&parked) {
-                        break;
-                    }
-                    if tokio::time::Instant::now() >= deadline {
-                        return Err(SutError::Harness(format!(
-                            "the requests released at hold {hold:?} were not decided within 10 s"
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
+                holds::hold(&self.provider, hold, Duration::from_secs(10))
+                    .release(action)
+                    .await
+                    .map_err(|e| SutError::Harness(e.to_string()))?;
             }
             Step::ProviderStatus { occurrence, status } => {
                 let o = self.occ(occurrence)?;
@@ -1127,7 +1083,7 @@ impl World {
     /// Also returns the ledger it judged by, for the other judgements of the same look.
     pub(super) async fn operator_checks(
         &mut self,
-    ) -> (Vec<Finding>, Option<fake_hermes::app::Ledger>) {
+    ) -> (Vec<Finding>, Option<provider_model::hermes::ledger::Ledger>) {
         let Some((_, h, _)) = &self.operator.hermes else {
             return (Vec::new(), None);
         };
@@ -1187,9 +1143,9 @@ impl World {
 /// second has passed): the engine records a run's end just after the event a connector answers
 /// from, so a ledger read at once may not show it yet.
 async fn ledger_with_ended<'a>(
-    h: &fake_hermes::Handle,
+    h: &crate::providers::Hermes,
     runs: impl Iterator<Item = &'a str> + Clone,
-) -> fake_hermes::app::Ledger {
+) -> provider_model::hermes::ledger::Ledger {
     let mut ledger = h.ledger();
     for _ in 0..20 {
         if runs.clone().all(|r| ledger.terminal.contains_key(r)) {

@@ -33,12 +33,12 @@ pub trait Connection: Send + Sync + std::fmt::Debug {
 /// On the case's driven clock a foreground call runs on the harness's own busy unit (the
 /// harness waits for it; the implementation gives the unit back while it sleeps on the clock),
 /// and a detached call holds a unit of its own: time moves only when every call in flight
-/// waits on the clock (`fake_control::clock`).
+/// waits on the clock (`crate::providers::SimClock`).
 #[derive(Clone, Debug)]
 pub struct Conn {
     conn: Arc<dyn Connection>,
     driven: bool,
-    clock: Option<fake_hermes::SimClock>,
+    clock: Option<crate::providers::SimClock>,
     detached: bool,
 }
 
@@ -79,7 +79,7 @@ impl Conn {
     }
 
     /// Calls through this handle are accounted on the case's clock.
-    pub fn on_clock(mut self, clock: fake_hermes::SimClock) -> Self {
+    pub fn on_clock(mut self, clock: crate::providers::SimClock) -> Self {
         self.clock = Some(clock);
         self
     }

@@ -848,8 +848,7 @@ fn the_implementation_cannot_read_the_judge_s_memory(#[case] how: &str) {
     } else {
         std::process::Command::new(&bin)
     };
-    let o = cmd
-        .arg("run")
+    cmd.arg("run")
         .arg("--cases")
         .arg(&case)
         .args(["--sut", &sut])
@@ -864,9 +863,21 @@ fn the_implementation_cannot_read_the_judge_s_memory(#[case] how: &str) {
         .env("HOME", dir)
         // The system's python3: a virtual environment under the checkout may be closed to `nobody`.
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .current_dir(dir)
-        .output()
-        .expect("aocheck runs (setpriv, from util-linux, when the test runs as root: scripts/test checks it)");
+        .current_dir(dir);
+    // The copy of the binary may still be open for writing in a process another test thread
+    // forked meanwhile (ETXTBSY until that child execs): try again for a while.
+    let mut tries = 0;
+    let o = loop {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => break r.expect(
+                "aocheck runs (setpriv, from util-linux, when the test runs as root: scripts/test checks it)",
+            ),
+        }
+    };
     let said = format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),

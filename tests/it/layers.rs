@@ -128,3 +128,59 @@ fn the_base_the_domain_and_the_stores_import_nothing_above_them() {
         }
     }
 }
+
+/// The providers' room (issue 38): only `src/providers/` and the simulators' own binaries
+/// (`src/bin/`) name a simulator crate. Everything else reads what the providers record through
+/// `provider_model` and drives them through `crate::providers`, so a change inside a simulator
+/// reaches the harness in one place, and a new provider is a new room member.
+#[test]
+fn only_the_providers_room_names_a_simulator() {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    assert!(
+        files.len() > 40,
+        "the source was not read: {} files",
+        files.len()
+    );
+    let mut naming = Vec::new();
+    for p in files {
+        let rel = p
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .to_string();
+        let text = std::fs::read_to_string(&p).expect("read");
+        naming.extend(names_a_simulator(&rel, &text));
+    }
+    assert!(naming.is_empty(), "outside src/providers/: {naming:#?}");
+    // The rule itself, both ways: a checker naming a simulator is found; the room is not.
+    assert_eq!(
+        names_a_simulator("check/x.rs", "use fake_hermes::Handle;"),
+        ["src/check/x.rs names fake_hermes"]
+    );
+    assert!(names_a_simulator("providers/mod.rs", "use fake_hermes::Handle;").is_empty());
+}
+
+/// What `rel` (a path under `src/`) with source `text` names of the simulator crates, where it
+/// may not.
+fn names_a_simulator(rel: &str, text: &str) -> Vec<String> {
+    if rel.starts_with("providers/") || rel.starts_with("bin/") {
+        return Vec::new();
+    }
+    ["fake_payments", "fake_hermes", "fake_control"]
+        .into_iter()
+        .filter(|c| text.contains(c))
+        .map(|c| format!("src/{rel} names {c}"))
+        .collect()
+}

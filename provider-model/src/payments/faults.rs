@@ -80,7 +80,86 @@ pub enum Fault {
     Hold { name: String },
 }
 
+/// A fault's kind: its `type` in a plan, without its parameters. The one vocabulary of
+/// payments faults: case steps, exploration's coverage and the reports all name kinds by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Reject,
+    CommitThen,
+    CommitThenDrop,
+    Delay,
+    Garble,
+    Omit,
+    Forge,
+    Forget,
+    IncompleteListing,
+    ExpireRetention,
+    Hold,
+}
+
+impl Kind {
+    /// Every kind, in the order of [`Fault`]'s variants.
+    pub const ALL: [Kind; 11] = [
+        Kind::Reject,
+        Kind::CommitThen,
+        Kind::CommitThenDrop,
+        Kind::Delay,
+        Kind::Garble,
+        Kind::Omit,
+        Kind::Forge,
+        Kind::Forget,
+        Kind::IncompleteListing,
+        Kind::ExpireRetention,
+        Kind::Hold,
+    ];
+
+    /// As a plan spells it (`type`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Reject => "reject",
+            Kind::CommitThen => "commit_then",
+            Kind::CommitThenDrop => "commit_then_drop",
+            Kind::Delay => "delay",
+            Kind::Garble => "garble",
+            Kind::Omit => "omit",
+            Kind::Forge => "forge",
+            Kind::Forget => "forget",
+            Kind::IncompleteListing => "incomplete_listing",
+            Kind::ExpireRetention => "expire_retention",
+            Kind::Hold => "hold",
+        }
+    }
+
+    /// Whether a fault of this kind fires on a request of `op` (what [`select`] applies):
+    /// effect faults on effectful operations, listing faults on listings, the rest anywhere.
+    pub fn applies(self, op: Op) -> bool {
+        match self {
+            Kind::CommitThen | Kind::CommitThenDrop => op.is_effectful(),
+            Kind::IncompleteListing => op == Op::List,
+            _ => true,
+        }
+    }
+}
+
 impl Fault {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Fault::Reject { .. } => Kind::Reject,
+            Fault::CommitThen { .. } => Kind::CommitThen,
+            Fault::CommitThenDrop => Kind::CommitThenDrop,
+            Fault::Delay { .. } => Kind::Delay,
+            Fault::Garble => Kind::Garble,
+            Fault::Omit { .. } => Kind::Omit,
+            Fault::Forge { .. } => Kind::Forge,
+            Fault::Forget => Kind::Forget,
+            Fault::IncompleteListing => Kind::IncompleteListing,
+            Fault::ExpireRetention => Kind::ExpireRetention,
+            Fault::Hold { .. } => Kind::Hold,
+        }
+    }
+
     /// Whether this fault can make a request wait before its effect (a hold, a delay).
     pub fn waits(&self) -> bool {
         matches!(self, Fault::Hold { .. } | Fault::Delay { .. })
@@ -112,7 +191,7 @@ impl fmt::Display for Fault {
     }
 }
 
-use fake_control::rules::one;
+use crate::rules::one;
 
 /// A targeted rule: fires on the `nth` … `nth + times - 1` matching requests.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,16 +215,16 @@ pub struct Rule {
 
 /// A plan: rules in priority order.
 /// A plan: rules in priority order.
-pub type Plan = fake_control::rules::Plan<Rule>;
+pub type Plan = crate::rules::Plan<Rule>;
 
 /// A rule with its counters.
-pub type RuleState = fake_control::rules::RuleState<Rule>;
+pub type RuleState = crate::rules::RuleState<Rule>;
 
-fake_control::targeted!(Rule);
+crate::targeted!(Rule);
 
-impl fake_control::rules::Check for Rule {
+impl crate::rules::Check for Rule {
     /// The checks of this fake's faults (the ordinals are checked by the plan).
-    fn check(&self, at: &str, out: &mut fake_control::rules::Defects) {
+    fn check(&self, at: &str, out: &mut crate::rules::Defects) {
         let r = self;
         match &r.fault {
             Fault::Reject { status } => out.reject(at, *status),
@@ -179,18 +258,14 @@ pub fn select(
     account: Option<&str>,
     key: Option<&str>,
 ) -> Option<(usize, Fault)> {
-    fake_control::rules::select(
+    crate::rules::select(
         states,
         |r| {
             (r.op == Op::Any || r.op == op)
                 && r.account.as_deref().is_none_or(|a| Some(a) == account)
                 && r.key.as_deref().is_none_or(|k| Some(k) == key)
         },
-        |r| match r.fault {
-            Fault::CommitThen { .. } | Fault::CommitThenDrop => op.is_effectful(),
-            Fault::IncompleteListing => op == Op::List,
-            _ => true,
-        },
+        |r| r.fault.kind().applies(op),
     )
     .map(|(i, r)| (i, r.fault.clone()))
 }
@@ -208,6 +283,33 @@ mod tests {
             key: key.map(str::to_string),
             fault: Fault::Reject { status: 503 },
         })
+    }
+
+    /// The kind vocabulary is the plan's: every kind's label is the `type` serde writes, and
+    /// `ALL` lists each variant once.
+    #[test]
+    fn every_kind_is_spelled_as_the_plan_spells_it() {
+        let samples = [
+            Fault::Reject { status: 503 },
+            Fault::CommitThen { status: 500 },
+            Fault::CommitThenDrop,
+            Fault::Delay { ms: 1 },
+            Fault::Garble,
+            Fault::Omit { field: "id".into() },
+            Fault::Forge {
+                mode: ForgeMode::BadKey,
+            },
+            Fault::Forget,
+            Fault::IncompleteListing,
+            Fault::ExpireRetention,
+            Fault::Hold { name: "h".into() },
+        ];
+        let kinds: Vec<Kind> = samples.iter().map(Fault::kind).collect();
+        assert_eq!(kinds, Kind::ALL);
+        for f in &samples {
+            let v = serde_json::to_value(f).expect("json");
+            assert_eq!(v["type"], f.kind().label(), "{f}");
+        }
     }
 
     #[test]

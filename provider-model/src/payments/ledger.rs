@@ -65,7 +65,7 @@ pub struct Effect {
 #[serde(deny_unknown_fields)]
 pub struct RequestRecord {
     pub seq: u64,
-    pub op: crate::faults::Op,
+    pub op: crate::payments::faults::Op,
     pub account: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_digest: String,

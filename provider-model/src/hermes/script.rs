@@ -13,6 +13,18 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// At most this many steps in one script.
+/// Which script a started run follows: the first rule whose session id and objective match
+/// (`POST /_control/scripts`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptRule {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub objective_contains: Option<String>,
+    pub script: Value,
+}
+
 pub const MAX_STEPS: usize = 50;
 /// Known kinds (the accepted vocabulary).
 pub const KINDS: [&str; 8] = [

@@ -69,16 +69,67 @@ pub enum Fault {
     },
 }
 
-impl Fault {
-    /// The routes this fault can apply to.
-    pub fn applies_to(&self, r: Route) -> bool {
+/// A fault's kind: its `type` in a plan, without its parameters. The one vocabulary of Hermes
+/// faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Reject,
+    CommitThen,
+    CommitThenDrop,
+    StartWithoutRunId,
+    Events404,
+    GarbleFrame,
+    DropStream,
+    StopStuck,
+    CompleteRacesStop,
+    Forget,
+    Delay,
+    Hold,
+}
+
+impl Kind {
+    /// Every kind, in the order of [`Fault`]'s variants.
+    pub const ALL: [Kind; 12] = [
+        Kind::Reject,
+        Kind::CommitThen,
+        Kind::CommitThenDrop,
+        Kind::StartWithoutRunId,
+        Kind::Events404,
+        Kind::GarbleFrame,
+        Kind::DropStream,
+        Kind::StopStuck,
+        Kind::CompleteRacesStop,
+        Kind::Forget,
+        Kind::Delay,
+        Kind::Hold,
+    ];
+
+    /// As a plan spells it (`type`).
+    pub fn label(self) -> &'static str {
         match self {
-            Fault::StartWithoutRunId => r == Route::Start,
-            Fault::Events404 | Fault::GarbleFrame { .. } | Fault::DropStream { .. } => {
-                r == Route::Events
-            }
-            Fault::StopStuck | Fault::CompleteRacesStop => r == Route::Stop,
-            Fault::CommitThen { .. } | Fault::CommitThenDrop => {
+            Kind::Reject => "reject",
+            Kind::CommitThen => "commit_then",
+            Kind::CommitThenDrop => "commit_then_drop",
+            Kind::StartWithoutRunId => "start_without_run_id",
+            Kind::Events404 => "events404",
+            Kind::GarbleFrame => "garble_frame",
+            Kind::DropStream => "drop_stream",
+            Kind::StopStuck => "stop_stuck",
+            Kind::CompleteRacesStop => "complete_races_stop",
+            Kind::Forget => "forget",
+            Kind::Delay => "delay",
+            Kind::Hold => "hold",
+        }
+    }
+
+    /// The routes a fault of this kind can apply to.
+    pub fn applies(self, r: Route) -> bool {
+        match self {
+            Kind::StartWithoutRunId => r == Route::Start,
+            Kind::Events404 | Kind::GarbleFrame | Kind::DropStream => r == Route::Events,
+            Kind::StopStuck | Kind::CompleteRacesStop => r == Route::Stop,
+            Kind::CommitThen | Kind::CommitThenDrop => {
                 matches!(
                     r,
                     Route::Start | Route::Approval | Route::Stop | Route::Steer
@@ -86,6 +137,31 @@ impl Fault {
             }
             _ => true,
         }
+    }
+}
+
+impl Fault {
+    /// Its kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Fault::Reject { .. } => Kind::Reject,
+            Fault::CommitThen { .. } => Kind::CommitThen,
+            Fault::CommitThenDrop => Kind::CommitThenDrop,
+            Fault::StartWithoutRunId => Kind::StartWithoutRunId,
+            Fault::Events404 => Kind::Events404,
+            Fault::GarbleFrame { .. } => Kind::GarbleFrame,
+            Fault::DropStream { .. } => Kind::DropStream,
+            Fault::StopStuck => Kind::StopStuck,
+            Fault::CompleteRacesStop => Kind::CompleteRacesStop,
+            Fault::Forget => Kind::Forget,
+            Fault::Delay { .. } => Kind::Delay,
+            Fault::Hold { .. } => Kind::Hold,
+        }
+    }
+
+    /// The routes this fault can apply to.
+    pub fn applies_to(&self, r: Route) -> bool {
+        self.kind().applies(r)
     }
 }
 
@@ -108,7 +184,7 @@ impl fmt::Display for Fault {
     }
 }
 
-use fake_control::rules::one;
+use crate::rules::one;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,16 +200,16 @@ pub struct Rule {
 }
 
 /// A plan: rules in priority order.
-pub type Plan = fake_control::rules::Plan<Rule>;
+pub type Plan = crate::rules::Plan<Rule>;
 
 /// A rule with its counters.
-pub type RuleState = fake_control::rules::RuleState<Rule>;
+pub type RuleState = crate::rules::RuleState<Rule>;
 
-fake_control::targeted!(Rule);
+crate::targeted!(Rule);
 
-impl fake_control::rules::Check for Rule {
+impl crate::rules::Check for Rule {
     /// The checks of this fake's faults (the ordinals are checked by the plan).
-    fn check(&self, at: &str, out: &mut fake_control::rules::Defects) {
+    fn check(&self, at: &str, out: &mut crate::rules::Defects) {
         let r = self;
         match &r.fault {
             Fault::Reject { status } => out.reject(at, *status),
@@ -157,7 +233,7 @@ impl fake_control::rules::Check for Rule {
 
 /// Counts the request against matching rules; returns the first firing fault.
 pub fn select(states: &mut [RuleState], route: Route, session: Option<&str>) -> Option<Fault> {
-    fake_control::rules::select(
+    crate::rules::select(
         states,
         |r| {
             (r.route == Route::Any || r.route == route)
@@ -167,4 +243,39 @@ pub fn select(states: &mut [RuleState], route: Route, session: Option<&str>) -> 
         |_| true,
     )
     .map(|(_, r)| r.fault.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kind vocabulary is the plan's: every kind's label is the `type` serde writes, `ALL`
+    /// lists each variant once, and a fault applies where its kind does.
+    #[test]
+    fn every_kind_is_spelled_as_the_plan_spells_it() {
+        let samples = [
+            Fault::Reject { status: 503 },
+            Fault::CommitThen { status: 500 },
+            Fault::CommitThenDrop,
+            Fault::StartWithoutRunId,
+            Fault::Events404,
+            Fault::GarbleFrame { frame: 1 },
+            Fault::DropStream { after: 1 },
+            Fault::StopStuck,
+            Fault::CompleteRacesStop,
+            Fault::Forget,
+            Fault::Delay { ms: 1 },
+            Fault::Hold { name: "h".into() },
+        ];
+        let kinds: Vec<Kind> = samples.iter().map(Fault::kind).collect();
+        assert_eq!(kinds, Kind::ALL);
+        for f in &samples {
+            let v = serde_json::to_value(f).expect("json");
+            assert_eq!(v["type"], f.kind().label(), "{f}");
+        }
+        assert!(Kind::StopStuck.applies(Route::Stop));
+        assert!(!Kind::StopStuck.applies(Route::Start));
+        assert!(!Kind::CommitThen.applies(Route::Status));
+        assert!(Kind::Reject.applies(Route::Events));
+    }
 }

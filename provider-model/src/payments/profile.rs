@@ -68,7 +68,7 @@ pub fn profile(key_id: &str, retention_secs: u64) -> Value {
 
 /// `sha256:` + hex of SHA-256 over the profile's RFC 8785 bytes.
 pub fn digest(profile: &Value) -> String {
-    let bytes = crate::contract::canonical(profile);
+    let bytes = crate::payments::contract::canonical(profile);
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 

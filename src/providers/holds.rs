@@ -1,0 +1,277 @@
+//! The one hold choreography. A hold parks the requests a fault rule names at the provider
+//! until the harness lets them go; every use of it (a crash during a request, a release with a
+//! chosen fate, a kill of a deployed service's instance, an operator step against fake-hermes)
+//! goes through these verbs, in this order:
+//!
+//! 1. *arm*: the fault rule `hold(name)` is added (the caller's step);
+//! 2. [`Hold::parked`]: wait until a request is parked there;
+//! 3. the caller kills the sender, then [`Hold::landed`]: wait until the provider saw the
+//!    parked request's client go (a dead process's socket closes asynchronously, so a commit
+//!    released before this could still find someone to answer);
+//! 4. [`Hold::release`]: let the parked requests go with an action, and wait until the
+//!    provider decided each of them (committed or refused, in its ledger), so the next step
+//!    never races ahead of a commit whose sender is gone.
+//!
+//! [`Hold::bypassed`] tells, in an explored schedule, that the request went past the hold (an
+//! earlier rule took it) rather than that the hold is still waiting.
+
+use super::{Hermes, Payments};
+use provider_model::holds::ReleaseAction;
+use std::time::Duration;
+
+/// A simulator that can park requests under a hold name.
+pub trait HoldSite: Sync {
+    /// Its name in messages.
+    const NAME: &'static str;
+    fn wait_parked(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send;
+    fn wait_client_gone(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send;
+    /// Lets every request parked under `hold` go; how many.
+    fn let_go(&self, hold: &str, action: ReleaseAction) -> usize;
+    /// The provider's own numbers of the requests parked under `hold` (none where the
+    /// simulator numbers no requests).
+    fn parked_seqs(&self, hold: &str) -> Vec<u64>;
+    /// Whether each of `seqs` is decided in the ledger.
+    fn decided(&self, seqs: &[u64]) -> bool;
+    /// Whether a hold rule for `hold` saw matching requests and never fired: an earlier rule
+    /// took them.
+    fn passed_by(&self, hold: &str) -> bool;
+}
+
+fn seqs_of(list: &serde_json::Value, hold: &str) -> Vec<u64> {
+    list[hold]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["request_seq"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+impl HoldSite for Payments {
+    const NAME: &'static str = "fake-payments";
+    fn wait_parked(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Payments::wait_parked(self, hold, 1, within)
+    }
+    fn wait_client_gone(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Payments::wait_client_gone(self, hold, within)
+    }
+    fn let_go(&self, hold: &str, action: ReleaseAction) -> usize {
+        self.release(hold, action)
+    }
+    fn parked_seqs(&self, hold: &str) -> Vec<u64> {
+        seqs_of(&self.holds(), hold)
+    }
+    fn decided(&self, seqs: &[u64]) -> bool {
+        Payments::decided(self, seqs)
+    }
+    fn passed_by(&self, hold: &str) -> bool {
+        self.rules().iter().any(|r| {
+            r.fired == 0
+                && r.seen > 0
+                && matches!(&r.rule.fault, provider_model::payments::faults::Fault::Hold { name } if name == hold)
+        })
+    }
+}
+
+impl HoldSite for Hermes {
+    const NAME: &'static str = "fake-hermes";
+    fn wait_parked(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Hermes::wait_parked(self, hold, 1, within)
+    }
+    fn wait_client_gone(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Hermes::wait_client_gone(self, hold, within)
+    }
+    fn let_go(&self, hold: &str, action: ReleaseAction) -> usize {
+        self.release(hold, action)
+    }
+    // fake-hermes numbers no requests: a released request is decided by the engine itself,
+    // and the operator steps read its ledger after their own waits.
+    fn parked_seqs(&self, _hold: &str) -> Vec<u64> {
+        Vec::new()
+    }
+    fn decided(&self, _seqs: &[u64]) -> bool {
+        true
+    }
+    fn passed_by(&self, hold: &str) -> bool {
+        self.rules().iter().any(|r| {
+            r.fired == 0
+                && r.seen > 0
+                && matches!(&r.rule.fault, provider_model::hermes::faults::Fault::Hold { name } if name == hold)
+        })
+    }
+}
+
+/// Why a step of the choreography did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HoldError {
+    /// No request was parked at the hold within the wait.
+    NothingParked {
+        provider: &'static str,
+        hold: String,
+        within: Duration,
+    },
+    /// The parked request's client was still connected after the kill.
+    ClientStayed {
+        provider: &'static str,
+        hold: String,
+        within: Duration,
+    },
+    /// The released requests were not decided within the wait.
+    Undecided {
+        provider: &'static str,
+        hold: String,
+        within: Duration,
+    },
+}
+
+impl std::fmt::Display for HoldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HoldError::NothingParked {
+                provider,
+                hold,
+                within,
+            } => write!(
+                f,
+                "no request was parked at {provider}'s hold {hold:?} within {} s",
+                within.as_secs()
+            ),
+            HoldError::ClientStayed {
+                provider,
+                hold,
+                within,
+            } => write!(
+                f,
+                "the sender was killed, but {provider} still held a live client at hold {hold:?} after {} s",
+                within.as_secs()
+            ),
+            HoldError::Undecided {
+                provider,
+                hold,
+                within,
+            } => write!(
+                f,
+                "the requests released at {provider}'s hold {hold:?} were not decided within {} s",
+                within.as_secs()
+            ),
+        }
+    }
+}
+
+/// One hold of one simulator, and the waits of the choreography.
+#[derive(Debug)]
+pub struct Hold<'a, P> {
+    site: &'a P,
+    name: &'a str,
+    within: Duration,
+}
+
+/// The hold `name` of `site`, each wait at most `within`.
+pub fn hold<'a, P: HoldSite>(site: &'a P, name: &'a str, within: Duration) -> Hold<'a, P> {
+    Hold { site, name, within }
+}
+
+impl<P: HoldSite> Hold<'_, P> {
+    fn error(&self, f: fn(&'static str, String, Duration) -> HoldError) -> HoldError {
+        f(P::NAME, self.name.to_string(), self.within)
+    }
+
+    /// Waits until a request is parked at the hold.
+    pub async fn parked(&self) -> Result<(), HoldError> {
+        if self.site.wait_parked(self.name, self.within).await {
+            Ok(())
+        } else {
+            Err(
+                self.error(|provider, hold, within| HoldError::NothingParked {
+                    provider,
+                    hold,
+                    within,
+                }),
+            )
+        }
+    }
+
+    /// After the caller killed the parked request's sender: waits until the provider saw its
+    /// client go.
+    pub async fn landed(&self) -> Result<(), HoldError> {
+        if self.site.wait_client_gone(self.name, self.within).await {
+            Ok(())
+        } else {
+            Err(
+                self.error(|provider, hold, within| HoldError::ClientStayed {
+                    provider,
+                    hold,
+                    within,
+                }),
+            )
+        }
+    }
+
+    /// Waits until a request is parked, lets every parked request go with `action`, and waits
+    /// until the provider decided each; how many were let go.
+    pub async fn release(&self, action: ReleaseAction) -> Result<usize, HoldError> {
+        self.parked().await?;
+        let seqs = self.site.parked_seqs(self.name);
+        let n = self.site.let_go(self.name, action);
+        if n == 0 {
+            return Err(
+                self.error(|provider, hold, within| HoldError::NothingParked {
+                    provider,
+                    hold,
+                    within,
+                }),
+            );
+        }
+        let deadline = tokio::time::Instant::now() + self.within;
+        while !self.site.decided(&seqs) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(self.error(|provider, hold, within| HoldError::Undecided {
+                    provider,
+                    hold,
+                    within,
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(n)
+    }
+
+    /// In an explored schedule: whether the request meant for the hold went past it (an
+    /// earlier rule took it) or never came within the wait; false as soon as one is parked.
+    pub async fn bypassed(&self) -> bool {
+        let deadline = std::time::Instant::now() + self.within;
+        loop {
+            if self
+                .site
+                .wait_parked(self.name, Duration::from_millis(10))
+                .await
+            {
+                return false;
+            }
+            if self.site.passed_by(self.name) || std::time::Instant::now() >= deadline {
+                return true;
+            }
+        }
+    }
+}
