@@ -623,6 +623,8 @@ mod tests {
                 entry(Kind::Created),
                 entry(Kind::Entered),
                 entry(Kind::Decided),
+                entry(Kind::Observed),
+                entry(Kind::Prepared),
             ],
             report: serde_json::from_value(json!({
                 "occurrence": "o", "domain": "d", "executor_generation": 1, "state": "pending",
@@ -638,6 +640,11 @@ mod tests {
             "entries[1].generation",
             "entries[1].attempt",
             "entries[2].outcome",
+            "entries[3].source",
+            "entries[3].source_kind",
+            "entries[3].authenticated",
+            "entries[4].generation",
+            "entries[4].binding_digest",
             "chain",
         ] {
             assert!(d.contains(needle), "{needle} missing from {d}");

@@ -540,4 +540,40 @@ mod tests {
             );
         }
     }
+
+    /// Honest caution is judged by the history's decision, a contradicting report by its own
+    /// words (D74): a decided success reported `unresolved` with no outcome meets an expected
+    /// success, and so does one reported as decided; the same history reported resolved with
+    /// another outcome does not.
+    #[rstest]
+    #[case::says_less("unresolved", None, 0)]
+    #[case::says_the_same("resolved", Some("success"), 0)]
+    #[case::says_otherwise("resolved", Some("final_failure"), 1)]
+    fn a_final_expectation_reads_caution_by_the_history(
+        #[case] state: &str,
+        #[case] outcome: Option<&str>,
+        #[case] findings: usize,
+    ) {
+        use crate::vocab::{Outcome, State};
+        let e = crate::case::CheckedOccurrence {
+            state: vec![State::Resolved],
+            outcome: Some(Outcome::Success),
+            ..Default::default()
+        };
+        let answer: crate::check::evidence::StateAnswer =
+            serde_json::from_value(serde_json::json!({
+                "entries": [
+                    {"kind": "created", "entry": {}},
+                    {"kind": "prepared", "generation": 1, "binding_digest": "b", "entry": {}},
+                    {"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}},
+                    {"kind": "observed", "source": "get", "source_kind": "lookup",
+                     "authenticated": true, "interpretation": "success", "entry": {}},
+                    {"kind": "decided", "outcome": "success", "evidence": [3], "entry": {}}],
+                "report": {"occurrence": "o", "domain": "d", "executor_generation": 1,
+                           "state": state, "outcome": outcome, "provider_entry": "entered",
+                           "authority": "consumed", "entry_attempts": 1}}))
+            .expect("answer");
+        let got = judge_occurrence(&e, &answer, 1);
+        assert_eq!(got.len(), findings, "{got:?}");
+    }
 }

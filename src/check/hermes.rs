@@ -600,7 +600,7 @@ mod binding_tests {
     use super::binding_monotonic;
     use crate::operator::{Binding, BindingStatus as B};
 
-    fn b(status: B, run: Option<&str>) -> Binding {
+    pub(super) fn b(status: B, run: Option<&str>) -> Binding {
         Binding {
             action_id: "act_1".into(),
             request_fingerprint: "fp".into(),
@@ -621,6 +621,35 @@ mod binding_tests {
             error: None,
             created_at: 0,
             updated_at: 0,
+        }
+    }
+
+    fn cmd(
+        fingerprint: &str,
+        claim: &str,
+        choice: &str,
+    ) -> crate::operator::binding::ApprovalCommand {
+        crate::operator::binding::ApprovalCommand {
+            action_id: "act_1".into(),
+            request_fingerprint: fingerprint.into(),
+            approval_generation: 1,
+            choice: choice.into(),
+            resolve_all: false,
+            claim_id: claim.into(),
+            instance_id: "i1".into(),
+            status: "applied".into(),
+            diagnostic: None,
+            created_at: 0,
+            updated_at: 0,
+            expires_at: 0,
+        }
+    }
+
+    /// A running binding holding these approval commands.
+    fn with(commands: &[crate::operator::binding::ApprovalCommand]) -> Binding {
+        Binding {
+            approval_commands: commands.to_vec(),
+            ..b(B::Running, Some("r1"))
         }
     }
 
@@ -655,6 +684,12 @@ mod binding_tests {
     #[case::ended_output_rewritten(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("a rosier summary".into()), ..b(B::Completed, Some("r1")) }, Some("history_append_only"))]
     #[case::ended_output_kept(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, None)]
     #[case::sequence_back(b(B::Running, Some("r1")), Binding { next_sequence: 1, ..b(B::Running, Some("r1")) }, Some("history_append_only"))]
+    #[case::command_appended(with(&[cmd("fp", "c1", "once")]), with(&[cmd("fp", "c1", "once"), cmd("fp", "c2", "deny")]), None)]
+    #[case::command_kept(with(&[cmd("fp", "c1", "once")]), with(&[cmd("fp", "c1", "once")]), None)]
+    #[case::command_removed(with(&[cmd("fp", "c1", "once")]), with(&[]), Some("history_append_only"))]
+    #[case::command_choice_rewritten(with(&[cmd("fp", "c1", "once")]), with(&[cmd("fp", "c1", "always")]), Some("history_append_only"))]
+    #[case::command_fingerprint_rewritten(with(&[cmd("fp", "c1", "once")]), with(&[cmd("fp2", "c1", "once")]), Some("history_append_only"))]
+    #[case::command_claim_rewritten(with(&[cmd("fp", "c1", "once")]), with(&[cmd("fp", "c9", "once")]), Some("history_append_only"))]
     fn binding_transitions_are_judged(
         #[case] prev: Binding,
         #[case] now: Binding,
@@ -672,6 +707,69 @@ mod binding_tests {
 mod oracle_tests {
     use super::*;
     use crate::operator::error::ErrorCode;
+
+    /// one_command_per_resume examines AOC-REQ-010 only where there is something to count: a
+    /// bound run with no resume command and no applied decision adds no fact beyond the two
+    /// its run counts (one run per Action, the run's Action invoked); one applied decision
+    /// (here without a command, so it also fails) adds one.
+    #[rstest::rstest]
+    #[case::nothing_to_resume(0, 2, false)]
+    #[case::a_decision_applied(1, 3, true)]
+    fn resume_facts_count_what_was_resumed(
+        #[case] applied: usize,
+        #[case] r010: u32,
+        #[case] fails: bool,
+    ) {
+        use provider_model::hermes::ledger::{ApprovalApplied, Ledger, Reply, RunStarted};
+        let run = RunStarted {
+            run_id: "r1".into(),
+            session_id: "aip-operator-act_1".into(),
+            body_digest: "d".into(),
+            prompt: "p".into(),
+            idempotency_key: None,
+            session_key: None,
+            fault: None,
+            reply: Reply::Written,
+            script: "default".into(),
+            credential: "c1".into(),
+        };
+        let ledger = Ledger {
+            runs: vec![run],
+            approvals: (0..applied)
+                .map(|_| ApprovalApplied {
+                    run_id: "r1".into(),
+                    session_id: "aip-operator-act_1".into(),
+                    choice: "once".into(),
+                    resolved: 1,
+                    request_id: None,
+                    fault: None,
+                    reply: Reply::Written,
+                })
+                .collect(),
+            ..Ledger::default()
+        };
+        let binding = crate::operator::Binding {
+            run_id: Some("r1".into()),
+            ..super::binding_tests::b(crate::operator::BindingStatus::Running, Some("r1"))
+        };
+        let bindings = vec![("a1".to_string(), "act_1".to_string(), binding)];
+        let look = OperatorLook {
+            ledger: &ledger,
+            actions: vec!["act_1"],
+            delegations: &[],
+            bindings: &bindings,
+        };
+        let mut facts = crate::check::Facts::default();
+        let found = judge_operator(&look, &mut Default::default(), &mut facts);
+        assert_eq!(facts.count(Req::R010), r010, "{facts:?}");
+        assert_eq!(
+            found
+                .iter()
+                .any(|f| f.checker() == "one_command_per_resume"),
+            fails,
+            "{found:?}"
+        );
+    }
 
     /// durable_binding, both directions: a binding read again alike passes, one that differs
     /// fails, and nothing written proves nothing (an error, never a vacuous pass).

@@ -1297,4 +1297,212 @@ mod tests {
         }
         assert_eq!(c.facts.total(), 0, "{:?}", c.facts);
     }
+
+    /// One look at `answers` (each a `state` answer as JSON) against `provider`.
+    fn look_at(answers: Vec<serde_json::Value>, provider: Ledger) -> Snapshot {
+        Snapshot {
+            occurrences: answers
+                .into_iter()
+                .map(|v| {
+                    let a: StateAnswer = serde_json::from_value(v).expect("answer");
+                    let id = a.report.occurrence.clone();
+                    Observed {
+                        label: id.clone(),
+                        id,
+                        answer: Ok(a),
+                    }
+                })
+                .collect(),
+            provider,
+            generation: Generation(1),
+            limits: Limits {
+                max_pending: 4,
+                max_in_flight: 4,
+            },
+            key_rule: KeyRule::parse("{occurrence}").ok(),
+            asked: BTreeMap::new(),
+            remedies: BTreeMap::new(),
+            admitted: vec![1],
+            statuses: BTreeMap::new(),
+            requests_before: None,
+        }
+    }
+
+    fn answer_of(
+        entries: serde_json::Value,
+        state: &str,
+        outcome: Option<&str>,
+        provider_entry: &str,
+        attempts: u32,
+    ) -> serde_json::Value {
+        serde_json::json!({
+            "entries": entries,
+            "report": {"occurrence": "o1", "domain": "d", "executor_generation": 1,
+                       "binding_digest": "b", "state": state, "outcome": outcome,
+                       "provider_entry": provider_entry, "authority": "consumed",
+                       "entry_attempts": attempts}})
+    }
+
+    fn prepared() -> Vec<serde_json::Value> {
+        vec![
+            serde_json::json!({"kind": "created", "entry": {}}),
+            serde_json::json!({"kind": "prepared", "generation": 1, "binding_digest": "b", "entry": {}}),
+        ]
+    }
+
+    /// A history only grows: a later look whose history lost an entry fails AOC-REQ-004
+    /// (`history_append_only`); one that grew passes it.
+    #[rstest::rstest]
+    #[case::grew(3, false)]
+    #[case::kept(2, false)]
+    #[case::shrank(1, true)]
+    fn a_history_that_shrinks_between_looks_fails(#[case] later: usize, #[case] fails: bool) {
+        let mut all = prepared();
+        all.push(
+            serde_json::json!({"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}}),
+        );
+        let mut c = Checker::default();
+        let first = answer_of(
+            serde_json::Value::Array(all[..2].to_vec()),
+            "pending",
+            None,
+            "not_entered",
+            0,
+        );
+        assert!(
+            c.check(&look_at(vec![first], Ledger::default()))
+                .iter()
+                .all(|f| f.checker() != "history_append_only")
+        );
+        let (state, entry, attempts) = if later == 3 {
+            ("unresolved", "entered", 1)
+        } else {
+            ("pending", "not_entered", 0)
+        };
+        let second = answer_of(
+            serde_json::Value::Array(all[..later].to_vec()),
+            state,
+            None,
+            entry,
+            attempts,
+        );
+        let found = c.check(&look_at(vec![second], Ledger::default()));
+        let named: Vec<(&str, Req)> = found
+            .iter()
+            .map(|f| (f.checker(), f.requirement()))
+            .collect();
+        assert_eq!(
+            named.contains(&("history_append_only", Req::R004)),
+            fails,
+            "{named:?}"
+        );
+    }
+
+    /// Release only before entry (AOC-REQ-008): an occurrence reported released while the
+    /// provider received a creation under its key fails, even when that creation made no
+    /// effect (the request itself crossed the entry boundary); with no request it passes.
+    #[rstest::rstest]
+    #[case::nothing_sent(false, false)]
+    #[case::a_creation_without_effect(true, true)]
+    fn released_after_a_creation_was_sent_fails(#[case] sent: bool, #[case] fails: bool) {
+        let mut provider = Ledger::default();
+        if sent {
+            provider.requests.push(
+                serde_json::from_value(serde_json::json!({
+                    "seq": 1, "op": "create", "account": "acct_a", "idempotency_key": "o1",
+                    "request_digest": "d", "payment_id": null, "lookup_key": null, "fault": null,
+                    "refs": [], "status": 402, "replayed": false, "effect": false,
+                    "reply": "written", "credential": "p1", "revoked": false}))
+                .expect("request"),
+            );
+        }
+        let mut entries = prepared();
+        entries.push(serde_json::json!({"kind": "released", "entry": {}}));
+        let a = answer_of(
+            serde_json::Value::Array(entries),
+            "released",
+            None,
+            "not_entered",
+            0,
+        );
+        let found = Checker::default().check(&look_at(vec![a], provider));
+        let named: Vec<(&str, Req)> = found
+            .iter()
+            .map(|f| (f.checker(), f.requirement()))
+            .collect();
+        assert_eq!(
+            named.contains(&("release_only_before_entry", Req::R008)),
+            fails,
+            "{named:?}"
+        );
+    }
+
+    /// no_invented_outcome (AOC-REQ-009): an outcome rests on an observation that is both
+    /// authenticated and interpreted; an unauthenticated one, or an authenticated one without
+    /// an interpretation, backs no outcome.
+    #[rstest::rstest]
+    #[case::authenticated_and_interpreted(true, true, false)]
+    #[case::not_authenticated(false, true, true)]
+    #[case::not_interpreted(true, false, true)]
+    fn an_outcome_needs_an_authenticated_interpreted_observation(
+        #[case] authenticated: bool,
+        #[case] interpreted: bool,
+        #[case] fails: bool,
+    ) {
+        let mut entries = prepared();
+        entries.push(
+            serde_json::json!({"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}}),
+        );
+        let mut observed = serde_json::json!({"kind": "observed", "source": "get", "source_kind": "lookup",
+                                              "authenticated": authenticated, "entry": {}});
+        if interpreted {
+            observed["interpretation"] = "success".into();
+        }
+        entries.push(observed);
+        entries.push(serde_json::json!({"kind": "decided", "outcome": "success", "evidence": [3], "entry": {}}));
+        let a = answer_of(
+            serde_json::Value::Array(entries),
+            "resolved",
+            Some("success"),
+            "entered",
+            1,
+        );
+        let found = Checker::default().check(&look_at(vec![a], Ledger::default()));
+        let invented = found
+            .iter()
+            .any(|f| f.checker() == "no_invented_outcome" && f.requirement() == Req::R009);
+        assert_eq!(invented, fails, "{found:?}");
+    }
+
+    /// limits_respected counts a fact for AOC-REQ-006 whenever some occurrence is pending or in
+    /// flight, each alone: a look with one pending occurrence and none in flight examined the
+    /// limits (the in-flight one also counts its entry's generation, judged for §4.6).
+    #[rstest::rstest]
+    #[case::one_pending("pending", "not_entered", 0, 1)]
+    #[case::one_in_flight("unresolved", "entered", 1, 2)]
+    #[case::one_released("released", "not_entered", 0, 0)]
+    fn the_limits_are_examined_by_any_open_occurrence(
+        #[case] state: &str,
+        #[case] entry: &str,
+        #[case] attempts: u32,
+        #[case] r006: u32,
+    ) {
+        let mut entries = prepared();
+        if attempts > 0 {
+            entries.push(serde_json::json!({"kind": "entered", "generation": 1, "attempt": "a1", "entry": {}}));
+        }
+        if state == "released" {
+            entries.push(serde_json::json!({"kind": "released", "entry": {}}));
+        }
+        let a = answer_of(
+            serde_json::Value::Array(entries),
+            state,
+            None,
+            entry,
+            attempts,
+        );
+        let mut c = Checker::default();
+        c.check(&look_at(vec![a], Ledger::default()));
+        assert_eq!(c.facts.count(Req::R006), r006, "{:?}", c.facts);
+    }
 }
