@@ -11,7 +11,9 @@ use crate::operator::{ConnectorError, OperatorResult};
 pub(crate) fn judge_durability<T: PartialEq>(
     seen: Vec<(String, Option<T>, Option<T>)>,
     fresh: &str,
+    facts: &mut crate::check::Facts,
 ) -> Result<Vec<Finding>, String> {
+    facts.saw(Req::R005);
     if seen.iter().all(|(_, before, _)| before.is_none()) {
         return Err(
             "operator_durability found no binding to compare; invoke an Action first".into(),
@@ -337,6 +339,27 @@ fn pinned_manifest(endpoint: &str) -> Vec<(&'static str, serde_json::Value)> {
     ]
 }
 
+/// The facts an operator step's expected result or failure examines (what
+/// `check_operator_result` judges them under): an expected error is about an unknown outcome
+/// (AOC-REQ-009) or a refusal (AOC-REQ-010); an expected result about its terminal state
+/// (AOC-REQ-011).
+pub(crate) fn result_facts(
+    facts: &mut crate::check::Facts,
+    result: &Option<String>,
+    error: &Option<String>,
+) {
+    if let Some(want) = error {
+        facts.saw(if want.contains("outcome_unknown") {
+            Req::R009
+        } else {
+            Req::R010
+        });
+    }
+    if result.is_some() {
+        facts.saw(Req::R011);
+    }
+}
+
 /// delegated_result_from_lifecycle (AOC-REQ-011, -007): the harness's own truth about a
 /// delegated child against what the connector returned: a result is accepted only from a
 /// consistent queue and lifecycle, and only as the lifecycle says.
@@ -344,6 +367,7 @@ pub(crate) fn judge_delegated_result(
     r: &Result<OperatorResult, ConnectorError>,
     child: &str,
     label: &str,
+    facts: &mut crate::check::Facts,
 ) -> Option<Finding> {
     let o = r.as_ref().ok()?;
     let d = &o.output["provider"]["delegated"];
@@ -351,6 +375,7 @@ pub(crate) fn judge_delegated_result(
     if d.is_null() {
         return None;
     }
+    facts.saw(Req::R011);
     let found = |req: Req, what: String| {
         Some(Finding::new("delegated_result_from_lifecycle", req, what).about(Some(label)))
     };
@@ -388,7 +413,14 @@ pub(crate) fn judge_delegated_result(
 pub(crate) fn result_from_provider(
     o: &OperatorResult,
     ledger: &provider_model::hermes::ledger::Ledger,
+    facts: &mut crate::check::Facts,
 ) -> Vec<Finding> {
+    use crate::operator::connector::ResultStatus;
+    if matches!(o.status, ResultStatus::Completed | ResultStatus::Cancelled)
+        && o.output["run_id"].is_string()
+    {
+        facts.saw(Req::R011);
+    }
     result_from_provider_facts(o, ledger)
         .into_iter()
         .map(|(req, what)| Finding::new("result_from_provider", req, what))
@@ -530,7 +562,11 @@ pub(crate) fn check_operator_result(
 
 /// manifest_pinned (AOC-REQ-009): the connector's manifest carries seed 000's contract, field
 /// by field.
-pub(crate) fn manifest_departures(m: &serde_json::Value) -> Option<Finding> {
+pub(crate) fn manifest_departures(
+    m: &serde_json::Value,
+    facts: &mut crate::check::Facts,
+) -> Option<Finding> {
+    facts.saw(Req::R009);
     let wrong: Vec<String> = pinned_manifest("primary")
         .into_iter()
         .filter_map(|(ptr, want)| {
@@ -555,7 +591,9 @@ pub(crate) fn manifest_departures(m: &serde_json::Value) -> Option<Finding> {
 pub(crate) fn policy_validation(
     want: Option<&str>,
     got: Option<&ConnectorError>,
+    facts: &mut crate::check::Facts,
 ) -> Option<Finding> {
+    facts.saw(Req::R001);
     match (want, got) {
         (None, None) => None,
         (Some(w), Some(e)) if e.code.as_str().ends_with(w) => None,
@@ -577,7 +615,12 @@ pub(crate) fn cancel_binding(
     label: &str,
     answer: &Result<crate::operator::Binding, ConnectorError>,
     want: Option<&str>,
+    facts: &mut crate::check::Facts,
 ) -> Option<Finding> {
+    // Examined when there is a status to compare or a failure to report.
+    if want.is_some() || answer.is_err() {
+        facts.saw(Req::R011);
+    }
     let found =
         |what: String| Some(Finding::new("cancel_binding", Req::R011, what).about(Some(label)));
     match answer {
@@ -706,6 +749,7 @@ mod binding_tests {
 #[cfg(test)]
 mod oracle_tests {
     use super::*;
+    use crate::check::Facts;
     use crate::operator::error::ErrorCode;
 
     /// one_command_per_resume examines AOC-REQ-010 only where there is something to count: a
@@ -777,11 +821,12 @@ mod oracle_tests {
     fn durability_is_judged_by_what_was_written() {
         let same = vec![("a1".to_string(), Some(1), Some(1))];
         assert_eq!(
-            judge_durability(same, "a fresh reader").map(|f| f.len()),
+            judge_durability(same, "a fresh reader", &mut Facts::default()).map(|f| f.len()),
             Ok(0)
         );
         let changed = vec![("a1".to_string(), Some(1), Some(2))];
-        let found = judge_durability(changed, "a fresh reader").expect("judged");
+        let found =
+            judge_durability(changed, "a fresh reader", &mut Facts::default()).expect("judged");
         assert_eq!(
             found
                 .iter()
@@ -790,7 +835,7 @@ mod oracle_tests {
             vec![("durable_binding", Req::R005)]
         );
         let nothing: Vec<(String, Option<u8>, Option<u8>)> = vec![("a1".into(), None, None)];
-        assert!(judge_durability(nothing, "a fresh reader").is_err());
+        assert!(judge_durability(nothing, "a fresh reader", &mut Facts::default()).is_err());
     }
 
     /// policy_validated, both directions: the expected acceptance or refusal passes; accepting
@@ -806,7 +851,9 @@ mod oracle_tests {
         #[case] fails: bool,
     ) {
         let got = got.map(|c| ConnectorError::new(c, "refused"));
-        let f = policy_validation(want, got.as_ref());
+        let mut facts = Facts::default();
+        let f = policy_validation(want, got.as_ref(), &mut facts);
+        assert_eq!(facts.count(Req::R001), 1);
         assert_eq!(
             f.map(|f| (f.checker(), f.requirement())),
             fails.then_some(("policy_validated", Req::R001))

@@ -2,7 +2,7 @@
 //! one creation, race, claim or AADP expiry answered, against what the case already knows. Each
 //! returns a [`Finding`] or nothing; the World records what it returns and never judges itself.
 
-use super::Finding;
+use super::{Facts, Finding};
 use crate::aoc::ids::OccurrenceId;
 use crate::aoc::requirement::Req;
 use crate::check::evidence::Report;
@@ -14,7 +14,11 @@ pub fn creation_identity(
     key: &str,
     first: Option<&OccurrenceId>,
     got: &OccurrenceId,
+    facts: &mut Facts,
 ) -> Option<Finding> {
+    if first.is_some() {
+        facts.saw(Req::R002);
+    }
     another_occurrence("creation_returns_original", first, got, |first| {
         format!(
             "a creation under the creation key {key:?} of {first} minted {got} (caller labels alone never create an occurrence)"
@@ -29,7 +33,9 @@ pub fn action_fence(
     action: &str,
     first: Option<&OccurrenceId>,
     got: &OccurrenceId,
+    facts: &mut Facts,
 ) -> Option<Finding> {
+    facts.saw(Req::R002);
     another_occurrence("action_fence", first, got, |first| {
         format!(
             "the action fence let a second occurrence {got} be created for action {action:?} (the first is {first})"
@@ -52,7 +58,14 @@ fn another_occurrence(
 /// provider-entry admission" (AOC §4.1): after `n` racing admissions of one occurrence, whatever
 /// the order, its history records at most one provider entry (`entered`) and the provider
 /// received at most one request for it (`requests`, from the ledger; a replayed one counts).
-pub fn race_serialised(label: &str, n: u32, entered: usize, requests: usize) -> Option<Finding> {
+pub fn race_serialised(
+    label: &str,
+    n: u32,
+    entered: usize,
+    requests: usize,
+    facts: &mut Facts,
+) -> Option<Finding> {
+    facts.saw(Req::R001);
     (entered > 1 || requests > 1).then(|| {
         Finding::new(
             "race_serialised",
@@ -68,6 +81,32 @@ pub fn race_serialised(label: &str, n: u32, entered: usize, requests: usize) -> 
 /// claim_in_order (AOC-REQ-005): the lane hands out the admission the case submitted next
 /// (`want`); claiming another (`got`, by its label) is a finding whatever the step expected.
 /// Claiming nothing is the implementation's refusal to hand out work, not judged here.
+/// An answer whose history does not fold or does not verify (its chain broken, an entry the
+/// draft does not allow after the one before): AOC-REQ-004, since the history no longer shows
+/// every prior entry as written. `during` names the step or phase; the failure's requirement
+/// and message.
+pub fn corrupt_history(during: &str, why: &str) -> (Req, String) {
+    (Req::R004, format!("{during}: {why}"))
+}
+
+/// A refusal the case expected, and got, is a fact about the requirement it protects (the
+/// step's own, or the case's first).
+pub fn refusal_met(facts: &mut Facts, protects: Req) {
+    facts.saw(protects);
+}
+
+/// A step that failed examined the requirement it failed: a failure is never "not exercised".
+pub fn step_failed(facts: &mut Facts, requirement: Req) {
+    facts.saw(requirement);
+}
+
+/// A claim answer examined (AOC-REQ-005): every admission a claim hands out is compared with
+/// the one the lane must hand out next ([`claim_in_order`]), and a claim of nothing is the
+/// implementation's own refusal, judged as the step expected it.
+pub fn claim_answered(facts: &mut Facts) {
+    facts.saw(Req::R005);
+}
+
 pub fn claim_in_order(want: &str, got: &str) -> Option<Finding> {
     (want != got).then(|| {
         Finding::new(
@@ -82,7 +121,14 @@ pub fn claim_in_order(want: &str, got: &str) -> Option<Finding> {
 /// change one of its fields is never accepted (whether the implementation then changed it, which
 /// `binding_constant` sees, or only said it did). `bound`: the field is bound (every field from
 /// the reservation on, the provider reference from the provider's acknowledgement).
-pub fn rebind_refused(label: &str, field: &str, bound: bool, accepted: bool) -> Option<Finding> {
+pub fn rebind_refused(
+    label: &str,
+    field: &str,
+    bound: bool,
+    accepted: bool,
+    facts: &mut Facts,
+) -> Option<Finding> {
+    facts.saw(Req::R003);
     (bound && accepted).then(|| {
         Finding::new(
             "rebind_refused",
@@ -100,7 +146,9 @@ pub fn remedy_authorization(
     label: &str,
     grant: Option<&str>,
     authorization: &str,
+    facts: &mut Facts,
 ) -> Option<Finding> {
+    facts.saw(Req::R012);
     (grant == Some(authorization)).then(|| {
         Finding::new(
             "remedy_authorized_separately",
@@ -140,7 +188,9 @@ mod tests {
         #[case] accepted: bool,
         #[case] found: bool,
     ) {
-        let f = rebind_refused("o1", "account", bound, accepted);
+        let mut facts = Facts::default();
+        let f = rebind_refused("o1", "account", bound, accepted, &mut facts);
+        assert_eq!(facts.count(Req::R003), 1);
         assert_eq!(f.is_some(), found);
         if let Some(f) = f {
             assert_eq!(
@@ -159,7 +209,9 @@ mod tests {
         #[case] authorization: &str,
         #[case] found: bool,
     ) {
-        let f = remedy_authorization("o1", grant, authorization);
+        let mut facts = Facts::default();
+        let f = remedy_authorization("o1", grant, authorization, &mut facts);
+        assert_eq!(facts.count(Req::R012), 1);
         assert_eq!(f.is_some(), found);
         if let Some(f) = f {
             assert_eq!(
@@ -183,9 +235,13 @@ mod tests {
         #[case] found: bool,
     ) {
         let first = first.map(id);
-        let f = creation_identity("k", first.as_ref(), &id(got));
+        let mut facts = Facts::default();
+        let f = creation_identity("k", first.as_ref(), &id(got), &mut facts);
+        assert_eq!(facts.count(Req::R002), u32::from(first.is_some()));
         assert_eq!(f.is_some(), found);
-        let f = action_fence("a", first.as_ref(), &id(got));
+        let mut facts = Facts::default();
+        let f = action_fence("a", first.as_ref(), &id(got), &mut facts);
+        assert_eq!(facts.count(Req::R002), 1);
         assert_eq!(f.map(|f| f.requirement()), found.then_some(Req::R002));
     }
 
@@ -199,7 +255,9 @@ mod tests {
         #[case] requests: usize,
         #[case] found: bool,
     ) {
-        let f = race_serialised("o1", 2, entered, requests);
+        let mut facts = Facts::default();
+        let f = race_serialised("o1", 2, entered, requests, &mut facts);
+        assert_eq!(facts.count(Req::R001), 1);
         assert_eq!(
             f.map(|f| (f.checker(), f.requirement())),
             found.then_some(("race_serialised", Req::R001))

@@ -455,14 +455,14 @@ pub async fn run_case(
             StepVerdict::Met => {
                 // A refusal the case expected is a fact about the requirement it protects.
                 if let (crate::case::Expected::Refused(want), Err(_)) = (expected, &result) {
-                    world
-                        .checker
-                        .facts
-                        .saw(want.unwrap_or_else(|| primary(&case.requirements)));
+                    crate::check::steps::refusal_met(
+                        &mut world.checker.facts,
+                        want.unwrap_or_else(|| primary(&case.requirements)),
+                    );
                 }
             }
             StepVerdict::Failed(f) => {
-                world.checker.facts.saw(f.requirement);
+                crate::check::steps::step_failed(&mut world.checker.facts, f.requirement);
                 failures.push(f)
             }
             StepVerdict::Undecided(m) => {
@@ -518,11 +518,14 @@ pub async fn run_case(
             SutError::RefusedUnnamed(_) => report
                 .steps
                 .push("settle (end of case): refused (no requirement named)".into()),
-            SutError::Corrupt(m) => failures.push(Failure {
-                requirement: crate::aoc::Req::R004,
-                step: None,
-                msg: format!("settle: {m}"),
-            }),
+            SutError::Corrupt(m) => {
+                let (requirement, msg) = crate::check::steps::corrupt_history("settle", &m);
+                failures.push(Failure {
+                    requirement,
+                    step: None,
+                    msg,
+                })
+            }
         }
     }
     if (harness.is_none() || judge_after_stop) && !skip {

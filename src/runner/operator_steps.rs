@@ -2,9 +2,9 @@
 //! instances or on fake-hermes, and what it answered recorded. Every judgement of an answer is
 //! `check::hermes`'s; the World keeps the findings it returns.
 
-use super::world::{World, result_facts};
-use crate::aoc::requirement::Req;
+use super::world::World;
 use crate::case::Step;
+use crate::check::hermes::result_facts;
 use crate::check::hermes::{check_operator_result, judge_delegated_result};
 use crate::sut::SutError;
 use crate::sut::operator::Conn;
@@ -60,9 +60,11 @@ impl World {
             Step::OperatorManifest {} => {
                 let c = self.operator.connector("p1").await?;
                 let m = c.manifest().await?;
-                self.checker.facts.saw(Req::R009);
                 self.findings
-                    .extend(crate::check::hermes::manifest_departures(&m));
+                    .extend(crate::check::hermes::manifest_departures(
+                        &m,
+                        &mut self.checker.facts,
+                    ));
             }
             Step::OperatorDurability {} => self.durability().await?,
             Step::OperatorConfigure {
@@ -96,11 +98,11 @@ impl World {
                     .await?
                     .validate_policy(&policy)
                     .await?;
-                self.checker.facts.saw(Req::R001);
                 self.findings
                     .extend(crate::check::hermes::policy_validation(
                         error.as_deref(),
                         got.as_ref(),
+                        &mut self.checker.facts,
                     ));
             }
             Step::OperatorDelegate {
@@ -142,13 +144,12 @@ impl World {
                         self.operator.delegation_errors.remove(action);
                     }
                 }
-                if r.as_ref()
-                    .is_ok_and(|o| !o.output["provider"]["delegated"].is_null())
-                {
-                    self.checker.facts.saw(Req::R011);
-                }
-                self.findings
-                    .extend(judge_delegated_result(&r, child, action));
+                self.findings.extend(judge_delegated_result(
+                    &r,
+                    child,
+                    action,
+                    &mut self.checker.facts,
+                ));
                 if !expect.is_any() {
                     result_facts(&mut self.checker.facts, result, error);
                     self.findings
@@ -171,13 +172,11 @@ impl World {
                     // The binding it left is judged by the invariants at this step.
                     return Ok(());
                 }
-                if status.is_some() || answer.is_err() {
-                    self.checker.facts.saw(Req::R011);
-                }
                 self.findings.extend(crate::check::hermes::cancel_binding(
                     action,
                     &answer,
                     status.as_deref(),
+                    &mut self.checker.facts,
                 ));
             }
             Step::OperatorWaitBound { action } => {

@@ -291,7 +291,10 @@ pub(super) fn judge_step(
         (Err(SutError::Harness(m) | SutError::Version(m)), _) => {
             StepVerdict::Undecided(format!("steps[{i}] ({verb}): {m}"))
         }
-        (Err(SutError::Corrupt(m)), _) => failed(Req::R004, format!("{verb}: {m}")),
+        (Err(SutError::Corrupt(m)), _) => {
+            let (requirement, msg) = crate::check::steps::corrupt_history(&verb, m);
+            failed(requirement, msg)
+        }
         (_, Expected::Any) | (Ok(()), Expected::Ok) => StepVerdict::Met,
         (Err(SutError::RefusedUnnamed(_)), Expected::Refused(_)) => StepVerdict::Met,
         (Err(SutError::RefusedUnnamed(m)), Expected::Ok) => {

@@ -5,7 +5,6 @@ use super::connectors::OperatorWorld;
 use crate::aoc::domain::Limits;
 use crate::aoc::history::ReleaseReason;
 use crate::aoc::ids::{AdmissionId, OccurrenceId};
-use crate::aoc::requirement::Req;
 use crate::case::Step;
 use crate::check::accounting::{Accounting, KeyRule};
 use crate::check::{Checker, Finding, Observed, Snapshot};
@@ -392,9 +391,12 @@ impl World {
             let requests = Accounting::of(&ledger, Some(&self.key_rule), &[id.as_str()])
                 .creates_of(id.as_str())
                 .len();
-            self.checker.facts.saw(Req::R001);
             self.findings.extend(crate::check::steps::race_serialised(
-                &label, n, entered, requests,
+                &label,
+                n,
+                entered,
+                requests,
+                &mut self.checker.facts,
             ));
         }
         Ok(())
@@ -497,14 +499,14 @@ impl World {
                     .get(occurrence)
                     .or_else(|| self.created_by_key.get(&key))
                     .cloned();
-                if first.is_some() {
-                    self.checker.facts.saw(Req::R002);
-                }
                 // A creation that minted anew is reported, and the case goes on with the
                 // occurrence it knew (its steps act on the original).
-                if let Some(f) =
-                    crate::check::steps::creation_identity(&key, first.as_ref(), &r.occurrence)
-                {
+                if let Some(f) = crate::check::steps::creation_identity(
+                    &key,
+                    first.as_ref(),
+                    &r.occurrence,
+                    &mut self.checker.facts,
+                ) {
                     self.findings.push(f);
                     return Ok(());
                 }
@@ -514,9 +516,13 @@ impl World {
                 if self.action_fence
                     && let Some(action) = &labels.action
                 {
-                    self.checker.facts.saw(Req::R002);
                     let first = self.created_by_action.get(action);
-                    let fenced = crate::check::steps::action_fence(action, first, &r.occurrence);
+                    let fenced = crate::check::steps::action_fence(
+                        action,
+                        first,
+                        &r.occurrence,
+                        &mut self.checker.facts,
+                    );
                     if first.is_none() {
                         self.created_by_action
                             .insert(action.clone(), r.occurrence.clone());
@@ -588,9 +594,12 @@ impl World {
                     value: value.clone(),
                 })
                 .await?;
-                self.checker.facts.saw(Req::R003);
                 self.findings.extend(crate::check::steps::rebind_refused(
-                    occurrence, field, bound, true,
+                    occurrence,
+                    field,
+                    bound,
+                    true,
+                    &mut self.checker.facts,
                 ));
             }
             Step::Remedy {
@@ -609,12 +618,12 @@ impl World {
                     authorization: authorization.clone(),
                 };
                 let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
-                self.checker.facts.saw(Req::R012);
                 self.findings
                     .extend(crate::check::steps::remedy_authorization(
                         occurrence,
                         self.grants.get(&original).map(String::as_str),
                         authorization,
+                        &mut self.checker.facts,
                     ));
                 // The first creation of a remedy says what it is: one authorization presented
                 // again for another kind returns the same remedy, which stays what it was.
@@ -733,7 +742,7 @@ impl World {
                 };
                 let claimed: reply::Admitted =
                     self.sut.ask(To::Executor(&who), Request::Claim).await?;
-                self.checker.facts.saw(Req::R005);
+                crate::check::steps::claim_answered(&mut self.checker.facts);
                 if let Some(a) = &claimed.admission
                     && let Some((label, _)) = self.submissions.iter().find(|(_, id)| *id == a)
                 {
@@ -878,9 +887,10 @@ impl World {
             let after = fresh.binding(id).await?.ok().flatten();
             seen.push((label.clone(), b, after));
         }
-        self.checker.facts.saw(Req::R005);
-        self.findings
-            .extend(judge_durability(seen, "a fresh instance").map_err(SutError::Harness)?);
+        self.findings.extend(
+            judge_durability(seen, "a fresh instance", &mut self.checker.facts)
+                .map_err(SutError::Harness)?,
+        );
         Ok(())
     }
 
@@ -1066,12 +1076,9 @@ impl World {
             _ => None,
         };
         let ledger = ledger_with_ended(&h, run.iter().map(String::as_str)).await;
-        if run.is_some() {
-            self.checker.facts.saw(Req::R011);
-        }
         // The first departure says it; the others follow from it.
         self.findings.extend(
-            crate::check::hermes::result_from_provider(o, &ledger)
+            crate::check::hermes::result_from_provider(o, &ledger, &mut self.checker.facts)
                 .into_iter()
                 .next(),
         );
@@ -1155,23 +1162,4 @@ async fn ledger_with_ended<'a>(
         ledger = h.ledger();
     }
     ledger
-}
-
-/// The facts an operator step's expected result or failure examines (what
-/// `check_operator_result` judges them under).
-pub(super) fn result_facts(
-    facts: &mut crate::check::Facts,
-    result: &Option<String>,
-    error: &Option<String>,
-) {
-    if let Some(want) = error {
-        facts.saw(if want.contains("outcome_unknown") {
-            Req::R009
-        } else {
-            Req::R010
-        });
-    }
-    if result.is_some() {
-        facts.saw(Req::R011);
-    }
 }

@@ -184,3 +184,24 @@ fn names_a_simulator(rel: &str, text: &str) -> Vec<String> {
         .map(|c| format!("src/{rel} names {c}"))
         .collect()
 }
+
+/// The World performs and records (issue 38): which requirements a step examined is decided
+/// in `src/check/`, so no file outside it counts a fact itself.
+#[test]
+fn only_the_checkers_count_facts() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut counting = Vec::new();
+    for (m, code) in modules() {
+        if m == "check" || m.starts_with("check::") {
+            continue;
+        }
+        if code.contains(".saw(") {
+            counting.push(m);
+        }
+    }
+    assert!(src.is_dir());
+    assert!(
+        counting.is_empty(),
+        "facts counted outside src/check/: {counting:?}"
+    );
+}
