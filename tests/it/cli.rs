@@ -366,7 +366,12 @@ fn the_readme_adding_things_table_names_paths_that_exist() {
         None => section,
     };
     let mut checked = 0;
-    for row in section.lines().filter(|l| l.starts_with('|')) {
+    // The table's rows and the provider checklist's numbered lines.
+    for row in section.lines().filter(|l| {
+        l.starts_with('|')
+            || l.split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+    }) {
         // Backticked tokens are the odd pieces between backticks.
         for token in row.split('`').skip(1).step_by(2) {
             let Some(path) = repository_path(token) else {
