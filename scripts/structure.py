@@ -49,9 +49,6 @@ def main():
     edges = {m: set() for m in names}
     for m, code in mods.items():
         here = m.split("::")
-        is_dir_mod = any(
-            os.path.relpath(p, SRC).endswith("mod.rs") and module_of(p) == m for p in texts
-        )
         for line in code.splitlines():
             if line.strip().startswith("//"):
                 continue
@@ -61,11 +58,9 @@ def main():
                 if kind == "crate":
                     parts = [p for p in match.group(1).split("::") if p]
                 else:
+                    # Each `super::` names the module's parent, from a file or a mod.rs alike.
                     ups = match.group(1).count("super::")
-                    base = here if is_dir_mod else here[:-1]
-                    base = base[: max(0, len(base) - (ups - 1))] if ups > 1 else base
-                    # `super::` in a file module names its parent; in a mod.rs, its parent too.
-                    base = base[:-1] if is_dir_mod else base
+                    base = here[: max(0, len(here) - ups)]
                     parts = base + [p for p in match.group(2).split("::") if p]
                 target = None
                 for k in range(len(parts), 0, -1):

@@ -576,4 +576,45 @@ mod tests {
         let got = judge_occurrence(&e, &answer, 1);
         assert_eq!(got.len(), findings, "{got:?}");
     }
+
+    /// An occurrence expectation counts a fact for each requirement it examines: a state or
+    /// flags alone examine AOC-REQ-009, an outcome AOC-REQ-011; nothing expected examines
+    /// nothing.
+    #[rstest]
+    #[case::state_alone(true, false, false, 1, 0)]
+    #[case::flags_alone(false, true, false, 1, 0)]
+    #[case::state_and_flags(true, true, false, 1, 0)]
+    #[case::outcome_alone(false, false, true, 0, 1)]
+    #[case::nothing(false, false, false, 0, 0)]
+    fn an_occurrence_expectation_counts_the_facts_it_examines(
+        #[case] state: bool,
+        #[case] flags: bool,
+        #[case] outcome: bool,
+        #[case] r009: u32,
+        #[case] r011: u32,
+    ) {
+        use crate::vocab::{Flag, Outcome, State};
+        let e = crate::case::CheckedOccurrence {
+            state: if state {
+                vec![State::Resolved]
+            } else {
+                Vec::new()
+            },
+            missing_knowledge: if flags {
+                vec![Flag::Transport]
+            } else {
+                Vec::new()
+            },
+            outcome: outcome.then_some(Outcome::Success),
+            ..Default::default()
+        };
+        let mut seen: Vec<Req> = Vec::new();
+        count_occurrence_facts(&e, &mut |r| seen.push(r));
+        let count = |r: Req| seen.iter().filter(|x| **x == r).count() as u32;
+        assert_eq!(
+            (count(Req::R009), count(Req::R011)),
+            (r009, r011),
+            "{seen:?}"
+        );
+    }
 }

@@ -724,6 +724,9 @@ mod binding_tests {
         Some("binding_constant")
     )]
     #[case::fingerprint_changed(b(B::Running, Some("r1")), Binding { request_fingerprint: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::endpoint_changed(b(B::Running, Some("r1")), Binding { endpoint_id: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::session_changed(b(B::Running, Some("r1")), Binding { session_id: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
+    #[case::action_changed(b(B::Running, Some("r1")), Binding { action_id: "other".into(), ..b(B::Running, Some("r1")) }, Some("binding_constant"))]
     #[case::ended_output_rewritten(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("a rosier summary".into()), ..b(B::Completed, Some("r1")) }, Some("history_append_only"))]
     #[case::ended_output_kept(Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, Binding { output: Some("the summary".into()), ..b(B::Completed, Some("r1")) }, None)]
     #[case::sequence_back(b(B::Running, Some("r1")), Binding { next_sequence: 1, ..b(B::Running, Some("r1")) }, Some("history_append_only"))]

@@ -22,7 +22,7 @@
 //! finding).
 
 use super::rng::Rng;
-use super::schedule::{MAX_STEPS, file_name, schedule_id};
+use super::{MAX_STEPS, file_name, schedule_id};
 use crate::case::{Case, CaseConfig, Expect, FinalExpect, Step};
 use crate::sut::message::Op;
 use provider_model::hermes::faults::{Fault, Route};

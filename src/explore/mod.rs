@@ -30,6 +30,19 @@ pub mod schedule;
 pub mod shrink;
 pub mod yaml;
 
+/// The longest schedule drawn (steps, a race or a block counting each of its steps).
+pub const MAX_STEPS: usize = 24;
+
+/// The id of schedule `index` of `seed`.
+pub fn schedule_id(seed: u64, index: u64) -> String {
+    format!("EXPLORE-{seed}-{index}")
+}
+
+/// The file name a schedule's case is validated (and written) under.
+pub fn file_name(id: &str) -> String {
+    format!("{id}-schedule.yaml")
+}
+
 use crate::aoc::Req;
 use crate::case::{Case, Checked, LoadedCase};
 use crate::report::model::{CaseReport, Verdict};
@@ -634,8 +647,39 @@ async fn shrink_finding(
     }
 }
 
+/// Writes every format of a report into `out`: `explore.json`, `summary.md`, `junit.xml` and
+/// `explore.html` (the shrunk cases are the caller's).
+pub fn write_formats(out: &std::path::Path, r: &report::ExploreReport) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let j = serde_json::to_string_pretty(r).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("explore.json"), j + "\n")?;
+    std::fs::write(out.join("summary.md"), report::markdown(r))?;
+    std::fs::write(out.join("junit.xml"), report::junit(r))?;
+    std::fs::write(out.join("explore.html"), out_html::html(r))?;
+    Ok(())
+}
+
+/// Writes an exploration's report: the shrunk cases under `found/`, then every format.
+pub fn write(
+    out: &std::path::Path,
+    x: &Exploration,
+    o: &ExploreOptions,
+    store_kind: &str,
+) -> std::io::Result<report::ExploreReport> {
+    std::fs::create_dir_all(out.join("found"))?;
+    for f in &x.findings {
+        if let Some(case) = &f.case {
+            std::fs::write(out.join("found").join(&f.case_file), yaml::case(case))?;
+        }
+    }
+    let r = report::ExploreReport::of(x, o, store_kind);
+    write_formats(out, &r)?;
+    Ok(r)
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     #[test]

@@ -2,10 +2,10 @@
 //! resource): the seed and the counts, the findings with their shrunk case files and how often
 //! each reproduced, the undecided schedules by why, and the coverage. Every string that is not
 //! aocheck's own (what the implementation said, its name, the reasons of undecided schedules)
-//! is escaped with the suite report's escaping (`report::formats::xml`).
+//! is escaped with the suite report's escaping (`report::text::xml`).
 
 use super::report::{ExploreReport, shrinking, tallies};
-use crate::report::formats::xml as h;
+use crate::report::text::xml as h;
 use std::fmt::Write as _;
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:72em}\

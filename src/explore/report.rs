@@ -7,10 +7,9 @@
 use super::coverage::Coverage;
 use super::{Exploration, ExploreOptions, Found};
 use crate::exit;
-use crate::report::formats::{md, xml};
+use crate::report::text::{md, xml};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 pub const SCHEMA: &str = "aocheck-explore/1";
 
@@ -318,38 +317,7 @@ pub fn junit(r: &ExploreReport) -> String {
     s
 }
 
-/// Writes every format of a report into `out`: `explore.json`, `summary.md`, `junit.xml` and
-/// `explore.html` (the shrunk cases are the caller's).
-pub fn write_formats(out: &Path, r: &ExploreReport) -> std::io::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let j = serde_json::to_string_pretty(r).map_err(std::io::Error::other)?;
-    std::fs::write(out.join("explore.json"), j + "\n")?;
-    std::fs::write(out.join("summary.md"), markdown(r))?;
-    std::fs::write(out.join("junit.xml"), junit(r))?;
-    std::fs::write(out.join("explore.html"), super::out_html::html(r))?;
-    Ok(())
-}
-
-/// Writes an exploration's report: the shrunk cases under `found/`, then every format.
-pub fn write(
-    out: &Path,
-    x: &Exploration,
-    o: &ExploreOptions,
-    store_kind: &str,
-) -> std::io::Result<ExploreReport> {
-    std::fs::create_dir_all(out.join("found"))?;
-    for f in &x.findings {
-        if let Some(case) = &f.case {
-            std::fs::write(
-                out.join("found").join(&f.case_file),
-                super::yaml::case(case),
-            )?;
-        }
-    }
-    let r = ExploreReport::of(x, o, store_kind);
-    write_formats(out, &r)?;
-    Ok(r)
-}
+pub use super::{write, write_formats};
 
 #[cfg(test)]
 mod tests {

@@ -43,18 +43,7 @@ impl Workload {
     }
 }
 
-/// The longest schedule drawn (steps, a race or a block counting each of its steps).
-pub const MAX_STEPS: usize = 24;
-
-/// The id of schedule `index` of `seed`.
-pub fn schedule_id(seed: u64, index: u64) -> String {
-    format!("EXPLORE-{seed}-{index}")
-}
-
-/// The file name a schedule's case is validated (and written) under.
-pub fn file_name(id: &str) -> String {
-    format!("{id}-schedule.yaml")
-}
+pub use super::{MAX_STEPS, file_name, schedule_id};
 
 fn any() -> Expect {
     Expect(Some("any".into()))

@@ -7,7 +7,7 @@
 //! candidate the case validator refuses is never run. The first candidate that reproduces is
 //! kept and the search starts again from it, until none does or the budget is spent.
 
-use super::schedule::file_name;
+use super::file_name;
 use crate::case::{Case, Step};
 use provider_model::payments::faults::Op as POp;
 use std::collections::BTreeMap;

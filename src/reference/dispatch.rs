@@ -19,6 +19,17 @@ use crate::sut::message::{Failure, Hello, Init, Op, Outcome, PROTOCOL, Request, 
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// The reference implementation's identity, for reports.
+pub fn implementation(knobs: Knobs) -> serde_json::Value {
+    serde_json::json!({
+        "name": "aocheck-reference",
+        "version": env!("CARGO_PKG_VERSION"),
+        "same_team": true,
+        "claims": hello(knobs).claims,
+        "statements": hello(knobs).statements,
+    })
+}
+
 /// What the reference says about itself in answer to `init`.
 pub fn hello(knobs: Knobs) -> Hello {
     // Everything the reference says about itself is a statement of the closed vocabulary:

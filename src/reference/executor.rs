@@ -968,17 +968,6 @@ async fn overwrite_last(domain: &Domain<AnyStore>, occ: &OccurrenceId) -> Result
     Ok(())
 }
 
-/// The reference implementation's identity, for reports.
-pub fn implementation(knobs: super::Knobs) -> Value {
-    json!({
-        "name": "aocheck-reference",
-        "version": env!("CARGO_PKG_VERSION"),
-        "same_team": true,
-        "claims": super::dispatch::hello(knobs).claims,
-        "statements": super::dispatch::hello(knobs).statements,
-    })
-}
-
 /// Shared handle type used by the runner.
 pub type SharedSut = Arc<tokio::sync::Mutex<ReferenceSut>>;
 

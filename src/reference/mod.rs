@@ -10,5 +10,6 @@ mod knobs;
 pub mod payments;
 pub(crate) mod serve;
 
-pub use executor::{ReferenceSut, Variant, implementation};
+pub use dispatch::implementation;
+pub use executor::{ReferenceSut, Variant};
 pub use knobs::Knobs;

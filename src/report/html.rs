@@ -7,10 +7,10 @@
 //!
 //! Every string from the report passes through [`clean`] (characters XML cannot hold become
 //! U+FFFD) and the template escapes it; only the timeline is inserted as markup, and it is built
-//! here with every text in it escaped by [`super::formats::xml`].
+//! here with every text in it escaped by [`super::text::xml`].
 
-use super::formats::xml;
 use super::model::{CaseReport, Report, Verdict};
+use super::text::xml;
 use crate::check::replay::Tape;
 use serde::Serialize;
 
@@ -19,7 +19,7 @@ const TEMPLATE: &str = include_str!("templates/report.html.j2");
 /// A string for the template: every character XML 1.0 does not allow replaced by U+FFFD (the
 /// template's escaping does the rest).
 fn clean(s: &str) -> String {
-    s.chars().map(super::formats::xml_char).collect()
+    s.chars().map(super::text::xml_char).collect()
 }
 
 /// A vocabulary value's wire word (`client_gone`, `payment_created`): its serde name.
@@ -389,10 +389,7 @@ pub fn html(r: &Report) -> String {
         version: clean(&r.aocheck_version),
         schema: clean(&r.schema),
         disclaimer: clean(&r.disclaimer),
-        notes: super::formats::run_notes(r)
-            .iter()
-            .map(|n| clean(n))
-            .collect(),
+        notes: super::text::run_notes(r).iter().map(|n| clean(n)).collect(),
         problems,
     };
     let reqs: Vec<ReqHead> = r

@@ -7,3 +7,4 @@ pub mod attest;
 pub mod formats;
 pub mod html;
 pub mod model;
+pub mod text;

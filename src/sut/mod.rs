@@ -6,7 +6,7 @@
 //! answer through [`operator::Conn`], whichever they are.
 //!
 //! A refusal keeps the requirement the implementation names; anything else it reports is quoted
-//! in a [`SutError`] (see [`processes::failure_error`]).
+//! in a [`SutError`] (see [`failure_error`]).
 
 pub mod message;
 pub mod operator;
@@ -213,5 +213,35 @@ impl dyn Sut {
         self.describe_if_supported()
             .await?
             .ok_or_else(|| SutError::Harness("the implementation does not list `describe`".into()))
+    }
+}
+
+/// A protocol error as the runner's error. A refusal keeps its requirement; anything else the
+/// implementation reports is quoted.
+pub fn failure_error(op: &str, f: protocol::SutFailure) -> SutError {
+    match f.kind.as_str() {
+        "refused" => match f.requirement.as_deref().and_then(crate::aoc::Req::parse) {
+            Some(req) => SutError::Refused(crate::aoc::Refusal::new(
+                None,
+                req,
+                crate::aoc::RefusalKind::Reported {
+                    msg: f.message.clone(),
+                },
+            )),
+            None => SutError::RefusedUnnamed(format!(
+                "{op} was refused without naming a requirement ({:?}): {}",
+                f.requirement.unwrap_or_default(),
+                f.message
+            )),
+        },
+        "corrupt" => SutError::Corrupt(f.message),
+        kind => SutError::Harness(format!(
+            "{op} failed ({kind}, outcome {}): {}",
+            match f.outcome {
+                protocol::Outcome::Definite => "definite",
+                protocol::Outcome::Indefinite => "indefinite",
+            },
+            f.message
+        )),
     }
 }

@@ -6,8 +6,8 @@
 //! connector's own answer (judged by the case), the outer one means aocheck could not talk to the
 //! implementation (a harness error).
 
+use super::failure_error;
 use super::message::{Failure, Op, Request, reply};
-use super::processes::failure_error;
 use super::{BoxFuture, SutError, decode};
 use crate::operator::connector::OperatorResult;
 use crate::operator::delegation::DelegationRequest;

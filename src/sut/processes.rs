@@ -9,9 +9,7 @@ use super::message::{
 };
 use super::operator::{Conn, Connection};
 use super::process::{CallError, SutProcess};
-use super::protocol::SutFailure;
-use super::{BoxFuture, Connect, Sut, SutError, To};
-use crate::aoc::{Refusal, RefusalKind, Req};
+use super::{BoxFuture, Connect, Sut, SutError, To, failure_error};
 use crate::clock::{Clock, ManualClock};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -313,36 +311,6 @@ pub struct ProcessSut {
 
 fn call_error(who: &str, e: CallError) -> SutError {
     SutError::Harness(format!("implementation process {who}: {e}"))
-}
-
-/// A protocol error as the runner's error. A refusal keeps its requirement; anything else the
-/// implementation reports is quoted.
-pub fn failure_error(op: &str, f: SutFailure) -> SutError {
-    match f.kind.as_str() {
-        "refused" => match f.requirement.as_deref().and_then(Req::parse) {
-            Some(req) => SutError::Refused(Refusal::new(
-                None,
-                req,
-                RefusalKind::Reported {
-                    msg: f.message.clone(),
-                },
-            )),
-            None => SutError::RefusedUnnamed(format!(
-                "{op} was refused without naming a requirement ({:?}): {}",
-                f.requirement.unwrap_or_default(),
-                f.message
-            )),
-        },
-        "corrupt" => SutError::Corrupt(f.message),
-        kind => SutError::Harness(format!(
-            "{op} failed ({kind}, outcome {}): {}",
-            match f.outcome {
-                super::protocol::Outcome::Definite => "definite",
-                super::protocol::Outcome::Indefinite => "indefinite",
-            },
-            f.message
-        )),
-    }
 }
 
 impl ProcessSut {

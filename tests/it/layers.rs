@@ -1,6 +1,7 @@
 //! The crate's layers point one way: no two source files import each other, directly or around a
 //! loop, and the base (`digest`, `vocab`, `clock`), the domain (`aoc`) and the stores import
-//! nothing above them. Read from the source text (`crate::…` paths outside tests).
+//! nothing above them. Read from the source text (`crate::…` and `super::…` paths outside
+//! tests; a module and its own parent or children are one unit).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -37,13 +38,51 @@ fn edges() -> BTreeMap<String, BTreeSet<String>> {
     let mut edges = BTreeMap::new();
     for (m, code) in &mods {
         let mut to = BTreeSet::new();
+        let here: Vec<&str> = m.split("::").collect();
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            // `crate::a::b` and `super::…::a::b` (each `super::` names the parent), so that
+            // two files importing each other through `super::` are seen too.
+            let mut paths: Vec<Vec<String>> = Vec::new();
             for (i, _) in line.match_indices("crate::") {
                 let path: String = line[i + 7..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                     .collect();
-                let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+                paths.push(
+                    path.split("::")
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                );
+            }
+            for (i, _) in line.match_indices("super::") {
+                if line[..i].ends_with("super::")
+                    || line[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    continue;
+                }
+                let mut ups = 0;
+                let mut tail = &line[i..];
+                while let Some(t) = tail.strip_prefix("super::") {
+                    ups += 1;
+                    tail = t;
+                }
+                let path: String = tail
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let mut parts: Vec<String> = here[..here.len().saturating_sub(ups)]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                parts.extend(
+                    path.split("::")
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string),
+                );
+                paths.push(parts);
+            }
+            for parts in paths {
                 let target = (1..=parts.len())
                     .rev()
                     .map(|k| parts[..k].join("::"))
