@@ -1,12 +1,37 @@
 //! Time as the domain sees it. Every timestamp in a history comes from one [`Clock`], so tests can
 //! drive lease expiry, freshness and retention without sleeping.
 
-use crate::aoc::ids::Millis;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Milliseconds since the Unix epoch, from the domain's clock.
+#[derive(
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    Debug,
+    Default,
+)]
+#[serde(transparent)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    pub fn plus(self, ms: u64) -> Millis {
+        Millis(self.0.saturating_add(ms))
+    }
+    pub fn since(self, earlier: Millis) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
 
 type Wait<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 

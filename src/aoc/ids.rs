@@ -123,21 +123,7 @@ impl fmt::Display for Holder {
     }
 }
 
-/// Milliseconds since the Unix epoch, from the domain's clock.
-#[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Debug, Default,
-)]
-#[serde(transparent)]
-pub struct Millis(pub u64);
-
-impl Millis {
-    pub fn plus(self, ms: u64) -> Millis {
-        Millis(self.0.saturating_add(ms))
-    }
-    pub fn since(self, earlier: Millis) -> u64 {
-        self.0.saturating_sub(earlier.0)
-    }
-}
+pub use crate::clock::Millis;
 
 /// An owner secret returned once by `reserve` or `adopt`. Only its digest is stored or reported
 /// (AOC §7: reports never carry reservation tokens).
