@@ -101,6 +101,35 @@ words!(
     }
 );
 
+/// The kinds of remedy AOC-REQ-012 names ("Any adjustment, replacement attempt, compensation or
+/// new allocation", and the refund or reversal that never restores consumed authority). Each
+/// needs its own native authorization, a link to the original and its own replay-protected
+/// identity; the draft asks nothing more of one kind than of another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemedyKind {
+    #[default]
+    Refund,
+    Reversal,
+    Compensation,
+    Adjustment,
+    ReplacementAttempt,
+    NewAllocation,
+}
+
+impl RemedyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RemedyKind::Refund => "refund",
+            RemedyKind::Reversal => "reversal",
+            RemedyKind::Compensation => "compensation",
+            RemedyKind::Adjustment => "adjustment",
+            RemedyKind::ReplacementAttempt => "replacement_attempt",
+            RemedyKind::NewAllocation => "new_allocation",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 use super::accounting::Accounting;
 use super::evidence::{Kind, SourceKind, StateAnswer};
 use crate::aoc::requirement::Req;
-use crate::sut::message::RemedyKind;
+use crate::vocab::RemedyKind;
 use provider_model::payments::faults::Op;
 use provider_model::payments::ledger::{EffectKind, Reply};
 use std::collections::BTreeMap;

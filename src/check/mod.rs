@@ -27,6 +27,10 @@ use std::collections::BTreeMap;
 
 pub use finding::Finding;
 
+/// The name the observer process is initialised with. It never joins the lane, and only reads:
+/// a mutation made with its credential is judged by `observer_reads_only`.
+pub const OBSERVER: &str = "aocheck-observer";
+
 /// The checkers and the requirement ids each evaluates (for reports).
 pub const CHECKERS: [(&str, &[Req]); 52] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
@@ -371,7 +375,7 @@ impl Checker {
             .provider
             .requests
             .iter()
-            .filter(|r| r.credential == crate::sut::processes::OBSERVER && r.op.is_effectful())
+            .filter(|r| r.credential == OBSERVER && r.op.is_effectful())
         {
             facts.saw(Req::R006);
             v(
@@ -1253,7 +1257,7 @@ mod tests {
                 "r1".to_string(),
                 ledger::Remedy {
                     original: "o1".into(),
-                    kind: crate::sut::message::RemedyKind::Refund,
+                    kind: crate::vocab::RemedyKind::Refund,
                 },
             )]),
             admitted: vec![1],

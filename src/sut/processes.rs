@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The name the observer process is initialised with. It never joins the lane.
-pub const OBSERVER: &str = "aocheck-observer";
+pub use crate::check::OBSERVER;
 // (`Init::for_case` names the observer the same way.)
 
 /// How to start the implementation, and where its logs go.
