@@ -1244,15 +1244,6 @@ mod tests {
             }
         };
         let snap = Snapshot {
-            occurrences: vec![answer("o1", "b-original"), answer("r1", remedy_binding)],
-            provider: Ledger::default(),
-            generation: Generation(1),
-            limits: Limits {
-                max_pending: 4,
-                max_in_flight: 4,
-            },
-            key_rule: KeyRule::parse("{occurrence}").ok(),
-            asked: BTreeMap::new(),
             remedies: BTreeMap::from([(
                 "r1".to_string(),
                 ledger::Remedy {
@@ -1260,9 +1251,10 @@ mod tests {
                     kind: crate::vocab::RemedyKind::Refund,
                 },
             )]),
-            admitted: vec![1],
-            statuses: BTreeMap::new(),
-            requests_before: None,
+            ..snapshot(
+                vec![answer("o1", "b-original"), answer("r1", remedy_binding)],
+                Ledger::default(),
+            )
         };
         let found = Checker::default().check(&snap);
         let named: Vec<(&str, Req)> = found
@@ -1282,19 +1274,12 @@ mod tests {
     fn an_empty_look_establishes_no_requirement() {
         let mut c = Checker::default();
         let snap = Snapshot {
-            occurrences: Vec::new(),
-            provider: Ledger::default(),
-            generation: Generation(1),
             limits: Limits {
                 max_pending: 1,
                 max_in_flight: 1,
             },
-            key_rule: KeyRule::parse("{occurrence}").ok(),
-            asked: BTreeMap::new(),
-            remedies: BTreeMap::new(),
             admitted: Vec::new(),
-            statuses: BTreeMap::new(),
-            requests_before: None,
+            ..snapshot(Vec::new(), Ledger::default())
         };
         for _ in 0..3 {
             assert!(c.check(&snap).is_empty());
@@ -1302,21 +1287,11 @@ mod tests {
         assert_eq!(c.facts.total(), 0, "{:?}", c.facts);
     }
 
-    /// One look at `answers` (each a `state` answer as JSON) against `provider`.
-    fn look_at(answers: Vec<serde_json::Value>, provider: Ledger) -> Snapshot {
+    /// A look at `occurrences` against `provider`, with the lane's defaults (generation 1
+    /// admitted, limits 4 and 4, the key rule `{occurrence}`, nothing else known).
+    fn snapshot(occurrences: Vec<Observed>, provider: Ledger) -> Snapshot {
         Snapshot {
-            occurrences: answers
-                .into_iter()
-                .map(|v| {
-                    let a: StateAnswer = serde_json::from_value(v).expect("answer");
-                    let id = a.report.occurrence.clone();
-                    Observed {
-                        label: id.clone(),
-                        id,
-                        answer: Ok(a),
-                    }
-                })
-                .collect(),
+            occurrences,
             provider,
             generation: Generation(1),
             limits: Limits {
@@ -1330,6 +1305,23 @@ mod tests {
             statuses: BTreeMap::new(),
             requests_before: None,
         }
+    }
+
+    /// One look at `answers` (each a `state` answer as JSON) against `provider`.
+    fn look_at(answers: Vec<serde_json::Value>, provider: Ledger) -> Snapshot {
+        let occurrences = answers
+            .into_iter()
+            .map(|v| {
+                let a: StateAnswer = serde_json::from_value(v).expect("answer");
+                let id = a.report.occurrence.clone();
+                Observed {
+                    label: id.clone(),
+                    id,
+                    answer: Ok(a),
+                }
+            })
+            .collect();
+        snapshot(occurrences, provider)
     }
 
     fn answer_of(

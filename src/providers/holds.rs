@@ -122,58 +122,42 @@ impl HoldSite for Hermes {
     }
 }
 
-/// Why a step of the choreography did not happen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HoldError {
-    /// No request was parked at the hold within the wait.
-    NothingParked {
-        provider: &'static str,
-        hold: String,
-        within: Duration,
-    },
+/// Which wait of the choreography ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldStep {
+    /// No request was parked at the hold.
+    Parked,
     /// The parked request's client was still connected after the kill.
-    ClientStayed {
-        provider: &'static str,
-        hold: String,
-        within: Duration,
-    },
-    /// The released requests were not decided within the wait.
-    Undecided {
-        provider: &'static str,
-        hold: String,
-        within: Duration,
-    },
+    Landed,
+    /// The released requests were not decided.
+    Decided,
+}
+
+/// Why a step of the choreography did not happen: the wait that ran out, where, and how long
+/// it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HoldError {
+    pub step: HoldStep,
+    pub provider: &'static str,
+    pub hold: String,
+    pub within: Duration,
 }
 
 impl std::fmt::Display for HoldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HoldError::NothingParked {
-                provider,
-                hold,
-                within,
-            } => write!(
+        let (provider, hold, secs) = (self.provider, &self.hold, self.within.as_secs());
+        match self.step {
+            HoldStep::Parked => write!(
                 f,
-                "no request was parked at {provider}'s hold {hold:?} within {} s",
-                within.as_secs()
+                "no request was parked at {provider}'s hold {hold:?} within {secs} s"
             ),
-            HoldError::ClientStayed {
-                provider,
-                hold,
-                within,
-            } => write!(
+            HoldStep::Landed => write!(
                 f,
-                "the sender was killed, but {provider} still held a live client at hold {hold:?} after {} s",
-                within.as_secs()
+                "the sender was killed, but {provider} still held a live client at hold {hold:?} after {secs} s"
             ),
-            HoldError::Undecided {
-                provider,
-                hold,
-                within,
-            } => write!(
+            HoldStep::Decided => write!(
                 f,
-                "the requests released at {provider}'s hold {hold:?} were not decided within {} s",
-                within.as_secs()
+                "the requests released at {provider}'s hold {hold:?} were not decided within {secs} s"
             ),
         }
     }
@@ -193,39 +177,30 @@ pub fn hold<'a, P: HoldSite>(site: &'a P, name: &'a str, within: Duration) -> Ho
 }
 
 impl<P: HoldSite> Hold<'_, P> {
-    fn error(&self, f: fn(&'static str, String, Duration) -> HoldError) -> HoldError {
-        f(P::NAME, self.name.to_string(), self.within)
+    /// `Ok` when the wait held, the error naming `step` otherwise.
+    fn held(&self, ok: bool, step: HoldStep) -> Result<(), HoldError> {
+        if ok {
+            return Ok(());
+        }
+        Err(HoldError {
+            step,
+            provider: P::NAME,
+            hold: self.name.to_string(),
+            within: self.within,
+        })
     }
 
     /// Waits until a request is parked at the hold.
     pub async fn parked(&self) -> Result<(), HoldError> {
-        if self.site.wait_parked(self.name, self.within).await {
-            Ok(())
-        } else {
-            Err(
-                self.error(|provider, hold, within| HoldError::NothingParked {
-                    provider,
-                    hold,
-                    within,
-                }),
-            )
-        }
+        let ok = self.site.wait_parked(self.name, self.within).await;
+        self.held(ok, HoldStep::Parked)
     }
 
     /// After the caller killed the parked request's sender: waits until the provider saw its
     /// client go.
     pub async fn landed(&self) -> Result<(), HoldError> {
-        if self.site.wait_client_gone(self.name, self.within).await {
-            Ok(())
-        } else {
-            Err(
-                self.error(|provider, hold, within| HoldError::ClientStayed {
-                    provider,
-                    hold,
-                    within,
-                }),
-            )
-        }
+        let ok = self.site.wait_client_gone(self.name, self.within).await;
+        self.held(ok, HoldStep::Landed)
     }
 
     /// Waits until a request is parked, lets every parked request go with `action`, and waits
@@ -234,24 +209,10 @@ impl<P: HoldSite> Hold<'_, P> {
         self.parked().await?;
         let seqs = self.site.parked_seqs(self.name);
         let n = self.site.let_go(self.name, action);
-        if n == 0 {
-            return Err(
-                self.error(|provider, hold, within| HoldError::NothingParked {
-                    provider,
-                    hold,
-                    within,
-                }),
-            );
-        }
+        self.held(n > 0, HoldStep::Parked)?;
         let deadline = tokio::time::Instant::now() + self.within;
         while !self.site.decided(&seqs) {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(self.error(|provider, hold, within| HoldError::Undecided {
-                    provider,
-                    hold,
-                    within,
-                }));
-            }
+            self.held(tokio::time::Instant::now() < deadline, HoldStep::Decided)?;
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         Ok(n)
