@@ -145,6 +145,28 @@ def main():
         why = sorted(f"{x} -> {y}" for x in edges for y in edges[x] if top(x) == b and top(y) == a)
         print(f"  {a} <-> {b} ({'; '.join(why[:3])})")
 
+    # Folder floors: each top-level folder's floor is one above the highest folder it imports
+    # (a folder inside a loop of folders has none).
+    floor = {}
+
+    def floor_of(f, seen=()):
+        if f in seen:
+            return None
+        if f not in floor:
+            below = [floor_of(g, seen + (f,)) for g in folders.get(f, ())]
+            floor[f] = None if None in below else 1 + max(below, default=0)
+        return floor[f]
+
+    tops = sorted({top(m) for m in names})
+    for f in tops:
+        floor_of(f)
+    print(f"folder floors: {max((v or 0) for v in floor.values())}")
+    by_floor = {}
+    for f in tops:
+        by_floor.setdefault(floor[f], []).append(f)
+    for k in sorted(by_floor, key=lambda k: (k is None, k or 0)):
+        print(f"  {k if k is not None else 'in a loop'}: {' '.join(by_floor[k])}")
+
     # Functions of 150 lines or more (rustfmt'd code: the closing brace at the fn's indent).
     long_fns = []
     for p, t in texts.items():

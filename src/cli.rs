@@ -930,7 +930,7 @@ fn analyze_cmd(dir: &std::path::Path, key: Option<&std::path::Path>) -> u8 {
         }
     }
     let started = std::time::Instant::now();
-    let all = match crate::check::replay::analyze_folder(dir) {
+    let all = match crate::report::analyze::analyze_folder(dir) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");

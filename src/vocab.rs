@@ -49,6 +49,8 @@ macro_rules! words {
     };
 }
 
+pub(crate) use words;
+
 words!(
     /// Where an occurrence stands.
     State {
@@ -127,6 +129,32 @@ impl RemedyKind {
             RemedyKind::ReplacementAttempt => "replacement_attempt",
             RemedyKind::NewAllocation => "new_allocation",
         }
+    }
+}
+
+/// Caller-selected labels a creation carries. None of them alone identifies an occurrence
+/// (AOC-REQ-002); `action` is the action a durable action fence keys on.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateLabels {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_id: Option<String>,
+    /// The action, as the caller names it (the fence keys on its digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aadp_request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bcr_operation_id: Option<String>,
+}
+
+impl CreateLabels {
+    pub fn is_empty(&self) -> bool {
+        *self == CreateLabels::default()
     }
 }
 

@@ -16,14 +16,14 @@ use crate::aoc::ids::{
 };
 use crate::aoc::lease::{AcquireMode, Lease, LeaseConfig, LeaseError};
 use crate::aoc::occurrence::{self, OccurrenceState, Phase};
+use crate::aoc::port::{
+    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
+    StoreError,
+};
 use crate::aoc::profile::{Evidence, ProviderProfile};
 use crate::aoc::requirement::Req;
 use crate::clock::Clock;
 use crate::digest::{Digest, digest_of};
-use crate::store::{
-    Append, Class, CreateResult, Fence, LimitCheck, NewOccurrence, OccurrenceSummary, Store,
-    StoreError,
-};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -521,7 +521,7 @@ impl<S: Store> Domain<S> {
             .lease_get(self.ns(), &holder.lane)
             .await
             .map_err(DomainError::Store)?;
-        crate::store::check_fence(lease.as_ref(), &self.fence(holder))
+        crate::aoc::port::check_fence(lease.as_ref(), &self.fence(holder))
             .map_err(|e| map_store(occ, e))
     }
 

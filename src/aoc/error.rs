@@ -10,7 +10,7 @@
 //! Domain errors never carry HTTP statuses; the edges map them.
 
 use crate::aoc::ids::OccurrenceId;
-use crate::store::StoreError;
+use crate::aoc::port::StoreError;
 
 pub use crate::aoc::ids::LimitKind;
 pub use crate::aoc::refusal::{Refusal, RefusalKind};

@@ -3,8 +3,8 @@
 //! provider entry, executor-generation changes, pre-entry release and terminal reconciliation.
 //!
 //! Layout: pure cores ([`occurrence`], [`lease`], [`admission`], [`profile`], [`history`]) and one
-//! service ([`domain::Domain`]) that folds histories from a [`crate::store::Store`], decides, and
-//! appends under the store's fences.
+//! service ([`domain::Domain`]) that folds histories from a [`port::Store`] (its port to durable
+//! storage; the implementations are `crate::store`'s), decides, and appends under the store's fences.
 
 pub mod admission;
 pub mod binding;
@@ -15,6 +15,7 @@ pub mod history;
 pub mod ids;
 pub mod lease;
 pub mod occurrence;
+pub mod port;
 pub mod profile;
 pub mod refusal;
 pub mod requirement;

@@ -90,7 +90,7 @@ pub enum Step {
         /// Caller-selected labels sent with the creation (AOC-REQ-002: alone, they never
         /// create an occurrence).
         #[serde(default)]
-        labels: crate::sut::message::CreateLabels,
+        labels: crate::vocab::CreateLabels,
         #[serde(default)]
         expect: Expect,
     },
@@ -175,7 +175,7 @@ pub enum Step {
         /// `refund` (the default), `reversal`, `compensation`, `adjustment`,
         /// `replacement_attempt` or `new_allocation`.
         #[serde(default)]
-        kind: crate::sut::message::RemedyKind,
+        kind: crate::vocab::RemedyKind,
         authorization: String,
         #[serde(default)]
         executor: Option<String>,

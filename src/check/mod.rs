@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod replay;
 pub mod statements;
 pub mod steps;
+pub mod verdict;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;

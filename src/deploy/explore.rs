@@ -36,19 +36,15 @@ pub struct ExploreArgs {
 pub fn generate(seed: u64, index: u64, orders: u64, instances: u32, webhooks: bool) -> Schedule {
     let mut rng = Rng::schedule(seed, index);
     let n = 1 + rng.below(orders.max(1));
-    let mut kinds = vec![
-        None,
-        Some(Kind::CrashAtHold),
-        Some(Kind::LostReply),
-        Some(Kind::ErrorAfterCommit),
-        Some(Kind::Resubmit),
-    ];
-    if instances >= 2 {
-        kinds.push(Some(Kind::Takeover));
-    }
-    if webhooks {
-        kinds.push(Some(Kind::Webhooks));
-    }
+    // No fault, or one the deployment can take, in the vocabulary's order.
+    let kinds: Vec<Option<Kind>> = std::iter::once(None)
+        .chain(
+            Kind::ALL
+                .iter()
+                .filter(|k| k.available(instances, webhooks))
+                .map(|k| Some(*k)),
+        )
+        .collect();
     Schedule {
         steps: (0..n)
             .map(|k| Step {
@@ -56,6 +52,12 @@ pub fn generate(seed: u64, index: u64, orders: u64, instances: u32, webhooks: bo
                 fault: *rng.pick(&kinds),
             })
             .collect(),
+    }
+}
+
+impl crate::explore::shrink::Shrinkable for Schedule {
+    fn smaller(&self) -> Vec<Schedule> {
+        candidates(self)
     }
 }
 
@@ -183,25 +185,22 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             crate::exit::OK
         };
     };
-    // Shrink: keep the first smaller schedule that still fails a requirement the original
-    // failed, until none does or the budget is spent.
+    // Shrink through explore's shrinker: keep the first smaller schedule that still fails the
+    // same way (checker and requirement) and is decided, until none does or the budget is spent.
     let target = signature(&first);
-    let mut best = original.clone();
-    let mut best_ran = first;
-    let mut budget = a.shrink_runs;
     let mut step = 0;
-    'outer: while budget > 0 {
-        for c in candidates(&best) {
-            if budget == 0 {
-                break 'outer;
-            }
-            budget -= 1;
+    let mut kept_ran: Option<Ran> = None;
+    let shrunk = crate::explore::shrink::shrink(
+        original.clone(),
+        a.shrink_runs,
+        None,
+        async |c: &Schedule| {
             step += 1;
-            let ran = run_at(&loaded, &p, &out, &format!("shrink-{step}"), &c).await;
+            let ran = run_at(&loaded, &p, &out, &format!("shrink-{step}"), c).await;
             let still = !signature(&ran).is_disjoint(&target) && ran.undecided.is_none();
             eprintln!(
                 "shrink {step}: {} → {}",
-                describe(&c),
+                describe(c),
                 if still {
                     "still fails: kept"
                 } else {
@@ -209,13 +208,14 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
                 }
             );
             if still {
-                best = c;
-                best_ran = ran;
-                continue 'outer;
+                kept_ran = Some(ran);
             }
-        }
-        break;
-    }
+            still
+        },
+    )
+    .await;
+    let best = shrunk.case;
+    let best_ran = kept_ran.unwrap_or(first);
     let schedule_file = out.join("shrunk.yaml");
     let yaml = schedule_yaml(&best);
     if let Err(e) = std::fs::write(&schedule_file, &yaml) {
@@ -303,7 +303,7 @@ pub fn describe(s: &Schedule) -> String {
             format!(
                 "{}({})",
                 st.occurrence,
-                st.fault.map_or("no fault", Kind::label)
+                st.fault.map_or("no fault", Kind::name)
             )
         })
         .collect::<Vec<_>>()
@@ -319,7 +319,7 @@ pub fn schedule_yaml(s: &Schedule) -> String {
         out.push_str(&format!(
             "  - {{occurrence: {}, fault: {}}}\n",
             serde_json::Value::String(st.occurrence.clone()),
-            st.fault.map_or("null", Kind::label)
+            st.fault.map_or("null", Kind::name)
         ));
     }
     out

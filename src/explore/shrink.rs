@@ -455,10 +455,23 @@ fn with_any(s: Step) -> Step {
     }
 }
 
+/// A schedule that can be made smaller: explore's case files and deploy's schedules of orders
+/// both shrink through [`shrink`], each giving its own candidates.
+pub trait Shrinkable: Clone {
+    /// The smaller schedules to try next, largest cut first.
+    fn smaller(&self) -> Vec<Self>;
+}
+
+impl Shrinkable for Case {
+    fn smaller(&self) -> Vec<Case> {
+        candidates(self)
+    }
+}
+
 /// What shrinking did.
 #[derive(Clone, Debug)]
-pub struct Shrunk {
-    pub case: Case,
+pub struct Shrunk<S = Case> {
+    pub case: S,
     /// Candidates run.
     pub tried: u32,
     /// Candidates kept (each smaller than the one before).
@@ -469,19 +482,20 @@ pub struct Shrunk {
 
 /// Shrinks `start` while `reproduces` says the finding is still there, trying at most `budget`
 /// candidates and none once `until` has passed (the exploration's time budget: the smallest
-/// schedule found so far is kept).
-pub async fn shrink(
-    start: Case,
+/// schedule found so far is kept). The first candidate that reproduces is kept and the search
+/// starts again from it.
+pub async fn shrink<S: Shrinkable>(
+    start: S,
     budget: u32,
     until: Option<Instant>,
-    mut reproduces: impl AsyncFnMut(&Case) -> bool,
-) -> Shrunk {
+    mut reproduces: impl AsyncFnMut(&S) -> bool,
+) -> Shrunk<S> {
     let mut best = start;
     let mut tried = 0;
     let mut kept = 0;
     let mut cut_short = false;
     'outer: loop {
-        for cand in candidates(&best) {
+        for cand in best.smaller() {
             if tried >= budget {
                 break 'outer;
             }

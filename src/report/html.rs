@@ -456,17 +456,19 @@ pub fn html(r: &Report) -> String {
 /// The history entries (their kinds) an occurrence gained at one look (`None`: the end).
 type Appended = (Option<usize>, Vec<String>);
 
-/// What a reply's fate looks like on the timeline.
-fn reply_style(reply: &str) -> (&'static str, &'static str) {
+/// What a reply's fate looks like on the timeline (the fate is fake-payments' word, from the
+/// provider model: a new fate is a compile error here, not a grey dot).
+fn reply_style(reply: provider_model::payments::ledger::Reply) -> (&'static str, &'static str) {
+    use provider_model::payments::ledger::Reply;
     match reply {
-        "written" => ("#2e7d32", "reply written"),
-        "client_gone" => ("#c62828", "committed, nobody left to answer (client gone)"),
-        "dropped" => ("#c62828", "connection closed, no reply"),
-        "error_after_commit" => ("#ef6c00", "effect committed, 5xx returned"),
-        "garbled" => ("#6a1b9a", "undecodable reply"),
-        "forged" => ("#6a1b9a", "forged reply"),
-        "misdirected" => ("#6a1b9a", "reply signed for another account"),
-        _ => ("#757575", "no reply yet"),
+        Reply::Written => ("#2e7d32", "reply written"),
+        Reply::ClientGone => ("#c62828", "committed, nobody left to answer (client gone)"),
+        Reply::Dropped => ("#c62828", "connection closed, no reply"),
+        Reply::ErrorAfterCommit => ("#ef6c00", "effect committed, 5xx returned"),
+        Reply::Garbled => ("#6a1b9a", "undecodable reply"),
+        Reply::Forged => ("#6a1b9a", "forged reply"),
+        Reply::Misdirected => ("#6a1b9a", "reply signed for another account"),
+        Reply::Pending => ("#757575", "no reply yet"),
     }
 }
 
@@ -620,8 +622,7 @@ pub fn timeline(t: &Tape) -> Option<String> {
             continue;
         };
         let cy = cred_y[row];
-        let reply = word(&r.reply);
-        let (colour, fate) = reply_style(&reply);
+        let (colour, fate) = reply_style(r.reply);
         let op = word(&r.op);
         let title = format!(
             "request {} {op} → {} {}{}{}",

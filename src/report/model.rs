@@ -13,45 +13,7 @@ use std::path::Path;
 
 pub const SCHEMA: &str = "aocheck.report/1";
 
-/// A case's (or a requirement's) verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    Unsupported,
-    MissingKnowledge,
-    NotRun,
-    HarnessError,
-}
-
-impl Verdict {
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
-            Verdict::Unsupported => "unsupported",
-            Verdict::MissingKnowledge => "missing_knowledge",
-            Verdict::NotRun => "not_run",
-            Verdict::HarnessError => "harness_error",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Failure {
-    pub requirement: Req,
-    pub step: Option<usize>,
-    pub msg: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultReport {
-    pub what: String,
-    pub fired: bool,
-}
+pub use crate::check::verdict::{Failure, FaultReport, Verdict};
 
 /// One Hermes operator binding at the end of a case, in AOC terms: the source Action is the
 /// occurrence, the start claim the provider entry, `outcome_unknown` the unresolved state.

@@ -148,7 +148,7 @@ impl World {
     pub(super) fn occurrence_reports(&self) -> Vec<OccurrenceReport> {
         self.last_look
             .as_ref()
-            .map(|(snap, _)| crate::check::replay::occurrence_reports(snap))
+            .map(|(snap, _)| crate::report::analyze::occurrence_reports(snap))
             .unwrap_or_default()
     }
 }

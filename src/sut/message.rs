@@ -563,31 +563,7 @@ pub struct DomainInit {
 
 pub use crate::vocab::RemedyKind;
 
-/// Caller-selected labels a creation carries. None of them alone identifies an occurrence
-/// (AOC-REQ-002); `action` is the action a durable action fence keys on.
-#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateLabels {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grant_id: Option<String>,
-    /// The action, as the caller names it (the fence keys on its digest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aadp_request_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bcr_operation_id: Option<String>,
-}
-
-impl CreateLabels {
-    pub fn is_empty(&self) -> bool {
-        *self == CreateLabels::default()
-    }
-}
+pub use crate::vocab::CreateLabels;
 
 /// The currency of every `create`'s amount (minor units): the protocol's, not the
 /// implementation's choice (docs/sut-protocol.md).

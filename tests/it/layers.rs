@@ -1,6 +1,6 @@
 //! The crate's layers point one way: no two source files import each other, directly or around a
-//! loop, and the base (`digest`, `vocab`, `clock`), the domain (`aoc`) and the stores import
-//! nothing above them. Read from the source text (`crate::…` and `super::…` paths outside
+//! loop, and every import goes down the floor table ([`FLOORS`]): the base (`digest`, `vocab`,
+//! `clock`, the providers' room), the domain (`aoc`), the stores, and so up to the command line. Read from the source text (`crate::…` and `super::…` paths outside
 //! tests; a module and its own parent or children are one unit).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +17,8 @@ fn modules() -> BTreeMap<String, String> {
                     .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
                     .expect("under src")
                     .with_extension("");
-                let name = rel.to_string_lossy().replace("/mod", "").replace('/', "::");
+                let rel = rel.to_string_lossy();
+                let name = rel.strip_suffix("/mod").unwrap_or(&rel).replace('/', "::");
                 if name == "lib" || name == "main" {
                     continue;
                 }
@@ -144,28 +145,115 @@ fn no_source_file_imports_around_a_loop() {
     }
 }
 
-#[test]
-fn the_base_the_domain_and_the_stores_import_nothing_above_them() {
-    let low = ["digest", "vocab", "clock", "aoc", "store"];
+/// The floors of the crate, lowest first (issue 38): a module imports only from its own folder
+/// or from a folder on a lower floor, never sideways (two folders on one floor import nothing of
+/// each other) and never up. A new top-level folder is given its floor here.
+const FLOORS: &[&[&str]] = &[
+    // The base: words, digests, the clock, secrets, and the providers' room (the simulators,
+    // reached through `provider_model`).
+    &["clock", "digest", "vocab", "secrets", "providers"],
+    // The coordination domain and its port to storage.
+    &["aoc"],
+    // The stores, which implement the domain's port.
+    &["store"],
+    // The Hermes operator connector (seed 000), written against the domain and a store.
+    &["operator"],
+    // Case files: what a case declares.
+    &["case"],
+    // The judge: facts, checkers, verdicts and the evidence tape.
+    &["check"],
+    // What a verdict looks like on paper; talking to an implementation through the protocol.
+    &["report", "sut"],
+    // Exit codes (read from a report).
+    &["exit"],
+    // The reference implementation; setting up a run (keys, output folders, processes).
+    &["reference", "setup"],
+    // The runner: one case against one implementation and the simulated providers.
+    &["runner"],
+    // Seeded exploration of fault schedules.
+    &["explore"],
+    // CI verification runs: expectations, diffs and merges over runs.
+    &["ci"],
+    // Deploy mode: a running service judged through its own API.
+    &["deploy"],
+    // The command line, and the binaries built on the library.
+    &["cli", "bin"],
+];
+
+/// Every import that does not go down a floor, and every folder with no floor.
+fn against_the_floors(
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    floors: &[&[&str]],
+) -> Vec<String> {
     let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
-    let mut upward = Vec::new();
-    for (m, to) in edges() {
-        if !low.contains(&top(&m).as_str()) {
+    let floor = |f: &str| floors.iter().position(|fl| fl.contains(&f));
+    let mut out = Vec::new();
+    for (m, to) in edges {
+        let (a, Some(fa)) = (top(m), floor(&top(m))) else {
+            out.push(format!("{m}: folder {} has no floor in FLOORS", top(m)));
             continue;
-        }
+        };
         for t in to {
-            if !low.contains(&top(&t).as_str()) {
-                upward.push(format!("{m} -> {t}"));
+            let b = top(t);
+            if a == b {
+                continue;
+            }
+            match floor(&b) {
+                None => out.push(format!("{t}: folder {b} has no floor in FLOORS")),
+                Some(fb) if fb >= fa => out.push(format!(
+                    "{m} (floor {fa}) -> {t} (floor {fb}): {}",
+                    if fb == fa { "sideways" } else { "upward" }
+                )),
+                Some(_) => {}
             }
         }
     }
-    assert!(upward.is_empty(), "upward imports: {upward:?}");
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_import_goes_down_a_floor() {
+    let g = edges();
+    assert!(g.len() > 40, "the source was not read: {} modules", g.len());
+    let wrong = against_the_floors(&g, FLOORS);
+    assert!(wrong.is_empty(), "against the floors: {wrong:#?}");
+    // Every floor names a folder that is there (a stale table is a wrong table).
+    let tops: BTreeSet<String> = g
+        .keys()
+        .map(|m| m.split("::").next().unwrap_or("").to_string())
+        .collect();
+    for f in FLOORS.iter().flat_map(|fl| fl.iter()) {
+        assert!(
+            tops.contains(*f),
+            "FLOORS names {f}, which src/ does not have"
+        );
+    }
     // The base is the base: digests and words import nothing of the crate.
-    for (m, to) in edges() {
+    for (m, to) in &g {
         if ["digest", "vocab"].contains(&m.as_str()) {
             assert!(to.is_empty(), "{m} imports {to:?}");
         }
     }
+    // The rule itself, both ways: down is allowed, up, sideways and unknown are named.
+    let one = |from: &str, to: &str| {
+        BTreeMap::from([(from.to_string(), BTreeSet::from([to.to_string()]))])
+    };
+    assert!(against_the_floors(&one("check::steps", "case::model"), FLOORS).is_empty());
+    assert!(against_the_floors(&one("check::steps", "check::facts"), FLOORS).is_empty());
+    assert_eq!(
+        against_the_floors(&one("aoc::domain", "store"), FLOORS),
+        ["aoc::domain (floor 1) -> store (floor 2): upward"]
+    );
+    assert_eq!(
+        against_the_floors(&one("report::html", "sut::message"), FLOORS),
+        ["report::html (floor 6) -> sut::message (floor 6): sideways"]
+    );
+    assert_eq!(
+        against_the_floors(&one("mcp::server", "aoc"), FLOORS),
+        ["mcp::server: folder mcp has no floor in FLOORS"]
+    );
 }
 
 /// The providers' room (issue 38): only `src/providers/` and the simulators' own binaries

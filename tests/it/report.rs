@@ -126,7 +126,7 @@ async fn the_sample_run_is_reproducible_and_its_formats_and_signature_hold() {
     );
     assert_eq!(checked.predicate_type, attest::RUN_PREDICATE_TYPE);
     // Its evidence derives every verdict again (`aocheck analyze`).
-    let analysis = aocheck::check::replay::analyze_folder(&dir).expect("the sample's evidence");
+    let analysis = aocheck::report::analyze::analyze_folder(&dir).expect("the sample's evidence");
     assert_eq!(analysis.len(), committed.cases.len());
     for a in &analysis {
         assert!(a.derived.is_some(), "{}: no evidence", a.case);

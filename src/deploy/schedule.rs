@@ -1,0 +1,678 @@
+//! One schedule of orders against the running service: its instances started, each order
+//! submitted through the service's own API with its fault landed at the provider (a hold and a
+//! kill, a lost reply, a 5xx after commit, a resubmission, a takeover, late and forged
+//! webhooks), its outcome watched until final and settled, and the whole judged by the
+//! providers' ledgers ([`run_schedule`]).
+
+use super::*;
+
+pub(super) fn rule(fault: Fault) -> Rule {
+    Rule {
+        op: Op::Create,
+        nth: 1,
+        times: 1,
+        account: None,
+        key: None,
+        fault,
+    }
+}
+
+/// The provider's hold that parks step `k`'s entry.
+fn hold_name(k: usize) -> String {
+    format!("deploy-{k}")
+}
+
+/// One order of a schedule, and the fault its first payment creation meets.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub occurrence: String,
+    #[serde(default)]
+    pub fault: Option<Kind>,
+}
+
+/// Orders submitted one after another, each watched until its outcome is final and settled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    pub steps: Vec<Step>,
+}
+
+/// What running a schedule gave.
+#[derive(Debug)]
+pub struct Ran {
+    pub steps: Vec<String>,
+    pub faults: Vec<FaultReport>,
+    /// Why aocheck could not decide, when it could not.
+    pub undecided: Option<(HarnessCause, String)>,
+    pub reported: Vec<Reported>,
+    pub observed: Vec<Option<Observed>>,
+    pub findings: Vec<crate::check::Finding>,
+    pub facts: Facts,
+    /// Provider entries per occurrence, by the declared attribution.
+    pub entries: Vec<u32>,
+    pub millis: u64,
+    /// The clients (`User-Agent`) and API versions (`Stripe-Version`) seen on the wire.
+    pub agents: BTreeSet<String>,
+    pub versions: BTreeSet<String>,
+}
+
+struct Ctx<'a> {
+    d: &'a Loaded,
+    p: &'a Providers,
+    client: reqwest::Client,
+    env: Env,
+    logs: PathBuf,
+    steps: Vec<String>,
+    started: Instant,
+    next_label: u8,
+}
+
+impl Ctx<'_> {
+    fn step(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        self.steps
+            .push(format!("{:>6} ms  {s}", self.started.elapsed().as_millis()));
+    }
+    async fn start(&mut self, label: &str) -> Result<Instance, (HarnessCause, String)> {
+        let i = service::start(self.d, &self.env, label, &self.logs, &self.client)
+            .await
+            .map_err(|e| (HarnessCause::Unreachable, e))?;
+        self.step(format!(
+            "instance {label} started on port {} and ready",
+            i.port
+        ));
+        self.point_webhook(&i.base, 0, false);
+        Ok(i)
+    }
+    /// Points the provider's webhook endpoint at an instance (the one orders go to).
+    fn point_webhook(&mut self, base: &str, delay_ms: u64, duplicate: bool) {
+        if let Some(w) = &self.d.file.webhook {
+            self.p
+                .payments
+                .set_stripe(crate::providers::StripeSettings {
+                    webhook: Some(crate::providers::WebhookEndpoint {
+                        url: format!("{base}{}", w.path),
+                        secret: self.p.webhook_secret.clone(),
+                        delay_ms,
+                        duplicate,
+                    }),
+                    ..self.p.payments.stripe_settings()
+                });
+        }
+    }
+    fn fresh_label(&mut self) -> String {
+        self.next_label += 1;
+        ((b'a' + self.next_label.min(25)) as char).to_string()
+    }
+    async fn parked(&mut self, hold: &str) -> Result<(), (HarnessCause, String)> {
+        match holds::hold(&self.p.payments, hold, Duration::from_secs(30))
+            .parked()
+            .await
+        {
+            Ok(()) => {
+                self.step("the service's payment creation is parked at the provider's hold");
+                Ok(())
+            }
+            Err(_) => Err((
+                HarnessCause::Undecided,
+                "the service sent no payment creation to the provider within 30 s of the order (the hold never fired)".into(),
+            )),
+        }
+    }
+    async fn kill(
+        &mut self,
+        i: &mut Instance,
+        hold: &str,
+    ) -> Result<String, (HarnessCause, String)> {
+        let k = i.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
+        let gone = holds::hold(&self.p.payments, hold, Duration::from_secs(10))
+            .landed()
+            .await
+            .is_ok();
+        let how = format!(
+            "{}; {}",
+            k.how,
+            if gone {
+                "the provider saw the parked request's connection close"
+            } else {
+                "the parked request's connection did not close within 10 s"
+            }
+        );
+        self.step(format!("instance {} killed: {how}", i.label));
+        if !gone {
+            return Err((
+                HarnessCause::Undecided,
+                format!("the kill was not confirmed at the provider: {how}"),
+            ));
+        }
+        Ok(how)
+    }
+    /// Waits until the provider has recorded a creation beyond the first `before` effects;
+    /// its payment id.
+    async fn entered(&mut self, before: usize) -> Result<String, (HarnessCause, String)> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let l = self.p.payments.ledger();
+            if let Some(e) =
+                l.effects.iter().skip(before).find(|e| {
+                    e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                })
+            {
+                self.step(format!("the provider recorded the charge {}", e.payment_id));
+                return Ok(e.payment_id.clone());
+            }
+            if Instant::now() > deadline {
+                return Err((
+                    HarnessCause::Undecided,
+                    "the service made no payment creation within 30 s of the order".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    async fn release(&mut self, hold: &str) -> Result<(), (HarnessCause, String)> {
+        let n = holds::hold(&self.p.payments, hold, Duration::from_secs(10))
+            .release(provider_model::holds::ReleaseAction::Proceed)
+            .await
+            .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
+        self.step(format!(
+            "the provider commits the held request ({n} released; its client is gone)"
+        ));
+        Ok(())
+    }
+}
+
+/// Runs a schedule against a fresh service (a fresh store folder `work`, providers reset) and
+/// judges it by the ledger.
+pub async fn run_schedule(
+    d: &Loaded,
+    p: &Providers,
+    work: &Path,
+    logs: &Path,
+    schedule: &Schedule,
+) -> Ran {
+    let started = Instant::now();
+    let mut ran = Ran {
+        steps: Vec::new(),
+        faults: Vec::new(),
+        undecided: None,
+        reported: Vec::new(),
+        observed: Vec::new(),
+        findings: Vec::new(),
+        facts: Facts::default(),
+        entries: Vec::new(),
+        millis: 0,
+        agents: BTreeSet::new(),
+        versions: BTreeSet::new(),
+    };
+    p.payments.reset();
+    for dir in [work, logs] {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            ran.undecided = Some((HarnessCause::Unreachable, format!("{}: {e}", dir.display())));
+            return ran;
+        }
+    }
+    // The service's store lives in a fresh folder; an absolute path, since the service runs
+    // in the deploy file's folder.
+    let store_dir = std::fs::canonicalize(work).unwrap_or_else(|_| work.to_path_buf());
+    let client = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            ran.undecided = Some((HarnessCause::Unreachable, format!("http client: {e}")));
+            return ran;
+        }
+    };
+    let mut cx = Ctx {
+        d,
+        p,
+        client,
+        env: Env {
+            payments_url: p.payments_url.clone(),
+            payments_key: ACCOUNT_KEY.into(),
+            webhook_secret: p.webhook_secret.clone(),
+            hermes_url: p.hermes_url.clone(),
+            store_dir,
+        },
+        logs: logs.to_path_buf(),
+        steps: Vec::new(),
+        started,
+        next_label: 0,
+    };
+    let control_before = p.payments.control_attempts().len();
+    let mut live: Vec<Instance> = Vec::new();
+    let result = drive_schedule(&mut cx, schedule, &mut live, &mut ran).await;
+    for i in live.drain(..) {
+        i.stop().await;
+    }
+    ran.steps = std::mem::take(&mut cx.steps);
+    ran.millis = started.elapsed().as_millis() as u64;
+    // One reading of the ground truth, with every instance stopped: the faults, the clients
+    // seen on the wire and the verdicts all come from it.
+    let ledger = p.payments.ledger();
+    for q in &ledger.requests {
+        if q.dialect.is_some() {
+            ran.agents.extend(q.user_agent.clone());
+            ran.versions.extend(q.stripe_version.clone());
+        }
+    }
+    // A fault counts only where it acted on a charge: the request it landed on made the
+    // order's payment (a draft creation, a refused or unrelated request absorbs a rule and
+    // exercises nothing the case is about).
+    let rules = p.payments.rules();
+    let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
+    for (i, st) in schedule.steps.iter().enumerate() {
+        if let Some(k) = st.fault {
+            let fault = k.fault(&hold_name(i));
+            let label = fault.to_string();
+            let rule_fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
+            let nth = taken.entry(label.clone()).or_default();
+            let landed = ledger
+                .requests
+                .iter()
+                .filter(|q| q.fault.as_deref() == Some(label.as_str()))
+                .nth(*nth);
+            *nth += 1;
+            // …and the charge it made is this order's, by the declared attribution (without
+            // one, nothing can be judged anyway).
+            let charged = landed.is_some_and(|q| {
+                ledger.effects.iter().any(|e| {
+                    e.request_seq == q.seq
+                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                        && (d.file.attribution.is_none()
+                            || owner_of(
+                                d,
+                                &p.payments,
+                                &e.payment_id,
+                                e.idempotency_key.as_deref(),
+                            )
+                            .as_deref()
+                                == Some(st.occurrence.as_str()))
+                })
+            });
+            let mut what = format!(
+                "order {}: its first payment creation meets {} ({fault})",
+                st.occurrence,
+                k.name(),
+            );
+            if let Some(q) = landed.filter(|_| !charged) {
+                what.push_str(&format!(
+                    "; it landed on request {} ({}, status {}), which made no charge",
+                    q.seq,
+                    q.op.label(),
+                    q.status
+                ));
+            }
+            ran.faults.push(FaultReport {
+                what,
+                fired: rule_fired && charged,
+            });
+        }
+    }
+    let reached = p.payments.control_attempts();
+    if let Some(why) = crate::check::credentials::control_reached(
+        reached.get(control_before..).unwrap_or(&[]),
+        None,
+    ) {
+        ran.undecided = Some((HarnessCause::Undecided, why));
+    }
+    if let Err(e) = result {
+        ran.undecided = Some(e);
+        return ran;
+    }
+    if ran.undecided.is_some() {
+        return ran;
+    }
+    if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
+        ran.undecided = Some((
+            HarnessCause::Undecided,
+            format!(
+                "a declared fault did not act on a charge ({}): the case exercised nothing",
+                f.what
+            ),
+        ));
+        return ran;
+    }
+    let owner = |pay: &str, key: Option<&str>| owner_of(d, &p.payments, pay, key);
+    let owner_ref: Option<crate::check::deploy::Owner<'_>> =
+        d.file.attribution.as_ref().map(|_| &owner as _);
+    ran.findings = crate::check::deploy::judge(&ledger, owner_ref, &ran.reported, &mut ran.facts);
+    ran.entries = ran
+        .reported
+        .iter()
+        .map(|r| {
+            ledger
+                .effects
+                .iter()
+                .filter(|e| {
+                    e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                        && owner(&e.payment_id, e.idempotency_key.as_deref()).as_deref()
+                            == Some(r.occurrence.as_str())
+                })
+                .count() as u32
+        })
+        .collect();
+    ran
+}
+
+async fn drive_schedule(
+    cx: &mut Ctx<'_>,
+    schedule: &Schedule,
+    live: &mut Vec<Instance>,
+    ran: &mut Ran,
+) -> Result<(), (HarnessCause, String)> {
+    let unreachable = |e: String| (HarnessCause::Unreachable, e);
+    live.push(cx.start("a").await?);
+    let submit = cx.d.file.drive.submit.clone();
+    for (k, st) in schedule.steps.iter().enumerate() {
+        // Checked before anything is sent: a fault this deploy file cannot take.
+        if let Some(why) = st.fault.and_then(|kind| cannot_take(cx.d, kind)) {
+            return Err((HarnessCause::Undecided, why));
+        }
+        let hold = hold_name(k);
+        if let Some(kind) = st.fault {
+            cx.p.payments
+                .add_rule(rule(kind.fault(&hold)))
+                .map_err(|e| unreachable(format!("fault plan: {}", e.join("; "))))?;
+        }
+        let vars = Vars {
+            occurrence: st.occurrence.clone(),
+            amount: 2000,
+            currency: "usd".into(),
+        };
+        let before = cx.p.payments.ledger().effects.len();
+        let Some(target) = live.last() else {
+            return Err(unreachable("no instance is running".into()));
+        };
+        if st.fault == Some(Kind::Webhooks) {
+            let base = target.base.clone();
+            cx.point_webhook(&base, WEBHOOK_DELAY_MS, true);
+            cx.step(format!(
+                "the provider's events come {WEBHOOK_DELAY_MS} ms late from now on, each twice"
+            ));
+        }
+        let Some(target) = live.last() else {
+            return Err(unreachable("no instance is running".into()));
+        };
+        // The order goes out on a task of its own: a service that charges inside its own
+        // request handler answers only once the provider does, and a hold parks that.
+        let label = target.label.clone();
+        let mut sent = Some(send(cx, &target.base, &submit, &vars));
+        let held = matches!(
+            st.fault,
+            Some(Kind::CrashAtHold | Kind::Takeover | Kind::Resubmit)
+        );
+        if held {
+            cx.step(format!(
+                "order {} submitted to instance {label}",
+                vars.occurrence
+            ));
+        } else {
+            if let Some(s) = sent.take() {
+                let answer = answered(s, Duration::from_secs(60)).await;
+                accepted(cx, &vars, &label, answer, st.fault.is_some())?;
+            }
+        }
+        match st.fault {
+            Some(Kind::CrashAtHold) => {
+                cx.parked(&hold).await?;
+                let Some(mut a) = live.pop() else {
+                    return Err(unreachable("no instance is running".into()));
+                };
+                cx.kill(&mut a, &hold).await?;
+                cx.release(&hold).await?;
+                drop(a);
+                if let Some(s) = sent.take() {
+                    lost_with(cx, sent_done(s).await);
+                }
+                live.push(cx.start(&label).await?);
+                cx.step(format!("instance {label} restarted on the same store"));
+            }
+            Some(Kind::Takeover) => {
+                cx.parked(&hold).await?;
+                let next = cx.fresh_label();
+                let b = cx.start(&next).await?;
+                let Some(mut a) = live.pop() else {
+                    return Err(unreachable("no instance is running".into()));
+                };
+                live.push(b);
+                cx.kill(&mut a, &hold).await?;
+                cx.release(&hold).await?;
+                drop(a);
+                if let Some(s) = sent.take() {
+                    lost_with(cx, sent_done(s).await);
+                }
+            }
+            Some(Kind::Resubmit) => {
+                cx.parked(&hold).await?;
+                let again = send(cx, &live[live.len() - 1].base, &submit, &vars);
+                // The second order may wait for the first's entry (a service that serialises
+                // them): release the hold while it is out, then read both answers.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cx.step("the same order submitted again while its entry is held");
+                cx.release(&hold).await?;
+                for (what, s) in [("first", sent.take()), ("second", Some(again))] {
+                    let Some(s) = s else {
+                        continue;
+                    };
+                    let a = answered(s, Duration::from_secs(60)).await;
+                    cx.step(format!(
+                        "the {what} submission answered: {}",
+                        describe_answer(&a)
+                    ));
+                    if let Err(DriveErrorOr::Drive(e @ drive::DriveError::Unreachable { .. })) = a {
+                        return Err(unreachable(e.to_string()));
+                    }
+                }
+            }
+            Some(Kind::Webhooks) => {
+                let pay = cx.entered(before).await?;
+                match cx.p.payments.forge_webhook(&pay, "declined").await {
+                    Ok(ev) => cx.step(format!(
+                        "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
+                    )),
+                    Err(e) => return Err(unreachable(format!("forging a webhook: {e}"))),
+                }
+            }
+            Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
+        }
+        // Late, duplicated webhooks must have come before the watch ends.
+        let settle_floor = if st.fault == Some(Kind::Webhooks) {
+            WEBHOOK_DELAY_MS + 3_000
+        } else {
+            0
+        };
+        let seen = watch(cx, live, &vars, settle_floor).await?;
+        let o = seen.last().map(|(o, _)| o.clone());
+        if st.fault == Some(Kind::Webhooks) {
+            let log = cx.p.payments.webhook_deliveries();
+            let forged_answered = log.iter().any(|w| w.forged && w.status.is_some());
+            let real_ok = log
+                .iter()
+                .filter(|w| !w.forged && w.status.is_some_and(|s| (200..300).contains(&s)))
+                .count();
+            if !forged_answered || real_ok < 2 {
+                return Err((
+                    HarnessCause::Undecided,
+                    format!(
+                        "the webhook faults did not reach the service (the forged event {}; {real_ok} of the 2 real deliveries answered 2xx): check `webhook.path`",
+                        if forged_answered {
+                            "was answered"
+                        } else {
+                            "got no answer"
+                        }
+                    ),
+                ));
+            }
+            for w in log {
+                cx.step(format!(
+                    "webhook {} {} for {} attempt {}{}: {}",
+                    w.event_id,
+                    w.kind,
+                    w.payment_intent,
+                    w.attempt,
+                    if w.forged { " (forged)" } else { "" },
+                    w.status
+                        .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
+                ));
+            }
+            let base = live[live.len() - 1].base.clone();
+            cx.point_webhook(&base, 0, false);
+        }
+        ran.reported.push(Reported {
+            occurrence: st.occurrence.clone(),
+            outcome: o
+                .as_ref()
+                .filter(|o| o.outcome.is_final())
+                .map(|o| o.outcome.label()),
+            label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
+            finals: seen
+                .iter()
+                .filter(|(o, _)| o.outcome.is_final())
+                .map(|(o, effects)| crate::check::deploy::Shown {
+                    label: o.label.clone(),
+                    outcome: o.outcome.label(),
+                    effects_then: *effects,
+                })
+                .collect(),
+            ambiguity: st.fault.map_or(Ambiguity::None, Kind::ambiguity),
+            amount: vars.amount,
+            currency: vars.currency.clone(),
+        });
+        ran.observed.push(o);
+    }
+    Ok(())
+}
+
+/// Why an order's answer is not a status.
+#[derive(Debug)]
+enum DriveErrorOr {
+    Drive(drive::DriveError),
+    /// No answer within the wait.
+    Late,
+    /// The task that sent it failed.
+    Lost(String),
+}
+
+type Sent = tokio::task::JoinHandle<Result<u16, drive::DriveError>>;
+
+fn send(cx: &Ctx<'_>, base: &str, t: &file::Request, vars: &Vars) -> Sent {
+    let (client, base, t, vars) = (cx.client.clone(), base.to_string(), t.clone(), vars.clone());
+    tokio::spawn(async move { drive::submit(&client, &base, &t, &vars).await })
+}
+
+async fn answered(s: Sent, wait: Duration) -> Result<u16, DriveErrorOr> {
+    match tokio::time::timeout(wait, s).await {
+        Err(_) => Err(DriveErrorOr::Late),
+        Ok(Err(e)) => Err(DriveErrorOr::Lost(e.to_string())),
+        Ok(Ok(r)) => r.map_err(DriveErrorOr::Drive),
+    }
+}
+
+/// The answer of an order whose instance was killed (its connection is gone with it).
+async fn sent_done(s: Sent) -> Result<u16, DriveErrorOr> {
+    answered(s, Duration::from_secs(5)).await
+}
+
+fn describe_answer(a: &Result<u16, DriveErrorOr>) -> String {
+    match a {
+        Ok(code) => code.to_string(),
+        Err(DriveErrorOr::Drive(e)) => e.to_string(),
+        Err(DriveErrorOr::Late) => "no answer within 60 s".into(),
+        Err(DriveErrorOr::Lost(e)) => format!("lost ({e})"),
+    }
+}
+
+fn lost_with(cx: &mut Ctx<'_>, a: Result<u16, DriveErrorOr>) {
+    cx.step(format!(
+        "the order's own answer: {} (a service that answers after charging lost it with the instance)",
+        describe_answer(&a)
+    ));
+}
+
+/// Judges the service's answer to an order: a status outside `accept` is the service's own
+/// business when the step lands a fault (it may answer the provider's 5xx with its own), and a
+/// harness error without one; no answer at all is always a harness error.
+fn accepted(
+    cx: &mut Ctx<'_>,
+    vars: &Vars,
+    label: &str,
+    a: Result<u16, DriveErrorOr>,
+    faulted: bool,
+) -> Result<(), (HarnessCause, String)> {
+    match a {
+        Ok(code) => {
+            cx.step(format!(
+                "order {} submitted to instance {label} ({code})",
+                vars.occurrence
+            ));
+            Ok(())
+        }
+        Err(DriveErrorOr::Drive(e @ drive::DriveError::Status { .. })) if faulted => {
+            cx.step(format!(
+                "order {} submitted to instance {label}, which answered outside `accept` ({e}); its outcome is read from the status route",
+                vars.occurrence
+            ));
+            Ok(())
+        }
+        Err(e) => Err((HarnessCause::Unreachable, describe_answer(&Err(e)))),
+    }
+}
+
+/// Watches an order's outcome until it is final (or the deadline), then through the settle
+/// time, on the instance started last. Returns the last observation.
+async fn watch(
+    cx: &mut Ctx<'_>,
+    live: &mut [Instance],
+    vars: &Vars,
+    extra_settle_ms: u64,
+) -> Result<Vec<(Observed, usize)>, (HarnessCause, String)> {
+    let unreachable = |e: String| (HarnessCause::Unreachable, e);
+    let status = cx.d.file.drive.status.clone();
+    let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
+    // Each distinct observation with the provider's effect count just after it was read: a
+    // label cannot be backed by a charge the provider recorded after the service showed it.
+    let mut seen: Vec<(Observed, usize)> = Vec::new();
+    let mut final_at: Option<Instant> = None;
+    loop {
+        let Some(i) = live.last_mut() else {
+            return Err(unreachable("no instance is running".into()));
+        };
+        if let Some(st) = i.exited() {
+            return Err(unreachable(format!(
+                "instance {} exited unasked ({st}); its output: {}",
+                i.label,
+                service::tail(&i.log)
+            )));
+        }
+        let o = drive::status(&cx.client, &i.base, &status, vars)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let is_final = o.outcome.is_final();
+        if seen.last().map(|(x, _)| x) != Some(&o) {
+            cx.step(format!(
+                "the service reports {:?} ({}) for order {}",
+                o.label,
+                o.outcome.label(),
+                vars.occurrence
+            ));
+            let effects = cx.p.payments.ledger().effects.len();
+            seen.push((o, effects));
+        }
+        if is_final && final_at.is_none() {
+            final_at = Some(Instant::now());
+        }
+        // Once a label is final the full settle time is always watched (a late duplicate);
+        // the deadline bounds only the wait for a final label.
+        let settle = Duration::from_millis(cx.d.file.drive.settle_ms.max(extra_settle_ms));
+        let settled = final_at.is_some_and(|t| t.elapsed() >= settle);
+        if settled || (final_at.is_none() && Instant::now() > deadline) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(seen)
+}
