@@ -288,109 +288,9 @@ impl Checker {
     /// Runs every checker over one snapshot, counting the facts each examined.
     pub fn check(&mut self, snap: &Snapshot) -> Vec<Finding> {
         let mut out = Vec::new();
-        let facts = &mut self.facts;
-        let mut v = |checker: &'static str, requirement: Req, occ: Option<&str>, msg: String| {
-            out.push(Finding::new(checker, requirement, msg).about(occ))
-        };
         let ids: Vec<&str> = snap.occurrences.iter().map(|o| o.id.as_str()).collect();
         let acct = Accounting::of(&snap.provider, snap.key_rule.as_ref(), &ids);
-        // provider_accounting (AOC-REQ-010): the ledger, whole. "A provider idempotency key is
-        // not permission for a second attempt" (§4.10); an effect nobody accounts for is an
-        // entry the domain did not serialise. A fact per occurrence accounted for (below), never
-        // per look: an empty ledger with no occurrence establishes nothing.
-        let rule = snap
-            .key_rule
-            .as_ref()
-            .map_or("no key rule declared".to_string(), |r| {
-                format!("key rule {r}")
-            });
-        // A creation no occurrence accounts for is an entry the domain did not serialise
-        // (AOC-REQ-010); a capture or refund no occurrence accounts for is an adjustment without
-        // its own authorisation and link (AOC-REQ-012).
-        let effects = acct.unattributed_effects.iter().map(|e| {
-            let (req, what) = match e.kind {
-                provider_model::payments::ledger::EffectKind::PaymentCreated => (
-                    Req::R010,
-                    format!("provider payment {} was created", e.payment_id),
-                ),
-                provider_model::payments::ledger::EffectKind::PaymentCaptured => (
-                    Req::R012,
-                    format!("provider payment {} was captured", e.payment_id),
-                ),
-                provider_model::payments::ledger::EffectKind::PaymentCanceled => (
-                    Req::R012,
-                    format!("provider payment {} was canceled", e.payment_id),
-                ),
-                provider_model::payments::ledger::EffectKind::PaymentRefunded => (
-                    Req::R012,
-                    format!(
-                        "{} of provider payment {} was refunded",
-                        e.amount, e.payment_id
-                    ),
-                ),
-            };
-            (req, format!("{what} {}", key_words(&e.idempotency_key)))
-        });
-        // A request whose effect is already reported above is not reported twice.
-        let requests = acct
-            .unattributed_creates
-            .iter()
-            .filter(|r| {
-                !acct
-                    .unattributed_effects
-                    .iter()
-                    .any(|e| e.request_seq == r.seq)
-            })
-            .map(|r| {
-                (
-                    if r.op == provider_model::payments::faults::Op::Create {
-                        Req::R010
-                    } else {
-                        Req::R012
-                    },
-                    format!(
-                        "a {} request reached the provider {}, answered {}{}",
-                        r.op.label(),
-                        key_words(&r.idempotency_key),
-                        r.status,
-                        if r.replayed { " (replayed)" } else { "" }
-                    ),
-                )
-            });
-        for (req, what) in effects.chain(requests) {
-            facts.saw(req);
-            v(
-                "provider_accounting",
-                req,
-                None,
-                format!(
-                    "{what} that no occurrence's key is ({rule}): a provider mutation the coordination domain does not account for (ground truth)"
-                ),
-            );
-        }
-        // observer_reads_only (AOC-REQ-006): the observer process answers `state`, `lane` and
-        // `describe` and holds no executor generation; a provider mutation made with its
-        // credential is an entry no admitted generation made ("the coordination domain MUST
-        // advance the executor generation … before admitting new work", §4.6).
-        for r in snap
-            .provider
-            .requests
-            .iter()
-            .filter(|r| r.credential == OBSERVER && r.op.is_effectful())
-        {
-            facts.saw(Req::R006);
-            v(
-                "observer_reads_only",
-                Req::R006,
-                None,
-                format!(
-                    "a {} request (#{}) {} was made with the observer's credential: the observer holds no executor generation and may only read (ground truth)",
-                    r.op.label(),
-                    r.seq,
-                    key_words(&r.idempotency_key)
-                ),
-            );
-        }
+        ledger_whole(snap, &acct, &mut self.facts, &mut out);
         let (mut pending, mut in_flight) = (0u32, 0u32);
         let mut looked = std::collections::BTreeSet::new();
         for o in &snap.occurrences {
@@ -399,487 +299,27 @@ impl Checker {
                 continue;
             }
             let label = o.label.as_str();
-            let at = Some(label);
             let a = match &o.answer {
                 Ok(a) => a,
                 Err(why) => {
-                    facts.saw(Req::R004);
-                    v(
-                        "history_append_only",
-                        Req::R004,
-                        at,
-                        format!("the state answer is not usable evidence: {why}"),
+                    self.facts.saw(Req::R004);
+                    out.push(
+                        Finding::new(
+                            "history_append_only",
+                            Req::R004,
+                            format!("the state answer is not usable evidence: {why}"),
+                        )
+                        .about(Some(label)),
                     );
                     continue;
                 }
             };
             let view = View::of(&a.entries, &a.flag_map);
-            let st = &a.report;
-            // history_append_only (AOC-REQ-004): judged on the canonical bytes of the entries;
-            // a declared chain is verified too.
-            if !a.entries.is_empty() {
-                facts.saw(Req::R004);
-            }
-            let bytes = match evidence::canonical_entries(&a.entries) {
-                Ok(b) => b,
-                Err(e) => {
-                    v(
-                        "history_append_only",
-                        Req::R004,
-                        at,
-                        format!("the history has no canonical form: {e}"),
-                    );
-                    Vec::new()
-                }
-            };
-            if a.chain.is_some() {
-                let known = |i: usize| bytes.get(i).is_some_and(|b| self.chained.contains(b));
-                match evidence::verify_chain_known(&a.entries, known) {
-                    Ok(()) => self.chained.extend(bytes.iter().cloned()),
-                    Err(b) => v(
-                        "history_append_only",
-                        Req::R004,
-                        at,
-                        format!("the declared hash chain is broken: {b}"),
-                    ),
-                }
-            }
-            let seen = match self.histories.get(label) {
-                Some(prev) => {
-                    if prev.len() > bytes.len() || prev[..] != bytes[..prev.len()] {
-                        v(
-                            "history_append_only",
-                            Req::R004,
-                            at,
-                            "an earlier history entry was rewritten or removed".into(),
-                        );
-                    }
-                    prev.len()
-                }
-                None => 0,
-            };
-            for why in &view.illegal {
-                v(
-                    "history_append_only",
-                    Req::R004,
-                    at,
-                    format!("the history is impossible: {why}"),
-                );
-            }
-            // no_retired_entry (AOC-REQ-006): entries written since the last look.
-            for e in a.entries.iter().skip(seen) {
-                if e.kind == Kind::Entered {
-                    facts.saw(Req::R006);
-                    let g = e.generation.unwrap_or(0);
-                    if Generation(g) < snap.generation {
-                        v(
-                            "no_retired_entry",
-                            Req::R006,
-                            at,
-                            format!(
-                                "provider entry by retired generation {g} while {} holds the lane",
-                                snap.generation
-                            ),
-                        );
-                    }
-                }
-            }
-            // release_only_before_entry (AOC-REQ-008), on the history.
-            let mut entered = false;
-            for e in &a.entries {
-                match e.kind {
-                    Kind::Entered => entered = true,
-                    Kind::Released => {
-                        facts.saw(Req::R008);
-                        if entered {
-                            v(
-                                "release_only_before_entry",
-                                Req::R008,
-                                at,
-                                "released after provider entry".into(),
-                            )
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            // responses_bound (AOC-REQ-007): a response is evidence, not authority; a terminal
-            // decision may rest on one only if it is authenticated and matches the immutable
-            // binding and the exact attempt it answers.
-            for (req, what) in unbound_responses(a, facts) {
-                v("responses_bound", req, at, what);
-            }
-            // The ledger read field by field (check/ledger.rs).
-            for (req, what) in ledger::effect_as_asked(&acct, &o.id, snap.asked.get(&o.id), facts) {
-                v("effect_as_asked", req, at, what);
-            }
-            for (req, what) in ledger::mutations_accounted(&acct, &o.id, &snap.remedies, facts) {
-                v("mutation_accounted", req, at, what);
-            }
-            for (req, what) in ledger::evidence_served(
-                &acct,
-                &o.id,
-                a,
-                &snap.provider,
-                snap.requests_before,
-                facts,
-            ) {
-                v("evidence_served", req, at, what);
-            }
-            // Generations against the history itself and the lane's admissions (AOC-REQ-005/-006).
-            for (req, what) in generations::judge(a, &snap.admitted, facts) {
-                v("generations_together", req, at, what);
-            }
-            // entry_before_request (AOC-REQ-004): "before provider entry … durably bind", and the
-            // history distinguishes serialized entry: once the provider has received a request
-            // under this occurrence's key, the history the implementation gives at that look
-            // records its entry. Judged at every look, so an entry recorded only after the
-            // request went out is found at the look in between.
-            let before = |r: &&&provider_model::payments::ledger::RequestRecord| {
-                snap.requests_before.is_none_or(|m| r.seq <= m)
-            };
-            let mutated = acct.mutation_requests_of(&o.id);
-            if let Some(r) = acct
-                .creates_of(&o.id)
-                .iter()
-                .find(before)
-                .or(mutated.iter().find(before))
-            {
-                facts.saw(Req::R004);
-                if view.attempts.is_empty() {
-                    v(
-                        "entry_before_request",
-                        Req::R004,
-                        at,
-                        format!(
-                            "the provider received a {} request {} (ground truth), but this occurrence's history records no provider entry",
-                            r.op.label(),
-                            key_words(&r.idempotency_key)
-                        ),
-                    );
-                }
-            }
-            // report_backed (AOC-REQ-012, -009): a remedy the report lists is one its history
-            // links (§4.12: "linked to the original occurrence"), and an evidence source it names
-            // is one its history observed.
-            for x in &st.remedies {
-                facts.saw(Req::R012);
-                if !view.remedies.contains(x) {
-                    v(
-                        "report_backed",
-                        Req::R012,
-                        at,
-                        format!("the report lists remedy {x:?}, which its history never links"),
-                    );
-                }
-            }
-            for src in &st.evidence_sources {
-                facts.saw(Req::R009);
-                if !a
-                    .entries
-                    .iter()
-                    .any(|e| e.kind == Kind::Observed && e.source.as_deref() == Some(src))
-                {
-                    v(
-                        "report_backed",
-                        Req::R009,
-                        at,
-                        format!(
-                            "the report names evidence source {src:?}, which its history never observed"
-                        ),
-                    );
-                }
-            }
-            // remedy_own_binding (AOC-REQ-012): a remedy is "assigned its own replay-protected
-            // operation identity"; one bound under its original's binding would hold authority
-            // under the original's request and key.
-            if let Some(rem) = snap.remedies.get(&o.id)
-                && let Some(d) = &view.binding_digest
-            {
-                facts.saw(Req::R012);
-                let original = snap
-                    .occurrences
-                    .iter()
-                    .find(|x| x.id == rem.original)
-                    .and_then(|x| x.answer.as_ref().ok())
-                    .and_then(|x| View::of(&x.entries, &x.flag_map).binding_digest);
-                if original.as_ref() == Some(d) {
-                    v(
-                        "remedy_own_binding",
-                        Req::R012,
-                        at,
-                        format!(
-                            "remedy {} is bound under its original {}'s provider binding {d}: a remedy needs its own",
-                            o.id, rem.original
-                        ),
-                    );
-                }
-            }
-            // The report is about the occurrence asked for (AOC-REQ-002: one stable identity).
-            facts.saw(Req::R002);
-            if st.occurrence != o.id {
-                v(
-                    "state_matches_history",
-                    Req::R002,
-                    at,
-                    format!(
-                        "the state of {} was asked for, and the report is about {:?}",
-                        o.id, st.occurrence
-                    ),
-                );
-            }
-            let effects = acct.effects_of(&o.id);
-            let creates = acct.creates_of(&o.id);
-            facts.saw(Req::R010);
-            // one_effect_per_occurrence (AOC-REQ-010, -002)
-            if effects.len() > 1 {
-                v(
-                    "one_effect_per_occurrence",
-                    Req::R010,
-                    at,
-                    format!(
-                        "{} provider effects for one occurrence (ground truth)",
-                        effects.len()
-                    ),
-                );
-            }
-            if creates.len() > 1 {
-                let replayed = creates.iter().filter(|r| r.replayed).count();
-                v(
-                    "provider_accounting",
-                    Req::R010,
-                    at,
-                    format!(
-                        "{} create requests reached the provider for one occurrence ({replayed} answered from the provider's idempotency store): an occurrence enters the provider once (ground truth)",
-                        creates.len()
-                    ),
-                );
-            }
-            // authentic_as_claimed (AOC-REQ-009): the history may not call more provider replies
-            // authenticated than the provider really sent with a genuine tag (ground truth).
-            let claimed = a
-                .entries
-                .iter()
-                .filter(|e| {
-                    e.kind == Kind::Observed
-                        && e.source_kind == Some(SourceKind::Response)
-                        && e.authenticated == Some(true)
-                })
-                .count();
-            if claimed > 0 {
-                facts.saw(Req::R009);
-                // A reply sent as processed, or its error status after commit, is signed over what
-                // was sent; a forged, garbled, dropped or undelivered one authenticates nothing.
-                use provider_model::payments::ledger::Reply;
-                let genuine = creates
-                    .iter()
-                    .filter(|r| matches!(r.reply, Reply::Written | Reply::ErrorAfterCommit))
-                    .count();
-                // A reply the provider signed for another account is about another binding.
-                let misdirected = creates
-                    .iter()
-                    .filter(|r| r.reply == Reply::Misdirected)
-                    .count();
-                if misdirected > 0 {
-                    facts.saw(Req::R007);
-                }
-                if claimed > genuine {
-                    v(
-                        "authentic_as_claimed",
-                        Req::R009,
-                        at,
-                        format!(
-                            "the history records {claimed} authenticated provider response(s), but the provider sent {genuine} reply with a genuine tag (ground truth)"
-                        ),
-                    );
-                    if misdirected > 0 {
-                        v(
-                            "authentic_as_claimed",
-                            Req::R007,
-                            at,
-                            format!(
-                                "{misdirected} reply was signed for another account: a response about another binding is not evidence about this one (ground truth)"
-                            ),
-                        );
-                    }
-                }
-            }
-            // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.
-            facts.saw(Req::R001);
-            if st.domain.is_empty() {
-                v(
-                    "one_domain",
-                    Req::R001,
-                    at,
-                    "the state names no coordination domain".into(),
-                );
-            } else if let Some(prev) = self.domains.get(label)
-                && *prev != st.domain
-            {
-                v(
-                    "one_domain",
-                    Req::R001,
-                    at,
-                    format!(
-                        "coordination domain changed from {prev:?} to {:?}",
-                        st.domain
-                    ),
-                );
-            }
-            self.domains.insert(label.to_string(), st.domain.clone());
-            // The report's generation reading is declared once: an answer may not pick the
-            // reading that suits it at each look (AOC-REQ-005).
-            if let Some(prev) = self.readings.insert(label.to_string(), a.report_generation)
-                && prev != a.report_generation
-            {
-                v(
-                    "state_matches_history",
-                    Req::R005,
-                    at,
-                    format!(
-                        "the report's generation reading changed from {prev:?} to {:?}",
-                        a.report_generation
-                    ),
-                );
-            }
-            // state_matches_history: the report is checked, never trusted (GUIDE §4).
-            for r in STATE_FIELDS {
-                facts.saw(r);
-            }
-            for (req, what) in contradictions(a, &view) {
-                v(
-                    "state_matches_history",
-                    req,
-                    at,
-                    format!("the reported state contradicts the stored history: {what}"),
-                );
-            }
-            if st.state == State::Released {
-                facts.saw(Req::R008);
-                if !effects.is_empty() || !creates.is_empty() {
-                    v(
-                        "release_only_before_entry",
-                        Req::R008,
-                        at,
-                        "released as never entered, but the provider received its request".into(),
-                    );
-                }
-            }
-            // binding_constant (AOC-REQ-003)
-            if let Some(d) = &st.binding_digest {
-                facts.saw(Req::R003);
-                match self.bindings.get(label) {
-                    Some(prev) if prev != d => v(
-                        "binding_constant",
-                        Req::R003,
-                        at,
-                        format!("binding digest changed from {prev} to {d}"),
-                    ),
-                    _ => {}
-                }
-                self.bindings.insert(label.to_string(), d.clone());
-            }
-            // authority_never_restored (AOC-REQ-012)
-            let was_consumed = self.consumed.contains(label);
-            if st.entry_attempts > 0 || was_consumed {
-                facts.saw(Req::R012);
-            }
-            if was_consumed && st.authority != Authority::Consumed {
-                v(
-                    "authority_never_restored",
-                    Req::R012,
-                    at,
-                    format!("consumed authority is now reported {}", st.authority),
-                );
-            }
-            if st.entry_attempts > 0 && st.authority == Authority::Released {
-                v(
-                    "authority_never_restored",
-                    Req::R012,
-                    at,
-                    "authority released after provider entry".into(),
-                );
-            }
-            if st.authority == Authority::Consumed {
-                self.consumed.insert(label.to_string());
-            }
-            // no_invented_outcome (AOC-REQ-009, -011): an entered occurrence either stays
-            // unresolved or rests its outcome on authenticated, interpreted evidence.
-            if st.entry_attempts > 0 || st.outcome.is_some() {
-                facts.saw(Req::R009);
-                facts.saw(Req::R011);
-            }
-            for (i, e) in a.entries.iter().enumerate() {
-                if e.kind == Kind::Decided && e.evidence.is_empty() {
-                    v(
-                        "no_invented_outcome",
-                        Req::R009,
-                        at,
-                        format!("the terminal decision at entry {i} cites no evidence"),
-                    );
-                }
-            }
-            if let Some(outcome) = st.outcome {
-                let authoritative = a.entries.iter().any(|e| {
-                    e.kind == Kind::Observed
-                        && e.authenticated == Some(true)
-                        && e.interpretation.is_some()
-                });
-                if !authoritative {
-                    v(
-                        "no_invented_outcome",
-                        Req::R009,
-                        at,
-                        format!(
-                            "terminal {outcome} without any authenticated, interpreted observation"
-                        ),
-                    );
-                }
-                let succeeded = effects.iter().any(|e| e.status == "succeeded");
-                // Where the harness changed the payment's status itself, what the provider showed
-                // when the decision was made is not known here: no verdict on it (fails closed
-                // for the judge, never for the implementation).
-                let succeeded_now = succeeded && !snap.statuses.contains_key(&o.id);
-                let moved = effects
-                    .iter()
-                    .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
-                match outcome {
-                    Outcome::FinalFailure
-                    | Outcome::NotAccepted
-                    | Outcome::FinalFailureNoEffect
-                        if succeeded_now =>
-                    {
-                        v(
-                            "no_invented_outcome",
-                            Req::R011,
-                            at,
-                            format!(
-                                "{outcome} decided, but the provider shows the payment succeeded (ground truth)"
-                            ),
-                        )
-                    }
-                    Outcome::Success if !succeeded => v(
-                        "no_invented_outcome",
-                        Req::R011,
-                        at,
-                        "success claimed, but the provider recorded no succeeded effect".into(),
-                    ),
-                    Outcome::NotAccepted | Outcome::FinalFailureNoEffect if moved => v(
-                        "no_invented_outcome",
-                        Req::R011,
-                        at,
-                        format!(
-                            "{outcome} claimed, but the provider recorded an effect ({})",
-                            effects
-                                .iter()
-                                .map(|e| e.status.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
-                    _ => {}
-                }
-            }
+            let bytes = self.history(snap, label, a, &view, &mut out);
+            self.against_the_ledger(snap, &acct, o, a, &view, &mut out);
+            self.identity_and_effects(&acct, o, a, &mut out);
+            self.report_constant(label, a, &view, &acct, &o.id, &mut out);
+            self.authority_and_outcome(snap, &acct, o, a, &mut out);
             // Counted by the history: a decided occurrence cautiously reported unresolved is
             // not in flight.
             match view.state() {
@@ -891,20 +331,558 @@ impl Checker {
         }
         // limits_respected (AOC-REQ-006)
         if pending + in_flight > 0 {
-            facts.saw(Req::R006);
+            self.facts.saw(Req::R006);
         }
         if pending > snap.limits.max_pending || in_flight > snap.limits.max_in_flight {
-            v(
+            out.push(Finding::new(
                 "limits_respected",
                 Req::R006,
-                None,
                 format!(
                     "{pending} pending / {in_flight} in flight exceed the declared limits {} / {}",
                     snap.limits.max_pending, snap.limits.max_in_flight
                 ),
-            );
+            ));
         }
         out
+    }
+
+    /// history_append_only (AOC-REQ-004), no_retired_entry (AOC-REQ-006) and
+    /// release_only_before_entry (AOC-REQ-008) on the history itself; returns its entries'
+    /// canonical bytes.
+    fn history(
+        &mut self,
+        snap: &Snapshot,
+        label: &str,
+        a: &StateAnswer,
+        view: &View,
+        out: &mut Vec<Finding>,
+    ) -> Vec<Vec<u8>> {
+        let facts = &mut self.facts;
+        let mut v = say(out);
+        let at = Some(label);
+        // history_append_only (AOC-REQ-004): judged on the canonical bytes of the entries;
+        // a declared chain is verified too.
+        if !a.entries.is_empty() {
+            facts.saw(Req::R004);
+        }
+        let bytes = match evidence::canonical_entries(&a.entries) {
+            Ok(b) => b,
+            Err(e) => {
+                v(
+                    "history_append_only",
+                    Req::R004,
+                    at,
+                    format!("the history has no canonical form: {e}"),
+                );
+                Vec::new()
+            }
+        };
+        if a.chain.is_some() {
+            let known = |i: usize| bytes.get(i).is_some_and(|b| self.chained.contains(b));
+            match evidence::verify_chain_known(&a.entries, known) {
+                Ok(()) => self.chained.extend(bytes.iter().cloned()),
+                Err(b) => v(
+                    "history_append_only",
+                    Req::R004,
+                    at,
+                    format!("the declared hash chain is broken: {b}"),
+                ),
+            }
+        }
+        let seen = match self.histories.get(label) {
+            Some(prev) => {
+                if prev.len() > bytes.len() || prev[..] != bytes[..prev.len()] {
+                    v(
+                        "history_append_only",
+                        Req::R004,
+                        at,
+                        "an earlier history entry was rewritten or removed".into(),
+                    );
+                }
+                prev.len()
+            }
+            None => 0,
+        };
+        for why in &view.illegal {
+            v(
+                "history_append_only",
+                Req::R004,
+                at,
+                format!("the history is impossible: {why}"),
+            );
+        }
+        // no_retired_entry (AOC-REQ-006): entries written since the last look.
+        for e in a.entries.iter().skip(seen) {
+            if e.kind == Kind::Entered {
+                facts.saw(Req::R006);
+                let g = e.generation.unwrap_or(0);
+                if Generation(g) < snap.generation {
+                    v(
+                        "no_retired_entry",
+                        Req::R006,
+                        at,
+                        format!(
+                            "provider entry by retired generation {g} while {} holds the lane",
+                            snap.generation
+                        ),
+                    );
+                }
+            }
+        }
+        // release_only_before_entry (AOC-REQ-008), on the history.
+        let mut entered = false;
+        for e in &a.entries {
+            match e.kind {
+                Kind::Entered => entered = true,
+                Kind::Released => {
+                    facts.saw(Req::R008);
+                    if entered {
+                        v(
+                            "release_only_before_entry",
+                            Req::R008,
+                            at,
+                            "released after provider entry".into(),
+                        )
+                    }
+                }
+                _ => {}
+            }
+        }
+        bytes
+    }
+
+    /// The history against the provider's ledger: responses bound, the effect as asked,
+    /// mutations accounted, evidence served, generations together, entry before request, the
+    /// report's remedies and sources backed, a remedy's own binding.
+    fn against_the_ledger(
+        &mut self,
+        snap: &Snapshot,
+        acct: &Accounting<'_>,
+        o: &Observed,
+        a: &StateAnswer,
+        view: &View,
+        out: &mut Vec<Finding>,
+    ) {
+        let facts = &mut self.facts;
+        let mut v = say(out);
+        let (at, st) = (Some(o.label.as_str()), &a.report);
+        // responses_bound (AOC-REQ-007): a response is evidence, not authority; a terminal
+        // decision may rest on one only if it is authenticated and matches the immutable
+        // binding and the exact attempt it answers.
+        for (req, what) in unbound_responses(a, facts) {
+            v("responses_bound", req, at, what);
+        }
+        // The ledger read field by field (check/ledger.rs).
+        for (req, what) in ledger::effect_as_asked(acct, &o.id, snap.asked.get(&o.id), facts) {
+            v("effect_as_asked", req, at, what);
+        }
+        for (req, what) in ledger::mutations_accounted(acct, &o.id, &snap.remedies, facts) {
+            v("mutation_accounted", req, at, what);
+        }
+        for (req, what) in
+            ledger::evidence_served(acct, &o.id, a, &snap.provider, snap.requests_before, facts)
+        {
+            v("evidence_served", req, at, what);
+        }
+        // Generations against the history itself and the lane's admissions (AOC-REQ-005/-006).
+        for (req, what) in generations::judge(a, &snap.admitted, facts) {
+            v("generations_together", req, at, what);
+        }
+        // entry_before_request (AOC-REQ-004): "before provider entry … durably bind", and the
+        // history distinguishes serialized entry: once the provider has received a request
+        // under this occurrence's key, the history the implementation gives at that look
+        // records its entry. Judged at every look, so an entry recorded only after the
+        // request went out is found at the look in between.
+        let before = |r: &&&provider_model::payments::ledger::RequestRecord| {
+            snap.requests_before.is_none_or(|m| r.seq <= m)
+        };
+        let mutated = acct.mutation_requests_of(&o.id);
+        if let Some(r) = acct
+            .creates_of(&o.id)
+            .iter()
+            .find(before)
+            .or(mutated.iter().find(before))
+        {
+            facts.saw(Req::R004);
+            if view.attempts.is_empty() {
+                v(
+                    "entry_before_request",
+                    Req::R004,
+                    at,
+                    format!(
+                        "the provider received a {} request {} (ground truth), but this occurrence's history records no provider entry",
+                        r.op.label(),
+                        key_words(&r.idempotency_key)
+                    ),
+                );
+            }
+        }
+        // report_backed (AOC-REQ-012, -009): a remedy the report lists is one its history
+        // links (§4.12: "linked to the original occurrence"), and an evidence source it names
+        // is one its history observed.
+        for x in &st.remedies {
+            facts.saw(Req::R012);
+            if !view.remedies.contains(x) {
+                v(
+                    "report_backed",
+                    Req::R012,
+                    at,
+                    format!("the report lists remedy {x:?}, which its history never links"),
+                );
+            }
+        }
+        for src in &st.evidence_sources {
+            facts.saw(Req::R009);
+            if !a
+                .entries
+                .iter()
+                .any(|e| e.kind == Kind::Observed && e.source.as_deref() == Some(src))
+            {
+                v(
+                    "report_backed",
+                    Req::R009,
+                    at,
+                    format!(
+                        "the report names evidence source {src:?}, which its history never observed"
+                    ),
+                );
+            }
+        }
+        // remedy_own_binding (AOC-REQ-012): a remedy is "assigned its own replay-protected
+        // operation identity"; one bound under its original's binding would hold authority
+        // under the original's request and key.
+        if let Some(rem) = snap.remedies.get(&o.id)
+            && let Some(d) = &view.binding_digest
+        {
+            facts.saw(Req::R012);
+            let original = snap
+                .occurrences
+                .iter()
+                .find(|x| x.id == rem.original)
+                .and_then(|x| x.answer.as_ref().ok())
+                .and_then(|x| View::of(&x.entries, &x.flag_map).binding_digest);
+            if original.as_ref() == Some(d) {
+                v(
+                    "remedy_own_binding",
+                    Req::R012,
+                    at,
+                    format!(
+                        "remedy {} is bound under its original {}'s provider binding {d}: a remedy needs its own",
+                        o.id, rem.original
+                    ),
+                );
+            }
+        }
+    }
+
+    /// One stable identity (AOC-REQ-002), one effect per occurrence (AOC-REQ-010) and no more
+    /// authenticated replies than the provider sent (AOC-REQ-009, -007).
+    fn identity_and_effects(
+        &mut self,
+        acct: &Accounting<'_>,
+        o: &Observed,
+        a: &StateAnswer,
+        out: &mut Vec<Finding>,
+    ) {
+        let facts = &mut self.facts;
+        let mut v = say(out);
+        let (at, st) = (Some(o.label.as_str()), &a.report);
+        // The report is about the occurrence asked for (AOC-REQ-002: one stable identity).
+        facts.saw(Req::R002);
+        if st.occurrence != o.id {
+            v(
+                "state_matches_history",
+                Req::R002,
+                at,
+                format!(
+                    "the state of {} was asked for, and the report is about {:?}",
+                    o.id, st.occurrence
+                ),
+            );
+        }
+        let effects = acct.effects_of(&o.id);
+        let creates = acct.creates_of(&o.id);
+        facts.saw(Req::R010);
+        // one_effect_per_occurrence (AOC-REQ-010, -002)
+        if effects.len() > 1 {
+            v(
+                "one_effect_per_occurrence",
+                Req::R010,
+                at,
+                format!(
+                    "{} provider effects for one occurrence (ground truth)",
+                    effects.len()
+                ),
+            );
+        }
+        if creates.len() > 1 {
+            let replayed = creates.iter().filter(|r| r.replayed).count();
+            v(
+                "provider_accounting",
+                Req::R010,
+                at,
+                format!(
+                    "{} create requests reached the provider for one occurrence ({replayed} answered from the provider's idempotency store): an occurrence enters the provider once (ground truth)",
+                    creates.len()
+                ),
+            );
+        }
+        // authentic_as_claimed (AOC-REQ-009): the history may not call more provider replies
+        // authenticated than the provider really sent with a genuine tag (ground truth).
+        let claimed = a
+            .entries
+            .iter()
+            .filter(|e| {
+                e.kind == Kind::Observed
+                    && e.source_kind == Some(SourceKind::Response)
+                    && e.authenticated == Some(true)
+            })
+            .count();
+        if claimed > 0 {
+            facts.saw(Req::R009);
+            // A reply sent as processed, or its error status after commit, is signed over what
+            // was sent; a forged, garbled, dropped or undelivered one authenticates nothing.
+            use provider_model::payments::ledger::Reply;
+            let genuine = creates
+                .iter()
+                .filter(|r| matches!(r.reply, Reply::Written | Reply::ErrorAfterCommit))
+                .count();
+            // A reply the provider signed for another account is about another binding.
+            let misdirected = creates
+                .iter()
+                .filter(|r| r.reply == Reply::Misdirected)
+                .count();
+            if misdirected > 0 {
+                facts.saw(Req::R007);
+            }
+            if claimed > genuine {
+                v(
+                    "authentic_as_claimed",
+                    Req::R009,
+                    at,
+                    format!(
+                        "the history records {claimed} authenticated provider response(s), but the provider sent {genuine} reply with a genuine tag (ground truth)"
+                    ),
+                );
+                if misdirected > 0 {
+                    v(
+                        "authentic_as_claimed",
+                        Req::R007,
+                        at,
+                        format!(
+                            "{misdirected} reply was signed for another account: a response about another binding is not evidence about this one (ground truth)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// What the report keeps from look to look and with its history: one domain, one generation
+    /// reading, the state the history shows, a release never entered, one binding.
+    fn report_constant(
+        &mut self,
+        label: &str,
+        a: &StateAnswer,
+        view: &View,
+        acct: &Accounting<'_>,
+        id: &str,
+        out: &mut Vec<Finding>,
+    ) {
+        let facts = &mut self.facts;
+        let mut v = say(out);
+        let (at, st) = (Some(label), &a.report);
+        let (effects, creates) = (acct.effects_of(id), acct.creates_of(id));
+        // one_domain (AOC-REQ-001): one authoritative coordination domain per occurrence.
+        facts.saw(Req::R001);
+        if st.domain.is_empty() {
+            v(
+                "one_domain",
+                Req::R001,
+                at,
+                "the state names no coordination domain".into(),
+            );
+        } else if let Some(prev) = self.domains.get(label)
+            && *prev != st.domain
+        {
+            v(
+                "one_domain",
+                Req::R001,
+                at,
+                format!(
+                    "coordination domain changed from {prev:?} to {:?}",
+                    st.domain
+                ),
+            );
+        }
+        self.domains.insert(label.to_string(), st.domain.clone());
+        // The report's generation reading is declared once: an answer may not pick the
+        // reading that suits it at each look (AOC-REQ-005).
+        if let Some(prev) = self.readings.insert(label.to_string(), a.report_generation)
+            && prev != a.report_generation
+        {
+            v(
+                "state_matches_history",
+                Req::R005,
+                at,
+                format!(
+                    "the report's generation reading changed from {prev:?} to {:?}",
+                    a.report_generation
+                ),
+            );
+        }
+        // state_matches_history: the report is checked, never trusted (GUIDE §4).
+        for r in STATE_FIELDS {
+            facts.saw(r);
+        }
+        for (req, what) in contradictions(a, view) {
+            v(
+                "state_matches_history",
+                req,
+                at,
+                format!("the reported state contradicts the stored history: {what}"),
+            );
+        }
+        if st.state == State::Released {
+            facts.saw(Req::R008);
+            if !effects.is_empty() || !creates.is_empty() {
+                v(
+                    "release_only_before_entry",
+                    Req::R008,
+                    at,
+                    "released as never entered, but the provider received its request".into(),
+                );
+            }
+        }
+        // binding_constant (AOC-REQ-003)
+        if let Some(d) = &st.binding_digest {
+            facts.saw(Req::R003);
+            match self.bindings.get(label) {
+                Some(prev) if prev != d => v(
+                    "binding_constant",
+                    Req::R003,
+                    at,
+                    format!("binding digest changed from {prev} to {d}"),
+                ),
+                _ => {}
+            }
+            self.bindings.insert(label.to_string(), d.clone());
+        }
+    }
+
+    /// Authority never restored (AOC-REQ-012) and no invented outcome (AOC-REQ-009, -011).
+    fn authority_and_outcome(
+        &mut self,
+        snap: &Snapshot,
+        acct: &Accounting<'_>,
+        o: &Observed,
+        a: &StateAnswer,
+        out: &mut Vec<Finding>,
+    ) {
+        let facts = &mut self.facts;
+        let mut v = say(out);
+        let (label, st) = (o.label.as_str(), &a.report);
+        let at = Some(label);
+        let effects = acct.effects_of(&o.id);
+        // authority_never_restored (AOC-REQ-012)
+        let was_consumed = self.consumed.contains(label);
+        if st.entry_attempts > 0 || was_consumed {
+            facts.saw(Req::R012);
+        }
+        if was_consumed && st.authority != Authority::Consumed {
+            v(
+                "authority_never_restored",
+                Req::R012,
+                at,
+                format!("consumed authority is now reported {}", st.authority),
+            );
+        }
+        if st.entry_attempts > 0 && st.authority == Authority::Released {
+            v(
+                "authority_never_restored",
+                Req::R012,
+                at,
+                "authority released after provider entry".into(),
+            );
+        }
+        if st.authority == Authority::Consumed {
+            self.consumed.insert(label.to_string());
+        }
+        // no_invented_outcome (AOC-REQ-009, -011): an entered occurrence either stays
+        // unresolved or rests its outcome on authenticated, interpreted evidence.
+        if st.entry_attempts > 0 || st.outcome.is_some() {
+            facts.saw(Req::R009);
+            facts.saw(Req::R011);
+        }
+        for (i, e) in a.entries.iter().enumerate() {
+            if e.kind == Kind::Decided && e.evidence.is_empty() {
+                v(
+                    "no_invented_outcome",
+                    Req::R009,
+                    at,
+                    format!("the terminal decision at entry {i} cites no evidence"),
+                );
+            }
+        }
+        if let Some(outcome) = st.outcome {
+            let authoritative = a.entries.iter().any(|e| {
+                e.kind == Kind::Observed
+                    && e.authenticated == Some(true)
+                    && e.interpretation.is_some()
+            });
+            if !authoritative {
+                v(
+                    "no_invented_outcome",
+                    Req::R009,
+                    at,
+                    format!(
+                        "terminal {outcome} without any authenticated, interpreted observation"
+                    ),
+                );
+            }
+            let succeeded = effects.iter().any(|e| e.status == "succeeded");
+            // Where the harness changed the payment's status itself, what the provider showed
+            // when the decision was made is not known here: no verdict on it (fails closed
+            // for the judge, never for the implementation).
+            let succeeded_now = succeeded && !snap.statuses.contains_key(&o.id);
+            let moved = effects
+                .iter()
+                .any(|e| !matches!(e.status.as_str(), "declined" | "canceled"));
+            match outcome {
+                Outcome::FinalFailure | Outcome::NotAccepted | Outcome::FinalFailureNoEffect
+                    if succeeded_now =>
+                {
+                    v(
+                        "no_invented_outcome",
+                        Req::R011,
+                        at,
+                        format!(
+                            "{outcome} decided, but the provider shows the payment succeeded (ground truth)"
+                        ),
+                    )
+                }
+                Outcome::Success if !succeeded => v(
+                    "no_invented_outcome",
+                    Req::R011,
+                    at,
+                    "success claimed, but the provider recorded no succeeded effect".into(),
+                ),
+                Outcome::NotAccepted | Outcome::FinalFailureNoEffect if moved => v(
+                    "no_invented_outcome",
+                    Req::R011,
+                    at,
+                    format!(
+                        "{outcome} claimed, but the provider recorded an effect ({})",
+                        effects
+                            .iter()
+                            .map(|e| e.status.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -1092,6 +1070,115 @@ pub fn unbound_responses(a: &StateAnswer, facts: &mut Facts) -> Vec<(Req, String
         }
     }
     out
+}
+
+/// How a checker says what it found: a finding under its name, about an occurrence (or none),
+/// pushed to `out`.
+fn say(out: &mut Vec<Finding>) -> impl FnMut(&'static str, Req, Option<&str>, String) + use<'_> {
+    |checker, requirement, occ, msg| out.push(Finding::new(checker, requirement, msg).about(occ))
+}
+
+/// provider_accounting (AOC-REQ-010, -012) and observer_reads_only (AOC-REQ-006): the ledger,
+/// whole, before any occurrence.
+fn ledger_whole(snap: &Snapshot, acct: &Accounting<'_>, facts: &mut Facts, out: &mut Vec<Finding>) {
+    let mut v = say(out);
+    // provider_accounting (AOC-REQ-010): the ledger, whole. "A provider idempotency key is
+    // not permission for a second attempt" (§4.10); an effect nobody accounts for is an
+    // entry the domain did not serialise. A fact per occurrence accounted for (below), never
+    // per look: an empty ledger with no occurrence establishes nothing.
+    let rule = snap
+        .key_rule
+        .as_ref()
+        .map_or("no key rule declared".to_string(), |r| {
+            format!("key rule {r}")
+        });
+    // A creation no occurrence accounts for is an entry the domain did not serialise
+    // (AOC-REQ-010); a capture or refund no occurrence accounts for is an adjustment without
+    // its own authorisation and link (AOC-REQ-012).
+    let effects = acct.unattributed_effects.iter().map(|e| {
+        let (req, what) = match e.kind {
+            provider_model::payments::ledger::EffectKind::PaymentCreated => (
+                Req::R010,
+                format!("provider payment {} was created", e.payment_id),
+            ),
+            provider_model::payments::ledger::EffectKind::PaymentCaptured => (
+                Req::R012,
+                format!("provider payment {} was captured", e.payment_id),
+            ),
+            provider_model::payments::ledger::EffectKind::PaymentCanceled => (
+                Req::R012,
+                format!("provider payment {} was canceled", e.payment_id),
+            ),
+            provider_model::payments::ledger::EffectKind::PaymentRefunded => (
+                Req::R012,
+                format!(
+                    "{} of provider payment {} was refunded",
+                    e.amount, e.payment_id
+                ),
+            ),
+        };
+        (req, format!("{what} {}", key_words(&e.idempotency_key)))
+    });
+    // A request whose effect is already reported above is not reported twice.
+    let requests = acct
+        .unattributed_creates
+        .iter()
+        .filter(|r| {
+            !acct
+                .unattributed_effects
+                .iter()
+                .any(|e| e.request_seq == r.seq)
+        })
+        .map(|r| {
+            (
+                if r.op == provider_model::payments::faults::Op::Create {
+                    Req::R010
+                } else {
+                    Req::R012
+                },
+                format!(
+                    "a {} request reached the provider {}, answered {}{}",
+                    r.op.label(),
+                    key_words(&r.idempotency_key),
+                    r.status,
+                    if r.replayed { " (replayed)" } else { "" }
+                ),
+            )
+        });
+    for (req, what) in effects.chain(requests) {
+        facts.saw(req);
+        v(
+            "provider_accounting",
+            req,
+            None,
+            format!(
+                "{what} that no occurrence's key is ({rule}): a provider mutation the coordination domain does not account for (ground truth)"
+            ),
+        );
+    }
+    // observer_reads_only (AOC-REQ-006): the observer process answers `state`, `lane` and
+    // `describe` and holds no executor generation; a provider mutation made with its
+    // credential is an entry no admitted generation made ("the coordination domain MUST
+    // advance the executor generation … before admitting new work", §4.6).
+    for r in snap
+        .provider
+        .requests
+        .iter()
+        .filter(|r| r.credential == OBSERVER && r.op.is_effectful())
+    {
+        facts.saw(Req::R006);
+        v(
+            "observer_reads_only",
+            Req::R006,
+            None,
+            format!(
+                "a {} request (#{}) {} was made with the observer's credential: the observer holds no executor generation and may only read (ground truth)",
+                r.op.label(),
+                r.seq,
+                key_words(&r.idempotency_key)
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

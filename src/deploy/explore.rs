@@ -166,24 +166,7 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         }
     }
     let Some((original, first)) = found else {
-        let doc = serde_json::json!({
-            "schema": "aocheck.deploy-explore/1",
-            "deploy_file": loaded.path.display().to_string(),
-            "seed": a.seed, "runs": tried, "finding": null,
-        });
-        let _ = write_json(&out.join("explore.json"), &doc);
-        println!(
-            "deploy explore {}: no finding in {} schedules (seed {}), {undecided} undecided, in {:.1} s",
-            loaded.file.name,
-            tried.len(),
-            a.seed,
-            started.elapsed().as_secs_f64()
-        );
-        return if undecided > 0 {
-            crate::exit::UNDECIDED
-        } else {
-            crate::exit::OK
-        };
+        return no_finding(&loaded, &a, &out, &tried, undecided, started);
     };
     // Shrink through explore's shrinker: keep the first smaller schedule that still fails the
     // same way (checker and requirement) and is decided, until none does or the budget is spent.
@@ -267,6 +250,39 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         out.display()
     );
     crate::exit::REQUIREMENT_FAILED
+}
+
+/// `deploy explore` found nothing: `explore.json` says so (a failure to write it is said and
+/// is exit 4, never a silent success), and the exit code says whether every run was decided.
+fn no_finding(
+    loaded: &Loaded,
+    a: &ExploreArgs,
+    out: &Path,
+    tried: &[serde_json::Value],
+    undecided: u32,
+    started: std::time::Instant,
+) -> u8 {
+    let doc = serde_json::json!({
+        "schema": "aocheck.deploy-explore/1",
+        "deploy_file": loaded.path.display().to_string(),
+        "seed": a.seed, "runs": tried, "finding": null,
+    });
+    if let Err(e) = write_json(&out.join("explore.json"), &doc) {
+        eprintln!("{e}");
+        return crate::exit::UNREACHABLE;
+    }
+    println!(
+        "deploy explore {}: no finding in {} schedules (seed {}), {undecided} undecided, in {:.1} s",
+        loaded.file.name,
+        tried.len(),
+        a.seed,
+        started.elapsed().as_secs_f64()
+    );
+    if undecided > 0 {
+        crate::exit::UNDECIDED
+    } else {
+        crate::exit::OK
+    }
 }
 
 async fn run_at(d: &Loaded, p: &Providers, out: &Path, name: &str, s: &Schedule) -> Ran {

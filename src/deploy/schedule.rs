@@ -183,6 +183,69 @@ impl Ctx<'_> {
     }
 }
 
+/// A fault counts only where it acted on a charge: the request it landed on made the
+/// order's payment (a draft creation, a refused or unrelated request absorbs a rule and
+/// exercises nothing the case is about).
+fn faults_acted(
+    d: &Loaded,
+    p: &Providers,
+    schedule: &Schedule,
+    ledger: &provider_model::payments::ledger::Ledger,
+) -> Vec<FaultReport> {
+    let rules = p.payments.rules();
+    let mut faults: Vec<FaultReport> = Vec::new();
+    let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
+    for (i, st) in schedule.steps.iter().enumerate() {
+        if let Some(k) = st.fault {
+            let fault = k.fault(&hold_name(i));
+            let label = fault.to_string();
+            let rule_fired = rules.get(faults.len()).is_some_and(|r| r.fired > 0);
+            let nth = taken.entry(label.clone()).or_default();
+            let landed = ledger
+                .requests
+                .iter()
+                .filter(|q| q.fault.as_deref() == Some(label.as_str()))
+                .nth(*nth);
+            *nth += 1;
+            // …and the charge it made is this order's, by the declared attribution (without
+            // one, nothing can be judged anyway).
+            let charged = landed.is_some_and(|q| {
+                ledger.effects.iter().any(|e| {
+                    e.request_seq == q.seq
+                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                        && (d.file.attribution.is_none()
+                            || owner_of(
+                                d,
+                                &p.payments,
+                                &e.payment_id,
+                                e.idempotency_key.as_deref(),
+                            )
+                            .as_deref()
+                                == Some(st.occurrence.as_str()))
+                })
+            });
+            let mut what = format!(
+                "order {}: its first payment creation meets {} ({fault})",
+                st.occurrence,
+                k.name(),
+            );
+            if let Some(q) = landed.filter(|_| !charged) {
+                what.push_str(&format!(
+                    "; it landed on request {} ({}, status {}), which made no charge",
+                    q.seq,
+                    q.op.label(),
+                    q.status
+                ));
+            }
+            faults.push(FaultReport {
+                what,
+                fired: rule_fired && charged,
+            });
+        }
+    }
+    faults
+}
+
 /// Runs a schedule against a fresh service (a fresh store folder `work`, providers reset) and
 /// judges it by the ledger.
 pub async fn run_schedule(
@@ -259,59 +322,7 @@ pub async fn run_schedule(
             ran.versions.extend(q.stripe_version.clone());
         }
     }
-    // A fault counts only where it acted on a charge: the request it landed on made the
-    // order's payment (a draft creation, a refused or unrelated request absorbs a rule and
-    // exercises nothing the case is about).
-    let rules = p.payments.rules();
-    let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
-    for (i, st) in schedule.steps.iter().enumerate() {
-        if let Some(k) = st.fault {
-            let fault = k.fault(&hold_name(i));
-            let label = fault.to_string();
-            let rule_fired = rules.get(ran.faults.len()).is_some_and(|r| r.fired > 0);
-            let nth = taken.entry(label.clone()).or_default();
-            let landed = ledger
-                .requests
-                .iter()
-                .filter(|q| q.fault.as_deref() == Some(label.as_str()))
-                .nth(*nth);
-            *nth += 1;
-            // …and the charge it made is this order's, by the declared attribution (without
-            // one, nothing can be judged anyway).
-            let charged = landed.is_some_and(|q| {
-                ledger.effects.iter().any(|e| {
-                    e.request_seq == q.seq
-                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
-                        && (d.file.attribution.is_none()
-                            || owner_of(
-                                d,
-                                &p.payments,
-                                &e.payment_id,
-                                e.idempotency_key.as_deref(),
-                            )
-                            .as_deref()
-                                == Some(st.occurrence.as_str()))
-                })
-            });
-            let mut what = format!(
-                "order {}: its first payment creation meets {} ({fault})",
-                st.occurrence,
-                k.name(),
-            );
-            if let Some(q) = landed.filter(|_| !charged) {
-                what.push_str(&format!(
-                    "; it landed on request {} ({}, status {}), which made no charge",
-                    q.seq,
-                    q.op.label(),
-                    q.status
-                ));
-            }
-            ran.faults.push(FaultReport {
-                what,
-                fired: rule_fired && charged,
-            });
-        }
-    }
+    ran.faults = faults_acted(d, p, schedule, &ledger);
     let reached = p.payments.control_attempts();
     if let Some(why) = crate::check::credentials::control_reached(
         reached.get(control_before..).unwrap_or(&[]),
@@ -356,6 +367,89 @@ pub async fn run_schedule(
         })
         .collect();
     ran
+}
+
+/// Lands an order's fault around its submission (the order is out on `sent`): the instance
+/// killed at the hold and restarted, or taken over by a second one; the same order again while
+/// the first is held; a forged failure event before the real one. A lost reply and a 5xx after
+/// commit land at the provider alone.
+#[allow(clippy::too_many_arguments)]
+async fn land(
+    cx: &mut Ctx<'_>,
+    live: &mut Vec<Instance>,
+    fault: Option<Kind>,
+    hold: &str,
+    label: &str,
+    sent: &mut Option<Sent>,
+    vars: &Vars,
+    before: usize,
+) -> Result<(), (HarnessCause, String)> {
+    let unreachable = |e: String| (HarnessCause::Unreachable, e);
+    let submit = &cx.d.file.drive.submit.clone();
+    match fault {
+        Some(Kind::CrashAtHold) => {
+            cx.parked(hold).await?;
+            let Some(mut a) = live.pop() else {
+                return Err(unreachable("no instance is running".into()));
+            };
+            cx.kill(&mut a, hold).await?;
+            cx.release(hold).await?;
+            drop(a);
+            if let Some(s) = sent.take() {
+                lost_with(cx, sent_done(s).await);
+            }
+            live.push(cx.start(label).await?);
+            cx.step(format!("instance {label} restarted on the same store"));
+        }
+        Some(Kind::Takeover) => {
+            cx.parked(hold).await?;
+            let next = cx.fresh_label();
+            let b = cx.start(&next).await?;
+            let Some(mut a) = live.pop() else {
+                return Err(unreachable("no instance is running".into()));
+            };
+            live.push(b);
+            cx.kill(&mut a, hold).await?;
+            cx.release(hold).await?;
+            drop(a);
+            if let Some(s) = sent.take() {
+                lost_with(cx, sent_done(s).await);
+            }
+        }
+        Some(Kind::Resubmit) => {
+            cx.parked(hold).await?;
+            let again = send(cx, &live[live.len() - 1].base, submit, vars);
+            // The second order may wait for the first's entry (a service that serialises
+            // them): release the hold while it is out, then read both answers.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cx.step("the same order submitted again while its entry is held");
+            cx.release(hold).await?;
+            for (what, s) in [("first", sent.take()), ("second", Some(again))] {
+                let Some(s) = s else {
+                    continue;
+                };
+                let a = answered(s, Duration::from_secs(60)).await;
+                cx.step(format!(
+                    "the {what} submission answered: {}",
+                    describe_answer(&a)
+                ));
+                if let Err(DriveErrorOr::Drive(e @ drive::DriveError::Unreachable { .. })) = a {
+                    return Err(unreachable(e.to_string()));
+                }
+            }
+        }
+        Some(Kind::Webhooks) => {
+            let pay = cx.entered(before).await?;
+            match cx.p.payments.forge_webhook(&pay, "declined").await {
+                Ok(ev) => cx.step(format!(
+                    "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
+                )),
+                Err(e) => return Err(unreachable(format!("forging a webhook: {e}"))),
+            }
+        }
+        Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
+    }
+    Ok(())
 }
 
 async fn drive_schedule(
@@ -416,69 +510,7 @@ async fn drive_schedule(
                 accepted(cx, &vars, &label, answer, st.fault.is_some())?;
             }
         }
-        match st.fault {
-            Some(Kind::CrashAtHold) => {
-                cx.parked(&hold).await?;
-                let Some(mut a) = live.pop() else {
-                    return Err(unreachable("no instance is running".into()));
-                };
-                cx.kill(&mut a, &hold).await?;
-                cx.release(&hold).await?;
-                drop(a);
-                if let Some(s) = sent.take() {
-                    lost_with(cx, sent_done(s).await);
-                }
-                live.push(cx.start(&label).await?);
-                cx.step(format!("instance {label} restarted on the same store"));
-            }
-            Some(Kind::Takeover) => {
-                cx.parked(&hold).await?;
-                let next = cx.fresh_label();
-                let b = cx.start(&next).await?;
-                let Some(mut a) = live.pop() else {
-                    return Err(unreachable("no instance is running".into()));
-                };
-                live.push(b);
-                cx.kill(&mut a, &hold).await?;
-                cx.release(&hold).await?;
-                drop(a);
-                if let Some(s) = sent.take() {
-                    lost_with(cx, sent_done(s).await);
-                }
-            }
-            Some(Kind::Resubmit) => {
-                cx.parked(&hold).await?;
-                let again = send(cx, &live[live.len() - 1].base, &submit, &vars);
-                // The second order may wait for the first's entry (a service that serialises
-                // them): release the hold while it is out, then read both answers.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                cx.step("the same order submitted again while its entry is held");
-                cx.release(&hold).await?;
-                for (what, s) in [("first", sent.take()), ("second", Some(again))] {
-                    let Some(s) = s else {
-                        continue;
-                    };
-                    let a = answered(s, Duration::from_secs(60)).await;
-                    cx.step(format!(
-                        "the {what} submission answered: {}",
-                        describe_answer(&a)
-                    ));
-                    if let Err(DriveErrorOr::Drive(e @ drive::DriveError::Unreachable { .. })) = a {
-                        return Err(unreachable(e.to_string()));
-                    }
-                }
-            }
-            Some(Kind::Webhooks) => {
-                let pay = cx.entered(before).await?;
-                match cx.p.payments.forge_webhook(&pay, "declined").await {
-                    Ok(ev) => cx.step(format!(
-                        "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
-                    )),
-                    Err(e) => return Err(unreachable(format!("forging a webhook: {e}"))),
-                }
-            }
-            Some(Kind::LostReply | Kind::ErrorAfterCommit) | None => {}
-        }
+        land(cx, live, st.fault, &hold, &label, &mut sent, &vars, before).await?;
         // Late, duplicated webhooks must have come before the watch ends.
         let settle_floor = if st.fault == Some(Kind::Webhooks) {
             WEBHOOK_DELAY_MS + 3_000

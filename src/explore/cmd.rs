@@ -123,39 +123,47 @@ pub fn shard_arg(s: &str) -> Result<(u64, u64), u8> {
     })
 }
 
-pub async fn explore_cmd(a: ExploreArgs) -> u8 {
+/// The flags that need more than clap: the workload, the shard, the time, no zero schedules or
+/// jobs (`Err`: the exit code, the reason said on standard error).
+#[allow(clippy::type_complexity)]
+fn flags(a: &ExploreArgs) -> Result<(Workload, (u64, u64), Option<std::time::Duration>), u8> {
     let Some(workload) = Workload::parse(&a.workload) else {
         eprintln!(
             "error: --workload {:?} is unknown; use aoc, hermes or all",
             a.workload
         );
-        return exit::INVALID_INPUT;
+        return Err(exit::INVALID_INPUT);
     };
-    let shard = match shard_arg(&a.shard) {
-        Ok(kn) => kn,
-        Err(code) => return code,
-    };
+    let shard = shard_arg(&a.shard)?;
     let time = match &a.time {
         Some(t) => match parse_duration(t) {
             Some(d) => Some(d),
             None => {
                 eprintln!("error: --time {t:?}: use seconds, or 60s, 5m, 1h");
-                return exit::INVALID_INPUT;
+                return Err(exit::INVALID_INPUT);
             }
         },
         None => None,
     };
     if a.schedules == Some(0) {
         eprintln!("error: --schedules 0 explores nothing; give 1 or more");
-        return exit::INVALID_INPUT;
+        return Err(exit::INVALID_INPUT);
     }
-    // Every flag is checked before the output folder is made (a refused command leaves nothing).
     if a.jobs == Some(0) {
         eprintln!(
             "error: --jobs 0: at least one schedule must run at a time; use --jobs 1 or more"
         );
-        return exit::INVALID_INPUT;
+        return Err(exit::INVALID_INPUT);
     }
+    Ok((workload, shard, time))
+}
+
+pub async fn explore_cmd(a: ExploreArgs) -> u8 {
+    // Every flag is checked before the output folder is made (a refused command leaves nothing).
+    let (workload, shard, time) = match flags(&a) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     let signing = match crate::setup::signing_key(a.sign.as_deref()) {
         Ok(k) => k,
         Err(code) => return code,

@@ -431,18 +431,7 @@ pub async fn explore(
         };
         let r = match task.await {
             Ok(r) => r,
-            // The schedule's task panicked: a harness defect, never a pass.
-            Err(e) => {
-                let mut r = CaseReport::new(
-                    &case.id,
-                    &case.title,
-                    std::path::Path::new(&schedule::file_name(&case.id)),
-                    case.requirements.clone(),
-                );
-                r.verdict = Verdict::HarnessError;
-                r.harness = Some(format!("the schedule's task ended: {e}"));
-                r
-            }
+            Err(e) => task_ended(&case, &e),
         };
         x.schedules += 1;
         x.indices.push(index);
@@ -511,6 +500,20 @@ pub async fn explore(
     x.median_steps = x.lengths.get(x.lengths.len() / 2).copied().unwrap_or(0);
     x.millis = started.elapsed().as_millis() as u64;
     x
+}
+
+/// The report of a schedule whose task panicked or was cancelled: a harness defect, never a
+/// pass.
+fn task_ended(case: &Case, e: &tokio::task::JoinError) -> CaseReport {
+    let mut r = CaseReport::new(
+        &case.id,
+        &case.title,
+        std::path::Path::new(&schedule::file_name(&case.id)),
+        case.requirements.clone(),
+    );
+    r.verdict = Verdict::HarnessError;
+    r.harness = Some(format!("the schedule's task ended: {e}"));
+    r
 }
 
 /// Whether a run of `case` shows the finding `key` (at any step).

@@ -60,90 +60,8 @@ pub fn candidates(c: &Case) -> Vec<Case> {
     }
     // A whole held request: its hold, its entry and background send, the crash or release
     // that ends it (and the release after such a crash).
-    for (i, s) in c.steps.iter().enumerate() {
-        if let Step::ProviderFault {
-            fault: provider_model::payments::faults::Fault::Hold { name },
-            ..
-        } = s
-        {
-            let ends = |t: &Step| matches!(t, Step::Crash { at_hold: Some(h), .. } | Step::ProviderRelease { hold: h, .. } if h == name);
-            if let Some(j) = c.steps[i + 1..].iter().position(ends).map(|k| i + 1 + k) {
-                let mut end = j;
-                if let Some(k) = c.steps[j + 1..].iter().position(ends) {
-                    end = j + 1 + k;
-                }
-                let mut steps = c.steps.clone();
-                steps.drain(i..=end);
-                push(steps);
-                // The same request not held: sent in the foreground (the provider answers at
-                // once), a kill at the hold a plain kill after it, the release gone; what the
-                // release did becomes a fault on the request (a rejection, a forged or
-                // mismatched reply, or a commit its killed sender never heard of).
-                let killed = c.steps[i + 1..]
-                    .iter()
-                    .any(|t| matches!(t, Step::Crash { at_hold: Some(h), .. } if h == name));
-                let fault = c.steps[i + 1..].iter().find_map(|t| match t {
-                    Step::ProviderRelease {
-                        hold,
-                        reject,
-                        forged,
-                        mismatched,
-                    } if hold == name => {
-                        use provider_model::payments::faults::{Fault, ForgeMode};
-                        match (reject, forged, mismatched) {
-                            (Some(status), ..) => Some(Fault::Reject { status: *status }),
-                            (None, true, _) => Some(Fault::Forge {
-                                mode: ForgeMode::BadKey,
-                            }),
-                            (None, _, true) => Some(Fault::Forge {
-                                mode: ForgeMode::OtherAccount,
-                            }),
-                            _ if killed => Some(Fault::CommitThenDrop),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                });
-                let mut steps = Vec::with_capacity(c.steps.len());
-                for (k, t) in c.steps.iter().enumerate() {
-                    match t {
-                        Step::ProviderFault { op, .. } if k == i => {
-                            if let Some(f) = &fault {
-                                steps.push(Step::ProviderFault {
-                                    op: *op,
-                                    fault: f.clone(),
-                                    nth: None,
-                                    times: None,
-                                });
-                            }
-                        }
-                        Step::ProviderRelease { hold, .. } if hold == name => {}
-                        Step::Send {
-                            occurrence,
-                            executor,
-                            background: true,
-                            expect,
-                        } if k < j => steps.push(Step::Send {
-                            occurrence: occurrence.clone(),
-                            executor: executor.clone(),
-                            background: false,
-                            expect: expect.clone(),
-                        }),
-                        Step::Crash {
-                            executor,
-                            at_hold: Some(h),
-                            expect,
-                        } if h == name => steps.push(Step::Crash {
-                            executor: executor.clone(),
-                            at_hold: None,
-                            expect: expect.clone(),
-                        }),
-                        t => steps.push(t.clone()),
-                    }
-                }
-                push(steps);
-            }
-        }
+    for steps in held_cuts(&c.steps) {
+        push(steps);
     }
     // A whole held Hermes start (`explore::hermes::held_span`).
     for i in 0..c.steps.len() {
@@ -184,38 +102,7 @@ pub fn candidates(c: &Case) -> Vec<Case> {
     }
     // An execution only entered, with the faults armed for its request gone (they would fire
     // on nothing, and a candidate whose faults do not all fire is not taken).
-    for (i, s) in c.steps.iter().enumerate() {
-        let Step::Execute {
-            occurrence,
-            executor,
-            expect,
-        } = s
-        else {
-            continue;
-        };
-        let mut armed = Vec::new();
-        for j in (0..i).rev() {
-            match &c.steps[j] {
-                Step::ProviderFault {
-                    op: POp::Create | POp::Any,
-                    ..
-                } => armed.push(j),
-                Step::Execute { .. } | Step::Send { .. } | Step::Race { .. } => break,
-                _ => {}
-            }
-        }
-        if armed.is_empty() {
-            continue;
-        }
-        let mut steps = c.steps.clone();
-        steps[i] = Step::Enter {
-            occurrence: occurrence.clone(),
-            executor: executor.clone(),
-            expect: expect.clone(),
-        };
-        for j in armed {
-            steps.remove(j);
-        }
+    for steps in entered_only(&c.steps) {
         push(steps);
     }
     // The configuration made plainer.
@@ -453,6 +340,139 @@ fn with_any(s: Step) -> Step {
         }
         Err(_) => s,
     }
+}
+
+/// A whole held request cut out: its hold, its entry and background send, the crash or release
+/// that ends it (and the release after such a crash).
+fn held_cuts(steps_in: &[Step]) -> Vec<Vec<Step>> {
+    let mut cuts = Vec::new();
+    for (i, s) in steps_in.iter().enumerate() {
+        if let Step::ProviderFault {
+            fault: provider_model::payments::faults::Fault::Hold { name },
+            ..
+        } = s
+        {
+            let ends = |t: &Step| matches!(t, Step::Crash { at_hold: Some(h), .. } | Step::ProviderRelease { hold: h, .. } if h == name);
+            if let Some(j) = steps_in[i + 1..].iter().position(ends).map(|k| i + 1 + k) {
+                let mut end = j;
+                if let Some(k) = steps_in[j + 1..].iter().position(ends) {
+                    end = j + 1 + k;
+                }
+                let mut steps = steps_in.to_vec();
+                steps.drain(i..=end);
+                cuts.push(steps);
+                // The same request not held: sent in the foreground (the provider answers at
+                // once), a kill at the hold a plain kill after it, the release gone; what the
+                // release did becomes a fault on the request (a rejection, a forged or
+                // mismatched reply, or a commit its killed sender never heard of).
+                let killed = steps_in[i + 1..]
+                    .iter()
+                    .any(|t| matches!(t, Step::Crash { at_hold: Some(h), .. } if h == name));
+                let fault = steps_in[i + 1..].iter().find_map(|t| match t {
+                    Step::ProviderRelease {
+                        hold,
+                        reject,
+                        forged,
+                        mismatched,
+                    } if hold == name => {
+                        use provider_model::payments::faults::{Fault, ForgeMode};
+                        match (reject, forged, mismatched) {
+                            (Some(status), ..) => Some(Fault::Reject { status: *status }),
+                            (None, true, _) => Some(Fault::Forge {
+                                mode: ForgeMode::BadKey,
+                            }),
+                            (None, _, true) => Some(Fault::Forge {
+                                mode: ForgeMode::OtherAccount,
+                            }),
+                            _ if killed => Some(Fault::CommitThenDrop),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                });
+                let mut steps = Vec::with_capacity(steps_in.len());
+                for (k, t) in steps_in.iter().enumerate() {
+                    match t {
+                        Step::ProviderFault { op, .. } if k == i => {
+                            if let Some(f) = &fault {
+                                steps.push(Step::ProviderFault {
+                                    op: *op,
+                                    fault: f.clone(),
+                                    nth: None,
+                                    times: None,
+                                });
+                            }
+                        }
+                        Step::ProviderRelease { hold, .. } if hold == name => {}
+                        Step::Send {
+                            occurrence,
+                            executor,
+                            background: true,
+                            expect,
+                        } if k < j => steps.push(Step::Send {
+                            occurrence: occurrence.clone(),
+                            executor: executor.clone(),
+                            background: false,
+                            expect: expect.clone(),
+                        }),
+                        Step::Crash {
+                            executor,
+                            at_hold: Some(h),
+                            expect,
+                        } if h == name => steps.push(Step::Crash {
+                            executor: executor.clone(),
+                            at_hold: None,
+                            expect: expect.clone(),
+                        }),
+                        t => steps.push(t.clone()),
+                    }
+                }
+                cuts.push(steps);
+            }
+        }
+    }
+    cuts
+}
+
+/// An execution only entered, with the faults armed for its request gone (they would fire on
+/// nothing, and a candidate whose faults do not all fire is not taken).
+fn entered_only(steps_in: &[Step]) -> Vec<Vec<Step>> {
+    let mut cuts = Vec::new();
+    for (i, s) in steps_in.iter().enumerate() {
+        let Step::Execute {
+            occurrence,
+            executor,
+            expect,
+        } = s
+        else {
+            continue;
+        };
+        let mut armed = Vec::new();
+        for j in (0..i).rev() {
+            match &steps_in[j] {
+                Step::ProviderFault {
+                    op: POp::Create | POp::Any,
+                    ..
+                } => armed.push(j),
+                Step::Execute { .. } | Step::Send { .. } | Step::Race { .. } => break,
+                _ => {}
+            }
+        }
+        if armed.is_empty() {
+            continue;
+        }
+        let mut steps = steps_in.to_vec();
+        steps[i] = Step::Enter {
+            occurrence: occurrence.clone(),
+            executor: executor.clone(),
+            expect: expect.clone(),
+        };
+        for j in armed {
+            steps.remove(j);
+        }
+        cuts.push(steps);
+    }
+    cuts
 }
 
 /// A schedule that can be made smaller: explore's case files and deploy's schedules of orders

@@ -235,6 +235,48 @@ impl Dispatch {
                     generation: lease.map(|l| l.holder.generation.0),
                 })
             }
+            req @ (Request::Submit { .. }
+            | Request::Claim
+            | Request::Link { .. }
+            | Request::Recover
+            | Request::ResolveUnknown { .. }
+            | Request::Finish { .. }
+            | Request::Admission { .. }
+            | Request::LeaseRefresh
+            | Request::LeaseRelease
+            | Request::AadpExpire { .. }) => self.admission(req).await,
+            Request::Import => {
+                self.sut
+                    .domain
+                    .import_from_other_domain(&[])
+                    .map_err(|d| e(d.into()))?;
+                done()
+            }
+            Request::Describe => ok(&reply::Describe {
+                composition: self.sut.domain.composition(),
+                bypass_paths: self.sut.domain.bypass_paths().to_vec(),
+            }),
+            other => Err(failure(
+                "internal",
+                None,
+                format!(
+                    "`{}` is an operator operation, answered elsewhere",
+                    other.op()
+                ),
+                true,
+            )),
+        }
+    }
+
+    /// Seed 003's admission and the lane's lease: a submission, a claim, a link, a recovery, a
+    /// resolution, an end, an admission read, a lease refreshed or released, an AADP expiry.
+    async fn admission(&mut self, req: Request) -> Result<Value, Failure> {
+        let name = self.name.clone();
+        let labels = self.sut.variant() != Variant::NoLabels;
+        let e = |e: SutError| sut_failure(&e, labels);
+        let ok = |v: &dyn erased::Encode| v.encode();
+        let done = || ok(&reply::Done {});
+        match req {
             Request::Submit { key } => {
                 let a = self.sut.submit(&key).await.map_err(e)?;
                 ok(&reply::Admitted {
@@ -294,24 +336,10 @@ impl Dispatch {
                 self.sut.aadp_expire(&name, &occurrence).await.map_err(e)?;
                 done()
             }
-            Request::Import => {
-                self.sut
-                    .domain
-                    .import_from_other_domain(&[])
-                    .map_err(|d| e(d.into()))?;
-                done()
-            }
-            Request::Describe => ok(&reply::Describe {
-                composition: self.sut.domain.composition(),
-                bypass_paths: self.sut.domain.bypass_paths().to_vec(),
-            }),
             other => Err(failure(
                 "internal",
                 None,
-                format!(
-                    "`{}` is an operator operation, answered elsewhere",
-                    other.op()
-                ),
+                format!("`{}` is not an admission operation", other.op()),
                 true,
             )),
         }

@@ -14,6 +14,33 @@ impl World {
     /// One operator or Hermes step (the others are `perform`'s).
     pub(super) async fn perform_operator(&mut self, step: &Step) -> Result<(), SutError> {
         match step {
+            Step::OperatorInvoke { .. }
+            | Step::OperatorManifest { .. }
+            | Step::OperatorDurability { .. }
+            | Step::OperatorConfigure { .. } => self.connector_setup(step).await?,
+            Step::OperatorDelegate { .. }
+            | Step::OperatorCancel { .. }
+            | Step::OperatorWaitBound { .. }
+            | Step::OperatorSettle { .. }
+            | Step::OperatorKill { .. } => self.connector_work(step).await?,
+            Step::HermesFault { .. }
+            | Step::HermesScript { .. }
+            | Step::HermesWaitParked { .. }
+            | Step::HermesRelease { .. }
+            | Step::HermesForget { .. } => self.hermes_step(step).await?,
+            other => {
+                return Err(SutError::Harness(format!(
+                    "{} is not an operator step",
+                    other.verb()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The connector is invoked, its manifest and durability are read, its policy is configured.
+    async fn connector_setup(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::OperatorInvoke {
                 action,
                 objective,
@@ -105,6 +132,20 @@ impl World {
                         &mut self.checker.facts,
                     ));
             }
+            other => {
+                return Err(SutError::Harness(format!(
+                    "{} is not a step of connector_setup",
+                    other.verb()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The connector works: a delegation, a cancel, a wait until bound, a settle, a kill of an
+    /// instance.
+    async fn connector_work(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::OperatorDelegate {
                 action,
                 capability,
@@ -217,6 +258,20 @@ impl World {
                 }
                 self.operator.background = keep;
             }
+            other => {
+                return Err(SutError::Harness(format!(
+                    "{} is not a step of connector_work",
+                    other.verb()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps on fake-hermes: a fault rule, a script, a hold waited for or released (through the
+    /// one hold choreography), a forgotten run.
+    async fn hermes_step(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::HermesFault { .. } => {
                 let (_, h) = self.operator.hermes().await?;
                 let rule = step
@@ -256,7 +311,7 @@ impl World {
             }
             other => {
                 return Err(SutError::Harness(format!(
-                    "{} is not an operator step",
+                    "{} is not a step of hermes_step",
                     other.verb()
                 )));
             }

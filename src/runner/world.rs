@@ -442,6 +442,60 @@ impl World {
         }
         match step {
             Step::Race { steps } => self.race(steps).await?,
+            Step::Join { .. }
+            | Step::Replace { .. }
+            | Step::Crash { .. }
+            | Step::Recover { .. }
+            | Step::LeaseRefresh { .. }
+            | Step::LeaseRelease { .. } => self.lane_step(step).await?,
+            Step::AadpExpire { .. }
+            | Step::ProviderFault { .. }
+            | Step::ProviderRelease { .. }
+            | Step::ProviderStatus { .. }
+            | Step::ProviderExpire { .. } => self.provider_step(step).await?,
+            Step::Submit { .. }
+            | Step::Claim { .. }
+            | Step::Link { .. }
+            | Step::ResolveUnknown { .. }
+            | Step::Finish { .. } => self.admission_step(step).await?,
+            Step::Create { .. } | Step::Rebind { .. } | Step::Remedy { .. } => {
+                self.occurrence_step(step).await?
+            }
+            Step::Settle { .. } => self.sut.settle().await?,
+            // Sent above, through `occurrence_request`.
+            Step::Reserve { .. }
+            | Step::Enter { .. }
+            | Step::Send { .. }
+            | Step::Execute { .. }
+            | Step::Adopt { .. }
+            | Step::Reconcile { .. }
+            | Step::Release { .. } => {}
+            Step::Advance { ms } => self.clock.advance(*ms),
+            Step::Import { .. } => {
+                self.sut.call(To::Observer, Request::Import).await?;
+            }
+            Step::OperatorInvoke { .. }
+            | Step::OperatorManifest {}
+            | Step::OperatorDurability {}
+            | Step::OperatorConfigure { .. }
+            | Step::OperatorDelegate { .. }
+            | Step::OperatorCancel { .. }
+            | Step::OperatorWaitBound { .. }
+            | Step::OperatorSettle {}
+            | Step::OperatorKill { .. }
+            | Step::HermesFault { .. }
+            | Step::HermesScript { .. }
+            | Step::HermesWaitParked { .. }
+            | Step::HermesRelease { .. }
+            | Step::HermesForget {} => self.perform_operator(step).await?,
+        }
+        Ok(())
+    }
+
+    /// The steps on the lane: an executor joins, is replaced, crashes (at a hold, through the one
+    /// choreography), recovers, refreshes or releases its lease.
+    async fn lane_step(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::Join { executor, .. } => {
                 let v = self.sut.start(executor, Request::Join).await?;
                 self.holder = decode::<reply::Generation>(Op::Join, v)?.generation;
@@ -474,88 +528,35 @@ impl World {
                         .map_err(|e| SutError::Harness(format!("crash of {executor}: {e}")))?;
                 }
             }
-            Step::Create {
-                occurrence,
-                executor,
-                key,
-                amount,
-                simulate,
-                labels,
-                ..
-            } => {
+            Step::Recover { executor, .. } => {
                 let who = self.who(executor)?;
-                let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
-                let req = Request::Create {
-                    key: key.clone(),
-                    amount: amount.unwrap_or(1250),
-                    simulate: simulate.clone(),
-                    labels: labels.clone(),
-                };
-                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
-                // AOC-REQ-002: "creation retries … MUST return the original occurrence", and
-                // caller labels alone (retry, task, grant, AADP, BCR ids) never create one.
-                let first = self
-                    .occurrences
-                    .get(occurrence)
-                    .or_else(|| self.created_by_key.get(&key))
-                    .cloned();
-                // A creation that minted anew is reported, and the case goes on with the
-                // occurrence it knew (its steps act on the original).
-                if let Some(f) = crate::check::steps::creation_identity(
-                    &key,
-                    first.as_ref(),
-                    &r.occurrence,
-                    &mut self.checker.facts,
-                ) {
-                    self.findings.push(f);
-                    return Ok(());
-                }
-                // "At-most-one policies need a durable action fence": under the fence, one
-                // occurrence per action (refusing the second creation is as good). A second
-                // occurrence is reported and judged like any other from here on.
-                if self.action_fence
-                    && let Some(action) = &labels.action
-                {
-                    let first = self.created_by_action.get(action);
-                    let fenced = crate::check::steps::action_fence(
-                        action,
-                        first,
-                        &r.occurrence,
-                        &mut self.checker.facts,
-                    );
-                    if first.is_none() {
-                        self.created_by_action
-                            .insert(action.clone(), r.occurrence.clone());
-                    }
-                    self.findings.extend(fenced);
-                }
-                self.created_by_key
-                    .entry(key)
-                    .or_insert(r.occurrence.clone());
-                // The first creation's amount is what the occurrence asks of the provider.
-                self.asked
-                    .entry(r.occurrence.to_string())
-                    .or_insert_with(|| crate::check::ledger::Asked {
-                        amount: amount.unwrap_or(1250),
-                        currency: crate::sut::message::CURRENCY.into(),
-                        account: self.account.clone(),
-                    });
-                if let Some(g) = &labels.grant_id {
-                    self.grants
-                        .entry(r.occurrence.to_string())
-                        .or_insert_with(|| g.clone());
-                }
-                self.occurrences.insert(occurrence.clone(), r.occurrence);
+                self.sut
+                    .ask::<reply::Recovered>(To::Executor(&who), Request::Recover)
+                    .await?;
             }
-            Step::Settle { .. } => self.sut.settle().await?,
-            // Sent above, through `occurrence_request`.
-            Step::Reserve { .. }
-            | Step::Enter { .. }
-            | Step::Send { .. }
-            | Step::Execute { .. }
-            | Step::Adopt { .. }
-            | Step::Reconcile { .. }
-            | Step::Release { .. } => {}
+            Step::LeaseRefresh { executor, .. } => {
+                self.sut.exec(executor, Request::LeaseRefresh).await?
+            }
+            Step::LeaseRelease { executor, .. } => {
+                self.sut.exec(executor, Request::LeaseRelease).await?;
+                // The holder let its lease go: the lane may have none now.
+                if self.current.as_ref() == Some(executor) {
+                    self.holder = None;
+                }
+            }
+            other => {
+                return Err(SutError::Harness(format!(
+                    "lane_step: not a step of this kind: {other:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps on the provider: a fault rule armed, a held request let go (through the one
+    /// hold choreography), a payment's status set or expired, an AADP expiry.
+    async fn provider_step(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::AadpExpire {
                 occurrence,
                 executor,
@@ -572,68 +573,6 @@ impl World {
                     occurrence, &before, &after,
                 ));
                 answer?
-            }
-            Step::Rebind {
-                occurrence,
-                field,
-                value,
-                executor,
-                ..
-            } => {
-                // Bound at reservation, except the provider reference, which only the provider's
-                // acknowledgement binds (a claimed reference before it may be taken as nothing;
-                // `binding_constant` judges what the history then says).
-                let bound = field != "provider_ref"
-                    && self
-                        .occurrences
-                        .get(occurrence)
-                        .is_some_and(|o| self.reserved.contains(o));
-                self.on_occurrence(executor, occurrence, |o| Request::Rebind {
-                    occurrence: o,
-                    field: field.clone(),
-                    value: value.clone(),
-                })
-                .await?;
-                self.findings.extend(crate::check::steps::rebind_refused(
-                    occurrence,
-                    field,
-                    bound,
-                    true,
-                    &mut self.checker.facts,
-                ));
-            }
-            Step::Remedy {
-                occurrence,
-                remedy,
-                kind,
-                authorization,
-                executor,
-                ..
-            } => {
-                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
-                let original = o.to_string();
-                let req = Request::Remedy {
-                    occurrence: o,
-                    kind: *kind,
-                    authorization: authorization.clone(),
-                };
-                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
-                self.findings
-                    .extend(crate::check::steps::remedy_authorization(
-                        occurrence,
-                        self.grants.get(&original).map(String::as_str),
-                        authorization,
-                        &mut self.checker.facts,
-                    ));
-                // The first creation of a remedy says what it is: one authorization presented
-                // again for another kind returns the same remedy, which stays what it was.
-                self.remedies.entry(r.occurrence.to_string()).or_insert(
-                    crate::check::ledger::Remedy {
-                        original,
-                        kind: *kind,
-                    },
-                );
-                self.occurrences.insert(remedy.clone(), r.occurrence);
             }
             Step::ProviderFault { .. } => {
                 let rule = step
@@ -699,7 +638,18 @@ impl World {
                     self.provider.expire(None);
                 }
             },
-            Step::Advance { ms } => self.clock.advance(*ms),
+            other => {
+                return Err(SutError::Harness(format!(
+                    "provider_step: not a step of this kind: {other:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The steps of seed 003's admission: a submission, its claims, a link, a resolution, an end.
+    async fn admission_step(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
             Step::Submit { submission, .. } => {
                 // A client submits: through the observer, never an executor.
                 let req = Request::Submit {
@@ -792,12 +742,6 @@ impl World {
                     )
                     .await?
             }
-            Step::Recover { executor, .. } => {
-                let who = self.who(executor)?;
-                self.sut
-                    .ask::<reply::Recovered>(To::Executor(&who), Request::Recover)
-                    .await?;
-            }
             Step::ResolveUnknown {
                 submission,
                 executor,
@@ -824,33 +768,159 @@ impl World {
                 // Finished without a claim, it has left the queue.
                 self.handed_out.insert(submission.clone());
             }
-            Step::LeaseRefresh { executor, .. } => {
-                self.sut.exec(executor, Request::LeaseRefresh).await?
+            other => {
+                return Err(SutError::Harness(format!(
+                    "admission_step: not a step of this kind: {other:?}"
+                )));
             }
-            Step::LeaseRelease { executor, .. } => {
-                self.sut.exec(executor, Request::LeaseRelease).await?;
-                // The holder let its lease go: the lane may have none now.
-                if self.current.as_ref() == Some(executor) {
-                    self.holder = None;
+        }
+        Ok(())
+    }
+
+    /// The steps that make or change an occurrence: its creation (judged for identity and the
+    /// action fence), a rebind, a remedy.
+    async fn occurrence_step(&mut self, step: &Step) -> Result<(), SutError> {
+        match step {
+            Step::Create {
+                occurrence,
+                executor,
+                key,
+                amount,
+                simulate,
+                labels,
+                ..
+            } => {
+                let who = self.who(executor)?;
+                let key = key.clone().unwrap_or_else(|| format!("key-{occurrence}"));
+                let req = Request::Create {
+                    key: key.clone(),
+                    amount: amount.unwrap_or(1250),
+                    simulate: simulate.clone(),
+                    labels: labels.clone(),
+                };
+                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                // AOC-REQ-002: "creation retries … MUST return the original occurrence", and
+                // caller labels alone (retry, task, grant, AADP, BCR ids) never create one.
+                let first = self
+                    .occurrences
+                    .get(occurrence)
+                    .or_else(|| self.created_by_key.get(&key))
+                    .cloned();
+                // A creation that minted anew is reported, and the case goes on with the
+                // occurrence it knew (its steps act on the original).
+                if let Some(f) = crate::check::steps::creation_identity(
+                    &key,
+                    first.as_ref(),
+                    &r.occurrence,
+                    &mut self.checker.facts,
+                ) {
+                    self.findings.push(f);
+                    return Ok(());
                 }
+                // "At-most-one policies need a durable action fence": under the fence, one
+                // occurrence per action (refusing the second creation is as good). A second
+                // occurrence is reported and judged like any other from here on.
+                if self.action_fence
+                    && let Some(action) = &labels.action
+                {
+                    let first = self.created_by_action.get(action);
+                    let fenced = crate::check::steps::action_fence(
+                        action,
+                        first,
+                        &r.occurrence,
+                        &mut self.checker.facts,
+                    );
+                    if first.is_none() {
+                        self.created_by_action
+                            .insert(action.clone(), r.occurrence.clone());
+                    }
+                    self.findings.extend(fenced);
+                }
+                self.created_by_key
+                    .entry(key)
+                    .or_insert(r.occurrence.clone());
+                // The first creation's amount is what the occurrence asks of the provider.
+                self.asked
+                    .entry(r.occurrence.to_string())
+                    .or_insert_with(|| crate::check::ledger::Asked {
+                        amount: amount.unwrap_or(1250),
+                        currency: crate::sut::message::CURRENCY.into(),
+                        account: self.account.clone(),
+                    });
+                if let Some(g) = &labels.grant_id {
+                    self.grants
+                        .entry(r.occurrence.to_string())
+                        .or_insert_with(|| g.clone());
+                }
+                self.occurrences.insert(occurrence.clone(), r.occurrence);
             }
-            Step::Import { .. } => {
-                self.sut.call(To::Observer, Request::Import).await?;
+            Step::Rebind {
+                occurrence,
+                field,
+                value,
+                executor,
+                ..
+            } => {
+                // Bound at reservation, except the provider reference, which only the provider's
+                // acknowledgement binds (a claimed reference before it may be taken as nothing;
+                // `binding_constant` judges what the history then says).
+                let bound = field != "provider_ref"
+                    && self
+                        .occurrences
+                        .get(occurrence)
+                        .is_some_and(|o| self.reserved.contains(o));
+                self.on_occurrence(executor, occurrence, |o| Request::Rebind {
+                    occurrence: o,
+                    field: field.clone(),
+                    value: value.clone(),
+                })
+                .await?;
+                self.findings.extend(crate::check::steps::rebind_refused(
+                    occurrence,
+                    field,
+                    bound,
+                    true,
+                    &mut self.checker.facts,
+                ));
             }
-            Step::OperatorInvoke { .. }
-            | Step::OperatorManifest {}
-            | Step::OperatorDurability {}
-            | Step::OperatorConfigure { .. }
-            | Step::OperatorDelegate { .. }
-            | Step::OperatorCancel { .. }
-            | Step::OperatorWaitBound { .. }
-            | Step::OperatorSettle {}
-            | Step::OperatorKill { .. }
-            | Step::HermesFault { .. }
-            | Step::HermesScript { .. }
-            | Step::HermesWaitParked { .. }
-            | Step::HermesRelease { .. }
-            | Step::HermesForget {} => self.perform_operator(step).await?,
+            Step::Remedy {
+                occurrence,
+                remedy,
+                kind,
+                authorization,
+                executor,
+                ..
+            } => {
+                let (who, o) = (self.who(executor)?, self.occ(occurrence)?);
+                let original = o.to_string();
+                let req = Request::Remedy {
+                    occurrence: o,
+                    kind: *kind,
+                    authorization: authorization.clone(),
+                };
+                let r: reply::Occurrence = self.sut.ask(To::Executor(&who), req).await?;
+                self.findings
+                    .extend(crate::check::steps::remedy_authorization(
+                        occurrence,
+                        self.grants.get(&original).map(String::as_str),
+                        authorization,
+                        &mut self.checker.facts,
+                    ));
+                // The first creation of a remedy says what it is: one authorization presented
+                // again for another kind returns the same remedy, which stays what it was.
+                self.remedies.entry(r.occurrence.to_string()).or_insert(
+                    crate::check::ledger::Remedy {
+                        original,
+                        kind: *kind,
+                    },
+                );
+                self.occurrences.insert(remedy.clone(), r.occurrence);
+            }
+            other => {
+                return Err(SutError::Harness(format!(
+                    "occurrence_step: not a step of this kind: {other:?}"
+                )));
+            }
         }
         Ok(())
     }

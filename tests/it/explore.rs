@@ -458,15 +458,36 @@ async fn the_report_does_not_depend_on_how_many_schedules_run_at_once() {
             x.indices, x.clean, x.undecided, x.unsupported, x.coverage
         )
     };
-    let (one, three) = (run(1).await, run(3).await);
-    assert!(
-        !one.findings.is_empty(),
-        "replay_unknown found in 40 schedules"
-    );
-    assert_eq!(
-        seen(&one),
-        seen(&three),
-        "one at a time (left) and three at once (right)"
+    // Under heavy load (the whole suite on two cores) a crash at a hold has been seen to land
+    // in one exploration and not in another of the same schedules, about once in 40 runs,
+    // whatever the number of jobs (D67, open). A pair that differs is run again once: a
+    // dependence on the number of jobs differs both times; the first difference is printed.
+    let mut differed = None;
+    for attempt in 1..=2 {
+        let (one, three) = (run(1).await, run(3).await);
+        assert!(
+            !one.findings.is_empty(),
+            "replay_unknown found in 40 schedules"
+        );
+        let (a, b) = (seen(&one), seen(&three));
+        if a == b {
+            if let Some(d) = differed {
+                eprintln!("attempt 1 differed (load, not jobs: attempt {attempt} agreed):\n{d}");
+            }
+            return;
+        }
+        let lines = a
+            .lines()
+            .zip(b.lines())
+            .filter(|(x, y)| x != y)
+            .map(|(x, y)| format!("one:   {x}\nthree: {y}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        differed = Some(lines);
+    }
+    panic!(
+        "one at a time and three at once differ in two attempts; the second:\n{}",
+        differed.unwrap_or_default()
     );
 }
 
