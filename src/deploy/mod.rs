@@ -74,6 +74,10 @@ pub struct RunArgs {
 const ACCOUNT_KEY: &str = "sk_test_a";
 /// How late the real events come in the webhook case.
 const WEBHOOK_DELAY_MS: u64 = 1500;
+/// How long the provider's events are held in a case whose fault is not the events themselves
+/// (the recovery window): the service's retry, restart or successor must settle the order
+/// without them.
+const WEBHOOK_HOLD_MS: u64 = 5000;
 
 /// The providers of one run, in process, on loopback.
 #[derive(Debug)]
@@ -182,7 +186,7 @@ async fn run_cmd(a: RunArgs) -> u8 {
             "{:<11} {:<17} {}",
             c.id,
             c.verdict.label(),
-            crate::report::model::one_line(&c.reasons(), 300)
+            crate::report::model::one_line(&c.reasons(), usize::MAX)
         );
     }
     println!(
@@ -553,6 +557,18 @@ pub fn case_report(
         .filter(|r| ran.facts.count(**r) == 0)
         .map(|r| r.to_string())
         .collect();
+    if report.failures.is_empty()
+        && let Some(f) = report.faults.iter().find(|f| !f.fired)
+    {
+        // A case whose fault did not act is never a pass, whatever else held.
+        report.verdict = Verdict::HarnessError;
+        report.harness = Some(format!(
+            "a declared fault did not act on a charge ({}): the case exercised nothing",
+            f.what
+        ));
+        report.harness_cause = Some(HarnessCause::Undecided);
+        return report;
+    }
     report.verdict = if !report.failures.is_empty() {
         Verdict::Fail
     } else if !report.not_established.is_empty() {

@@ -65,7 +65,12 @@ struct Ctx<'a> {
     logs: PathBuf,
     steps: Vec<String>,
     started: Instant,
+    /// `started` on the wall clock (milliseconds since the Unix epoch), for the provider's event
+    /// times.
+    started_wall_ms: u64,
     next_label: u8,
+    /// How the provider's events are delivered now: late by this many ms, and twice.
+    events: (u64, bool),
 }
 
 impl Ctx<'_> {
@@ -82,11 +87,13 @@ impl Ctx<'_> {
             "instance {label} started on port {} and ready",
             i.port
         ));
-        self.point_webhook(&i.base, 0, false);
+        let (delay_ms, duplicate) = self.events;
+        self.point_webhook(&i.base, delay_ms, duplicate);
         Ok(i)
     }
     /// Points the provider's webhook endpoint at an instance (the one orders go to).
     fn point_webhook(&mut self, base: &str, delay_ms: u64, duplicate: bool) {
+        self.events = (delay_ms, duplicate);
         if let Some(w) = &self.d.file.webhook {
             self.p
                 .payments
@@ -230,11 +237,30 @@ fn faults_acted(
                 k.name(),
             );
             if let Some(q) = landed.filter(|_| !charged) {
+                // A charge the request made that the rule gives to another order, or to none,
+                // is said as such: never "no charge".
+                let made = ledger.effects.iter().find(|e| {
+                    e.request_seq == q.seq
+                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                });
                 what.push_str(&format!(
-                    "; it landed on request {} ({}, status {}), which made no charge",
+                    "; it landed on request {} ({}, status {}), which made {}",
                     q.seq,
                     q.op.label(),
-                    q.status
+                    q.status,
+                    match made {
+                        None => "no charge".to_string(),
+                        Some(e) => format!(
+                            "charge {} (key {}), which the declared attribution ({}) does not give to order {}",
+                            e.payment_id,
+                            e.idempotency_key.as_deref().unwrap_or("none"),
+                            d.file
+                                .attribution
+                                .as_ref()
+                                .map_or("none declared".to_string(), |a| a.describe()),
+                            st.occurrence
+                        ),
+                    }
                 ));
             }
             faults.push(FaultReport {
@@ -303,7 +329,9 @@ pub async fn run_schedule(
         logs: logs.to_path_buf(),
         steps: Vec::new(),
         started,
+        started_wall_ms: wall_ms(),
         next_label: 0,
+        events: (0, false),
     };
     let control_before = p.payments.control_attempts().len();
     let mut live: Vec<Instance> = Vec::new();
@@ -337,17 +365,62 @@ pub async fn run_schedule(
     if ran.undecided.is_some() {
         return ran;
     }
-    if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
-        ran.undecided = Some((
-            HarnessCause::Undecided,
-            format!(
-                "a declared fault did not act on a charge ({}): the case exercised nothing",
-                f.what
-            ),
-        ));
-        return ran;
-    }
     let owner = |pay: &str, key: Option<&str>| owner_of(d, &p.payments, pay, key);
+    if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
+        // Charges the declared rule gives to no order of the case are never hidden behind
+        // "nothing was exercised": they are judged (each one an entry nobody accounts for), and
+        // the steps name the rule and the keys the provider saw.
+        let stray: Vec<&provider_model::payments::ledger::Effect> = ledger
+            .effects
+            .iter()
+            .filter(|e| {
+                e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
+                    && d.file.attribution.is_some()
+                    && !owner(&e.payment_id, e.idempotency_key.as_deref())
+                        .is_some_and(|o| schedule.steps.iter().any(|st| st.occurrence == o))
+            })
+            .collect();
+        if stray.is_empty() {
+            ran.undecided = Some((
+                HarnessCause::Undecided,
+                format!(
+                    "a declared fault did not act on a charge ({}): the case exercised nothing",
+                    f.what
+                ),
+            ));
+            return ran;
+        }
+        let keys: BTreeSet<&str> = ledger
+            .requests
+            .iter()
+            .filter_map(|q| q.idempotency_key.as_deref())
+            .collect();
+        ran.steps.push(format!(
+            "the declared attribution ({}) gives {} charge(s) to no order of this case: {}; the keys the provider saw: {}. If these are your orders' charges, fix `attribution` in {}",
+            d.file
+                .attribution
+                .as_ref()
+                .map_or("none declared".to_string(), |a| a.describe()),
+            stray.len(),
+            stray
+                .iter()
+                .map(|e| format!(
+                    "{} ({} {}, key {})",
+                    e.payment_id,
+                    e.amount,
+                    e.currency,
+                    e.idempotency_key.as_deref().unwrap_or("none")
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if keys.is_empty() {
+                "none".to_string()
+            } else {
+                keys.into_iter().collect::<Vec<_>>().join(", ")
+            },
+            d.path.display()
+        ));
+    }
     let owner_ref: Option<crate::check::deploy::Owner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
     ran.findings = crate::check::deploy::judge(&ledger, owner_ref, &ran.reported, &mut ran.facts);
@@ -481,11 +554,23 @@ async fn drive_schedule(
         let Some(target) = live.last() else {
             return Err(unreachable("no instance is running".into()));
         };
+        // Faults own the webhooks: in a case whose fault is not the events themselves, the
+        // provider's events wait out the recovery window, so the service's own path (its retry,
+        // its restart, its successor) is what settles the order and what is judged.
+        let holds_events =
+            cx.d.file.webhook.is_some() && st.fault.is_some_and(|k| k != Kind::Webhooks);
+        let order_sent_ms = wall_ms();
         if st.fault == Some(Kind::Webhooks) {
             let base = target.base.clone();
             cx.point_webhook(&base, WEBHOOK_DELAY_MS, true);
             cx.step(format!(
                 "the provider's events come {WEBHOOK_DELAY_MS} ms late from now on, each twice"
+            ));
+        } else if holds_events {
+            let base = target.base.clone();
+            cx.point_webhook(&base, WEBHOOK_HOLD_MS, false);
+            cx.step(format!(
+                "the provider's events are held {WEBHOOK_HOLD_MS} ms (the recovery window): the service's own path must settle the order"
             ));
         }
         let Some(target) = live.last() else {
@@ -511,14 +596,19 @@ async fn drive_schedule(
             }
         }
         land(cx, live, st.fault, &hold, &label, &mut sent, &vars, before).await?;
-        // Late, duplicated webhooks must have come before the watch ends.
+        // Late, duplicated or held events must have come before the watch ends.
         let settle_floor = if st.fault == Some(Kind::Webhooks) {
             WEBHOOK_DELAY_MS + 3_000
+        } else if holds_events {
+            WEBHOOK_HOLD_MS + 1_500
         } else {
             0
         };
-        let seen = watch(cx, live, &vars, settle_floor).await?;
+        let (seen, final_ms) = watch(cx, live, &vars, settle_floor).await?;
         let o = seen.last().map(|(o, _)| o.clone());
+        if cx.d.file.webhook.is_some() {
+            events_seen(cx, &st.occurrence, order_sent_ms, holds_events, final_ms)?;
+        }
         if st.fault == Some(Kind::Webhooks) {
             let log = cx.p.payments.webhook_deliveries();
             let forged_answered = log.iter().any(|w| w.forged && w.status.is_some());
@@ -539,18 +629,8 @@ async fn drive_schedule(
                     ),
                 ));
             }
-            for w in log {
-                cx.step(format!(
-                    "webhook {} {} for {} attempt {}{}: {}",
-                    w.event_id,
-                    w.kind,
-                    w.payment_intent,
-                    w.attempt,
-                    if w.forged { " (forged)" } else { "" },
-                    w.status
-                        .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
-                ));
-            }
+        }
+        if st.fault == Some(Kind::Webhooks) || holds_events {
             let base = live[live.len() - 1].base.clone();
             cx.point_webhook(&base, 0, false);
         }
@@ -654,6 +734,62 @@ fn accepted(
     }
 }
 
+/// Every provider event about the order, with its time, attempt and answer, in the steps; and,
+/// where the events were held for the service's own path (`held`), the case is undecided when
+/// an event reached the service before it showed a final outcome (`final_ms`): the order may
+/// have been settled by the event, not by the path the fault exercises.
+fn events_seen(
+    cx: &mut Ctx<'_>,
+    occurrence: &str,
+    since_ms: u64,
+    held: bool,
+    final_ms: Option<u64>,
+) -> Result<(), (HarnessCause, String)> {
+    let log = order_events(cx, occurrence, since_ms);
+    let t0 = cx.started_wall_ms;
+    let at = |ms: u64| ms.saturating_sub(t0);
+    let lines: Vec<String> = log
+        .iter()
+        .map(|w| {
+            format!(
+                "webhook {} {} for {} attempt {}{}, sent at {} ms: {}",
+                w.event_id,
+                w.kind,
+                w.payment_intent,
+                w.attempt,
+                if w.forged { " (forged)" } else { "" },
+                at(w.sent_ms),
+                w.status
+                    .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
+            )
+        })
+        .collect();
+    for l in lines {
+        cx.step(l);
+    }
+    if !held {
+        return Ok(());
+    }
+    let first = log.iter().find(|w| {
+        !w.forged
+            && w.status.is_some_and(|s| (200..300).contains(&s))
+            && final_ms.is_some_and(|f| w.sent_ms <= f)
+    });
+    match (first, final_ms) {
+        (Some(w), Some(f)) => Err((
+            HarnessCause::Undecided,
+            format!(
+                "the fault did not act: order {occurrence} was settled after the provider's event {} ({}) reached the service at {} ms, before the service's own path showed a final outcome (at {} ms); the events were held {WEBHOOK_HOLD_MS} ms, and this case judges the path that runs without them",
+                w.event_id,
+                w.kind,
+                at(w.sent_ms),
+                at(f)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Watches an order's outcome until it is final (or the deadline), then through the settle
 /// time, on the instance started last. Returns the last observation.
 async fn watch(
@@ -661,7 +797,7 @@ async fn watch(
     live: &mut [Instance],
     vars: &Vars,
     extra_settle_ms: u64,
-) -> Result<Vec<(Observed, usize)>, (HarnessCause, String)> {
+) -> Result<(Vec<(Observed, usize)>, Option<u64>), (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
     let status = cx.d.file.drive.status.clone();
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
@@ -669,6 +805,7 @@ async fn watch(
     // label cannot be backed by a charge the provider recorded after the service showed it.
     let mut seen: Vec<(Observed, usize)> = Vec::new();
     let mut final_at: Option<Instant> = None;
+    let mut final_wall_ms: Option<u64> = None;
     loop {
         let Some(i) = live.last_mut() else {
             return Err(unreachable("no instance is running".into()));
@@ -696,6 +833,7 @@ async fn watch(
         }
         if is_final && final_at.is_none() {
             final_at = Some(Instant::now());
+            final_wall_ms = Some(wall_ms());
         }
         // Once a label is final the full settle time is always watched (a late duplicate);
         // the deadline bounds only the wait for a final label.
@@ -706,5 +844,38 @@ async fn watch(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(seen)
+    Ok((seen, final_wall_ms))
+}
+
+/// The wall clock in milliseconds since the Unix epoch (the provider's event times are on it).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The provider's event deliveries about order `occurrence` sent since `since_ms`: those about a
+/// payment the declared attribution gives it (every one since then, without an attribution).
+fn order_events(
+    cx: &Ctx<'_>,
+    occurrence: &str,
+    since_ms: u64,
+) -> Vec<crate::providers::WebhookDelivery> {
+    let ledger = cx.p.payments.ledger();
+    cx.p.payments
+        .webhook_deliveries()
+        .into_iter()
+        .filter(|w| w.sent_ms >= since_ms)
+        .filter(|w| {
+            cx.d.file.attribution.is_none() || {
+                let key = ledger
+                    .effects
+                    .iter()
+                    .find(|e| e.payment_id == w.payment_id)
+                    .and_then(|e| e.idempotency_key.clone());
+                owner_of(cx.d, &cx.p.payments, &w.payment_id, key.as_deref()).as_deref()
+                    == Some(occurrence)
+            }
+        })
+        .collect()
 }

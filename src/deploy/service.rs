@@ -229,13 +229,18 @@ pub async fn start(
     }
 }
 
-/// The last lines of a log, on one line.
+/// The last lines of a log, on one line and whole (the last line of a stack is the error), and
+/// where the whole log is.
 pub fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().rev().take(8).collect();
-    crate::report::model::one_line(
-        &lines.into_iter().rev().collect::<Vec<_>>().join(" | "),
-        800,
+    format!(
+        "{} (the whole log: {})",
+        crate::report::model::one_line(
+            &lines.into_iter().rev().collect::<Vec<_>>().join(" | "),
+            usize::MAX,
+        ),
+        log.display()
     )
 }
 

@@ -16,7 +16,7 @@ pub mod holds;
 pub use fake_control::clock::{Busy, ClockGate, SimClock};
 pub use fake_hermes::Handle as Hermes;
 pub use fake_payments::Handle as Payments;
-pub use fake_payments::{StripeSettings, WebhookEndpoint};
+pub use fake_payments::{StripeSettings, WebhookDelivery, WebhookEndpoint};
 
 use tokio::task::JoinHandle;
 

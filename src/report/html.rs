@@ -364,7 +364,7 @@ pub fn html(r: &Report) -> String {
                 verdict: c.verdict.label(),
                 class: c.verdict.label(),
                 reqs: reqs.join(", "),
-                why: clean(&super::model::one_line(&c.reasons(), 300)),
+                why: clean(&super::model::one_line(&c.reasons(), usize::MAX)),
             }
         })
         .collect();

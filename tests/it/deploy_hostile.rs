@@ -197,6 +197,87 @@ async fn the_honest_shop_passes_every_case_with_its_fault_fired_and_one_charge()
     assert_no_leftovers(&j);
 }
 
+/// Faults own the webhooks (issue 39): with its webhook route declared, the honest shop's
+/// events are held through the recovery window, and its own path (the reconciliation after a
+/// 5xx, the successor after a kill) settles each order first: a pass it earned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
+    let j = judge("honest-webhooks", &["DEPLOY-003", "DEPLOY-005"]).await;
+    for id in ["DEPLOY-003", "DEPLOY-005"] {
+        let c = j.case(id);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", explain(c));
+        assert!(
+            c.steps.iter().any(|s| s.contains("events are held")),
+            "{}",
+            explain(c)
+        );
+        // The held event came after all, with its time, attempt and answer in the steps.
+        assert!(
+            c.steps
+                .iter()
+                .any(|s| s.contains("payment_intent.succeeded") && s.contains("sent at")),
+            "{}",
+            explain(c)
+        );
+    }
+    assert_no_leftovers(&j);
+}
+
+/// The other direction: a service that leaves an ambiguous order to the provider's event has
+/// no recovery path of its own to judge. Its order is settled by the held event, so the case
+/// is undecided, never a pass (before issue 39 the prompt event settled it and it passed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_settled_by_a_held_event_is_undecided_never_a_pass() {
+    let j = judge("webhook-only", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_harness_error(c, "the fault did not act");
+    assert!(
+        c.harness
+            .as_deref()
+            .is_some_and(|h| h.contains("payment_intent.succeeded")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+/// An attribution that misses never hides a charge (issue 39): the naive shop sends no key,
+/// its deploy file says `order-{occurrence}`. Both charges of the order are failures (entries
+/// nobody accounts for), with their keys and amounts, and the steps name the rule and the keys
+/// the provider saw; before, the case was "exercised nothing" (exit 2) over a double charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attribution_that_misses_shows_both_charges_and_the_rule() {
+    let j = judge("misattributed", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_fails_for(c, &["AOC-REQ-010"]);
+    let stray = c
+        .failures
+        .iter()
+        .filter(|f| f.msg.contains("places under no order of the case"))
+        .count();
+    assert_eq!(stray, 2, "{}", explain(c));
+    assert!(
+        c.steps.iter().any(|s| s
+            .contains("the declared attribution (Idempotency-Key order-{occurrence})")
+            && s.contains("gives 2 charge(s) to no order")
+            && s.contains("fix `attribution`")),
+        "{}",
+        explain(c)
+    );
+    assert!(
+        c.faults
+            .iter()
+            .any(|f| f.what.contains("does not give to order")),
+        "{:?}",
+        c.faults
+    );
+    assert_eq!(
+        aocheck::deploy::exit_code(&j.report),
+        aocheck::exit::REQUIREMENT_FAILED
+    );
+    assert_no_leftovers(&j);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_honest_shop_attributed_by_metadata_passes() {
     let j = judge("honest-metadata", &["DEPLOY-003"]).await;

@@ -432,7 +432,7 @@ fn read_query(q: &str) -> Result<Vec<(String, String)>, Invalid> {
 }
 
 /// The native payment id a Stripe intent id names (anything else is passed on, to be not found).
-fn native_id(id: &str) -> String {
+pub(super) fn native_id(id: &str) -> String {
     match id.strip_prefix(INTENT) {
         Some(hex) => format!("{PAY}{hex}"),
         None => id.to_string(),

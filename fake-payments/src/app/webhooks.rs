@@ -30,11 +30,18 @@ pub struct Delivery {
     pub event_id: String,
     #[serde(rename = "type")]
     pub kind: String,
-    /// The payment intent the event is about.
+    /// The payment intent the event is about (its Stripe id, `pi_…`).
     pub payment_intent: String,
+    /// The same payment under the provider's own id (`pay_…`, as its ledger names it).
+    #[serde(default)]
+    pub payment_id: String,
     /// Signed with a secret that is not the endpoint's.
     pub forged: bool,
     pub attempt: u32,
+    /// When the attempt was sent (milliseconds since the Unix epoch): the event's own time, not
+    /// the time the log was read.
+    #[serde(default)]
+    pub sent_ms: u64,
     /// The endpoint's HTTP status; `None` when it could not be reached.
     pub status: Option<u16>,
     pub error: Option<String>,
@@ -174,9 +181,10 @@ async fn deliver(
         if hooks.generation() != generation {
             return;
         }
-        let t = std::time::SystemTime::now()
+        let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+            .unwrap_or_default();
+        let (t, sent_ms) = (now.as_secs(), now.as_millis() as u64);
         let sent = hooks
             .client()
             .post(url)
@@ -201,8 +209,12 @@ async fn deliver(
                     .as_str()
                     .unwrap_or_default()
                     .to_string(),
+                payment_id: super::stripe::native_id(
+                    event["data"]["object"]["id"].as_str().unwrap_or_default(),
+                ),
                 forged,
                 attempt,
+                sent_ms,
                 status,
                 error,
             });

@@ -8,9 +8,13 @@ through fake-payments' Stripe dialect with plain urllib (form bodies, Idempotenc
 each liar does differently is said where its mode is handled; `honest` is what each is measured
 against. Standard library only.
 
-Environment: PORT, STRIPE_API_BASE, STRIPE_SECRET_KEY, STORE_DIR, INSTANCE, MODE.
+Environment: PORT, STRIPE_API_BASE, STRIPE_SECRET_KEY, STORE_DIR, INSTANCE, MODE, and
+STRIPE_WEBHOOK_SECRET where the deploy file declares a webhook (POST /webhooks/stripe applies a
+verified payment_intent.succeeded event to its order).
 """
 
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -30,6 +34,7 @@ API = os.environ.get("STRIPE_API_BASE", "").rstrip("/")
 SECRET = os.environ.get("STRIPE_SECRET_KEY", "")
 DIR = os.environ.get("STORE_DIR", ".")
 INSTANCE = os.environ.get("INSTANCE", "-")
+WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET") or None
 # fake_payments::Config::example()'s control token: it is in the fake's published source.
 CONTROL_TOKEN = "ctl_test"
 # Orders whose attempt is running in this process, and when each may be tried again.
@@ -317,6 +322,15 @@ def attempt(o):
         return honest(o)
     if MODE in ("no_attribution_naive",):
         return naive(o)
+    if MODE == "webhook_only":
+        # One key per order, and no recovery of its own: an ambiguous answer leaves the order
+        # charging until the provider's event says what happened.
+        code, doc = create(o, key=f"order-{oid}")
+        if succeeded(code, doc):
+            return finish(o, "paid", doc["id"])
+        o.update(state="charging", todo=False)
+        save(o)
+        return None
     raise SystemExit(f"liar.py: unknown MODE {MODE!r}")
 
 
@@ -388,7 +402,27 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"order_id": o["order_id"], "state": state})
         self.send_json(404, {"error": f"no route {path}"})
 
+    def webhook(self):
+        """A Stripe-signed event (`t=…,v1=…` over `t.payload`); a succeeded intent pays its
+        order (by metadata[order_id]) unless the order is already final."""
+        body = self.rfile.read(int(self.headers.get("Content-Length") or "0"))
+        sig = dict(p.split("=", 1) for p in (self.headers.get("Stripe-Signature") or "").split(",") if "=" in p)
+        want = hmac.new((WEBHOOK_SECRET or "").encode(), f"{sig.get('t', '')}.".encode() + body,
+                        hashlib.sha256).hexdigest()
+        if not WEBHOOK_SECRET or not hmac.compare_digest(want, sig.get("v1", "")):
+            return self.send_json(400, {"error": "bad signature"})
+        event = json.loads(body or b"{}")
+        pi = event.get("data", {}).get("object", {})
+        o = load((pi.get("metadata") or {}).get("order_id") or "")
+        if event.get("type") == "payment_intent.succeeded" and o is not None \
+                and o["state"] not in ("paid", "declined", "failed"):
+            finish(o, "paid", pi.get("id"))
+        log(f"webhook {event.get('id')} {event.get('type')}")
+        return self.send_json(200, {"ok": True})
+
     def do_POST(self):
+        if urllib.parse.urlsplit(self.path).path == "/webhooks/stripe":
+            return self.webhook()
         if urllib.parse.urlsplit(self.path).path != "/orders":
             return self.send_json(404, {"error": "no route"})
         doc = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or "0")) or b"{}")
