@@ -51,6 +51,9 @@ pub enum Ambiguity {
     None,
     ErrorAfterCommit,
     Dropped,
+    /// A 5xx after commit, and a forged failure event (signed with another secret) delivered
+    /// before the real one.
+    ForgedEvent,
 }
 
 /// Attributes a creation (its payment id and Idempotency-Key) to an occurrence, by the rule a
@@ -248,6 +251,8 @@ pub fn judge(
                                 "a terminal failure was reported after {}, which proves nothing about the effect",
                                 match ambiguity {
                                     Ambiguity::ErrorAfterCommit => "a 5xx reply",
+                                    Ambiguity::ForgedEvent =>
+                                        "a 5xx reply and a forged failure event (signed with another secret, so unauthenticated)",
                                     _ => "a lost reply",
                                 }
                             ),
@@ -398,6 +403,33 @@ mod tests {
             &mut facts,
         );
         assert!(f.iter().any(|f| f.checker() == checker), "{f:?}");
+    }
+
+    /// The AOC-REQ-009 words name what the service acted on: a 5xx, a lost reply, or a 5xx and
+    /// a forged event (DEPLOY-006), never a 5xx where the wrong label came from the event.
+    #[rstest]
+    #[case::a_5xx(Ambiguity::ErrorAfterCommit, "after a 5xx reply,")]
+    #[case::a_lost_reply(Ambiguity::Dropped, "after a lost reply,")]
+    #[case::a_forged_event(Ambiguity::ForgedEvent, "a forged failure event")]
+    fn the_failure_names_the_ambiguity_it_followed(#[case] amb: Ambiguity, #[case] words: &str) {
+        let ledger = Ledger {
+            effects: vec![effect(1, "pay_a", "order-o1", "succeeded")],
+            requests: Vec::new(),
+        };
+        let mut facts = Facts::default();
+        let f = judge(
+            &ledger,
+            Some(&by_key),
+            &said(Some("not_accepted"), amb),
+            &mut facts,
+        );
+        let r009: Vec<String> = f
+            .iter()
+            .filter(|f| f.requirement() == Req::R009)
+            .map(|f| f.line())
+            .collect();
+        assert_eq!(r009.len(), 1, "{f:?}");
+        assert!(r009[0].contains(words), "{words:?} not in {r009:?}");
     }
 
     #[rstest]

@@ -99,7 +99,8 @@ impl Kind {
     pub fn ambiguity(self) -> Ambiguity {
         match self {
             Kind::LostReply => Ambiguity::Dropped,
-            Kind::ErrorAfterCommit | Kind::Webhooks => Ambiguity::ErrorAfterCommit,
+            Kind::ErrorAfterCommit => Ambiguity::ErrorAfterCommit,
+            Kind::Webhooks => Ambiguity::ForgedEvent,
             _ => Ambiguity::None,
         }
     }

@@ -224,7 +224,9 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         return crate::exit::UNREACHABLE;
     }
     // The shrunk schedule's reports, as a run writes them.
-    let report = super::schedule_report(&loaded, &best, best_ran, &schedule_file);
+    let mut report = super::schedule_report(&loaded, &best, best_ran, &schedule_file);
+    // The exploration's seed, so the summary names the run it came from.
+    report.seed = a.seed;
     if let Err(e) = crate::ci::write_reports(&report, &out, None) {
         eprintln!("cannot write the reports in {}: {e}", out.display());
         return crate::exit::UNREACHABLE;

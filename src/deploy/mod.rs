@@ -157,9 +157,10 @@ async fn run_cmd(a: RunArgs) -> u8 {
             return crate::exit::INVALID_INPUT;
         }
     }
-    let out = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("reports/runs").join(format!("deploy-{}", loaded.file.name))
-    });
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&loaded.file.name, a.schedule.as_deref()));
     if let Err(e) = prepare_out(&out) {
         eprintln!("{e}");
         return crate::exit::INVALID_INPUT;
@@ -199,6 +200,17 @@ async fn run_cmd(a: RunArgs) -> u8 {
         out.display()
     );
     exit_code(&report)
+}
+
+/// Where `deploy run` writes without `--out`: `reports/runs/deploy-<name>`, and for the replay
+/// of a schedule file a folder of its own named for it, so a replay never overwrites the full
+/// run's reports.
+fn default_out(name: &str, schedule: Option<&Path>) -> PathBuf {
+    let base = format!("deploy-{name}");
+    PathBuf::from("reports/runs").join(match schedule.and_then(|f| f.file_stem()) {
+        Some(stem) => format!("{base}-replay-{}", stem.to_string_lossy()),
+        None => base,
+    })
 }
 
 /// `deploy run`'s exit code: `exit::of_report` over the deployment's own cases. DEPLOY-HISTORY
@@ -371,10 +383,12 @@ pub fn read_schedule(f: &Path) -> Result<Schedule, String> {
 /// The report of one schedule run as a case (`DEPLOY-SCHEDULE`).
 pub fn schedule_report(d: &Loaded, s: &Schedule, ran: Ran, file: &Path) -> Report {
     let mut reqs = vec![Req::R010, Req::R002, Req::R011];
-    if s.steps
-        .iter()
-        .any(|st| matches!(st.fault, Some(Kind::LostReply | Kind::ErrorAfterCommit)))
-    {
+    if s.steps.iter().any(|st| {
+        matches!(
+            st.fault,
+            Some(Kind::LostReply | Kind::ErrorAfterCommit | Kind::Webhooks)
+        )
+    }) {
         reqs.push(Req::R009);
     }
     let mut c = CaseReport::new(
@@ -598,6 +612,15 @@ mod tests {
             assert!(CASES.iter().any(|c| c.kind == *k), "{k} has no case");
             assert_eq!(Kind::parse(k.name()), Some(*k));
         }
+    }
+
+    #[test]
+    fn a_replay_never_writes_over_the_full_runs_folder() {
+        let full = default_out("shop", None);
+        let replay = default_out("shop", Some(Path::new("reports/x/shrunk.yaml")));
+        assert_eq!(full, Path::new("reports/runs/deploy-shop"));
+        assert_eq!(replay, Path::new("reports/runs/deploy-shop-replay-shrunk"));
+        assert!(!replay.starts_with(&full));
     }
 
     #[test]

@@ -4,7 +4,12 @@
 //! webhooks), its outcome watched until final and settled, and the whole judged by the
 //! providers' ledgers ([`run_schedule`]).
 
+mod charges;
+mod events;
+
 use super::*;
+use charges::{faults_acted, unattributed};
+use events::{events_seen, wall_ms};
 
 pub(super) fn rule(fault: Fault) -> Rule {
     Rule {
@@ -183,93 +188,38 @@ impl Ctx<'_> {
             .release(provider_model::holds::ReleaseAction::Proceed)
             .await
             .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
+        // What became of each released request's reply, from the provider's own record: the
+        // service got it, or its connection was gone (a killed instance).
+        let parked_here = format!("hold({hold})");
+        let fates: Vec<String> = self
+            .p
+            .payments
+            .ledger()
+            .requests
+            .iter()
+            .filter(|r| r.fault.as_deref() == Some(parked_here.as_str()))
+            .map(|r| {
+                use provider_model::payments::ledger::Reply;
+                match r.reply {
+                    Reply::Written => format!("request {}: its reply was written to the service", r.seq),
+                    Reply::ClientGone => format!(
+                        "request {}: committed with nobody left to answer (the service's connection was gone)",
+                        r.seq
+                    ),
+                    other => format!("request {}: {other:?}", r.seq),
+                }
+            })
+            .collect();
         self.step(format!(
-            "the provider commits the held request ({n} released; its client is gone)"
+            "the provider commits the held request ({n} released; {})",
+            if fates.is_empty() {
+                "no reply recorded".to_string()
+            } else {
+                fates.join("; ")
+            }
         ));
         Ok(())
     }
-}
-
-/// A fault counts only where it acted on a charge: the request it landed on made the
-/// order's payment (a draft creation, a refused or unrelated request absorbs a rule and
-/// exercises nothing the case is about).
-fn faults_acted(
-    d: &Loaded,
-    p: &Providers,
-    schedule: &Schedule,
-    ledger: &provider_model::payments::ledger::Ledger,
-) -> Vec<FaultReport> {
-    let rules = p.payments.rules();
-    let mut faults: Vec<FaultReport> = Vec::new();
-    let mut taken: std::collections::BTreeMap<String, usize> = Default::default();
-    for (i, st) in schedule.steps.iter().enumerate() {
-        if let Some(k) = st.fault {
-            let fault = k.fault(&hold_name(i));
-            let label = fault.to_string();
-            let rule_fired = rules.get(faults.len()).is_some_and(|r| r.fired > 0);
-            let nth = taken.entry(label.clone()).or_default();
-            let landed = ledger
-                .requests
-                .iter()
-                .filter(|q| q.fault.as_deref() == Some(label.as_str()))
-                .nth(*nth);
-            *nth += 1;
-            // …and the charge it made is this order's, by the declared attribution (without
-            // one, nothing can be judged anyway).
-            let charged = landed.is_some_and(|q| {
-                ledger.effects.iter().any(|e| {
-                    e.request_seq == q.seq
-                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
-                        && (d.file.attribution.is_none()
-                            || owner_of(
-                                d,
-                                &p.payments,
-                                &e.payment_id,
-                                e.idempotency_key.as_deref(),
-                            )
-                            .as_deref()
-                                == Some(st.occurrence.as_str()))
-                })
-            });
-            let mut what = format!(
-                "order {}: its first payment creation meets {} ({fault})",
-                st.occurrence,
-                k.name(),
-            );
-            if let Some(q) = landed.filter(|_| !charged) {
-                // A charge the request made that the rule gives to another order, or to none,
-                // is said as such: never "no charge".
-                let made = ledger.effects.iter().find(|e| {
-                    e.request_seq == q.seq
-                        && e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
-                });
-                what.push_str(&format!(
-                    "; it landed on request {} ({}, status {}), which made {}",
-                    q.seq,
-                    q.op.label(),
-                    q.status,
-                    match made {
-                        None => "no charge".to_string(),
-                        Some(e) => format!(
-                            "charge {} (key {}), which the declared attribution ({}) does not give to order {}",
-                            e.payment_id,
-                            e.idempotency_key.as_deref().unwrap_or("none"),
-                            d.file
-                                .attribution
-                                .as_ref()
-                                .map_or("none declared".to_string(), |a| a.describe()),
-                            st.occurrence
-                        ),
-                    }
-                ));
-            }
-            faults.push(FaultReport {
-                what,
-                fired: rule_fired && charged,
-            });
-        }
-    }
-    faults
 }
 
 /// Runs a schedule against a fresh service (a fresh store folder `work`, providers reset) and
@@ -369,57 +319,20 @@ pub async fn run_schedule(
     if let Some(f) = ran.faults.iter().find(|f| !f.fired) {
         // Charges the declared rule gives to no order of the case are never hidden behind
         // "nothing was exercised": they are judged (each one an entry nobody accounts for), and
-        // the steps name the rule and the keys the provider saw.
-        let stray: Vec<&provider_model::payments::ledger::Effect> = ledger
-            .effects
-            .iter()
-            .filter(|e| {
-                e.kind == provider_model::payments::ledger::EffectKind::PaymentCreated
-                    && d.file.attribution.is_some()
-                    && !owner(&e.payment_id, e.idempotency_key.as_deref())
-                        .is_some_and(|o| schedule.steps.iter().any(|st| st.occurrence == o))
-            })
-            .collect();
-        if stray.is_empty() {
-            ran.undecided = Some((
-                HarnessCause::Undecided,
-                format!(
-                    "a declared fault did not act on a charge ({}): the case exercised nothing",
-                    f.what
-                ),
-            ));
-            return ran;
+        // the steps name the rule and the keys the provider saw (D78).
+        match unattributed(d, p, &ledger, schedule) {
+            Some(said) => ran.steps.push(said),
+            None => {
+                ran.undecided = Some((
+                    HarnessCause::Undecided,
+                    format!(
+                        "a declared fault did not act on a charge ({}): the case exercised nothing",
+                        f.what
+                    ),
+                ));
+                return ran;
+            }
         }
-        let keys: BTreeSet<&str> = ledger
-            .requests
-            .iter()
-            .filter_map(|q| q.idempotency_key.as_deref())
-            .collect();
-        ran.steps.push(format!(
-            "the declared attribution ({}) gives {} charge(s) to no order of this case: {}; the keys the provider saw: {}. If these are your orders' charges, fix `attribution` in {}",
-            d.file
-                .attribution
-                .as_ref()
-                .map_or("none declared".to_string(), |a| a.describe()),
-            stray.len(),
-            stray
-                .iter()
-                .map(|e| format!(
-                    "{} ({} {}, key {})",
-                    e.payment_id,
-                    e.amount,
-                    e.currency,
-                    e.idempotency_key.as_deref().unwrap_or("none")
-                ))
-                .collect::<Vec<_>>()
-                .join(", "),
-            if keys.is_empty() {
-                "none".to_string()
-            } else {
-                keys.into_iter().collect::<Vec<_>>().join(", ")
-            },
-            d.path.display()
-        ));
     }
     let owner_ref: Option<crate::check::deploy::Owner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
@@ -734,62 +647,6 @@ fn accepted(
     }
 }
 
-/// Every provider event about the order, with its time, attempt and answer, in the steps; and,
-/// where the events were held for the service's own path (`held`), the case is undecided when
-/// an event reached the service before it showed a final outcome (`final_ms`): the order may
-/// have been settled by the event, not by the path the fault exercises.
-fn events_seen(
-    cx: &mut Ctx<'_>,
-    occurrence: &str,
-    since_ms: u64,
-    held: bool,
-    final_ms: Option<u64>,
-) -> Result<(), (HarnessCause, String)> {
-    let log = order_events(cx, occurrence, since_ms);
-    let t0 = cx.started_wall_ms;
-    let at = |ms: u64| ms.saturating_sub(t0);
-    let lines: Vec<String> = log
-        .iter()
-        .map(|w| {
-            format!(
-                "webhook {} {} for {} attempt {}{}, sent at {} ms: {}",
-                w.event_id,
-                w.kind,
-                w.payment_intent,
-                w.attempt,
-                if w.forged { " (forged)" } else { "" },
-                at(w.sent_ms),
-                w.status
-                    .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
-            )
-        })
-        .collect();
-    for l in lines {
-        cx.step(l);
-    }
-    if !held {
-        return Ok(());
-    }
-    let first = log.iter().find(|w| {
-        !w.forged
-            && w.status.is_some_and(|s| (200..300).contains(&s))
-            && final_ms.is_some_and(|f| w.sent_ms <= f)
-    });
-    match (first, final_ms) {
-        (Some(w), Some(f)) => Err((
-            HarnessCause::Undecided,
-            format!(
-                "the fault did not act: order {occurrence} was settled after the provider's event {} ({}) reached the service at {} ms, before the service's own path showed a final outcome (at {} ms); the events were held {WEBHOOK_HOLD_MS} ms, and this case judges the path that runs without them",
-                w.event_id,
-                w.kind,
-                at(w.sent_ms),
-                at(f)
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Watches an order's outcome until it is final (or the deadline), then through the settle
 /// time, on the instance started last. Returns the last observation.
 async fn watch(
@@ -845,37 +702,4 @@ async fn watch(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok((seen, final_wall_ms))
-}
-
-/// The wall clock in milliseconds since the Unix epoch (the provider's event times are on it).
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The provider's event deliveries about order `occurrence` sent since `since_ms`: those about a
-/// payment the declared attribution gives it (every one since then, without an attribution).
-fn order_events(
-    cx: &Ctx<'_>,
-    occurrence: &str,
-    since_ms: u64,
-) -> Vec<crate::providers::WebhookDelivery> {
-    let ledger = cx.p.payments.ledger();
-    cx.p.payments
-        .webhook_deliveries()
-        .into_iter()
-        .filter(|w| w.sent_ms >= since_ms)
-        .filter(|w| {
-            cx.d.file.attribution.is_none() || {
-                let key = ledger
-                    .effects
-                    .iter()
-                    .find(|e| e.payment_id == w.payment_id)
-                    .and_then(|e| e.idempotency_key.clone());
-                owner_of(cx.d, &cx.p.payments, &w.payment_id, key.as_deref()).as_deref()
-                    == Some(occurrence)
-            }
-        })
-        .collect()
 }

@@ -240,7 +240,10 @@ pub fn markdown(r: &Report) -> String {
             if let Some(u) = &c.unsupported {
                 let _ = writeln!(s, "  - unsupported: {}", md(u));
             }
-            let _ = writeln!(s, "  - reproduce: {}", md_code(&c.repro));
+            // A case with nothing to replay (deploy's DEPLOY-HISTORY) has no reproduce line.
+            if !c.repro.is_empty() {
+                let _ = writeln!(s, "  - reproduce: {}", md_code(&c.repro));
+            }
         }
     }
     let hermes: Vec<_> = r.cases.iter().filter(|c| !c.operators.is_empty()).collect();

@@ -291,6 +291,25 @@ async fn the_keyed_example_passes_every_case_it_supports() {
     assert_eq!(req("AOC-REQ-011"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-004"), Some(Verdict::Unsupported));
     assert_eq!(aocheck::deploy::exit_code(&r), aocheck::exit::OK);
+    // The steps say what became of the held request's reply: the killed instance's was never
+    // delivered, the resubmitting instance got its own.
+    let steps_of = |id: &str| {
+        r.cases
+            .iter()
+            .find(|c| c.id == id)
+            .map(|c| c.steps.join("\n"))
+            .unwrap_or_default()
+    };
+    assert!(
+        steps_of("DEPLOY-001").contains("committed with nobody left to answer"),
+        "{}",
+        steps_of("DEPLOY-001")
+    );
+    assert!(
+        steps_of("DEPLOY-004").contains("its reply was written to the service"),
+        "{}",
+        steps_of("DEPLOY-004")
+    );
     // The forged event was refused, the real one came late and twice.
     let w = r.cases.iter().find(|c| c.id == "DEPLOY-006").expect("case");
     assert!(
@@ -483,6 +502,12 @@ fn exploring_the_naive_example_shrinks_to_one_order_charged_twice_and_replays() 
             .is_some_and(|l| l.contains("recorded 2 entries")),
         "{explored}"
     );
+    // The reports written beside it name the exploration's seed (issue 39: it said 0).
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(written["seed"], 1, "{written}");
     // The shrunk schedule replays as a run, and fails the same way.
     let again = tempfile::tempdir().expect("tempdir");
     let r = crate::support::aocheck_bin(&[

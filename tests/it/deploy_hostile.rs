@@ -275,6 +275,17 @@ async fn an_attribution_that_misses_shows_both_charges_and_the_rule() {
         aocheck::deploy::exit_code(&j.report),
         aocheck::exit::REQUIREMENT_FAILED
     );
+    // DEPLOY-HISTORY has nothing to replay: no empty "reproduce:" line in the summary or on
+    // the page (issue 39).
+    let md = aocheck::report::formats::markdown(&j.report);
+    let lines: Vec<&str> = md.lines().filter(|l| l.contains("reproduce:")).collect();
+    assert!(!lines.is_empty(), "{md}");
+    assert!(
+        lines.iter().all(|l| l.contains("aocheck deploy run")),
+        "{md}"
+    );
+    let page = aocheck::report::html::html(&j.report);
+    assert!(!page.contains("reproduce: <code></code>"), "{page}");
     assert_no_leftovers(&j);
 }
 

@@ -1,0 +1,94 @@
+//! The provider's events about an order (its webhook deliveries): which belong to the order,
+//! each in the case's steps with its time, attempt and answer, and whether one settled an order
+//! whose fault it was held from (D77).
+
+use super::*;
+
+/// Every provider event about the order, with its time, attempt and answer, in the steps; and,
+/// where the events were held for the service's own path (`held`), the case is undecided when
+/// an event reached the service before it showed a final outcome (`final_ms`): the order may
+/// have been settled by the event, not by the path the fault exercises.
+pub(super) fn events_seen(
+    cx: &mut Ctx<'_>,
+    occurrence: &str,
+    since_ms: u64,
+    held: bool,
+    final_ms: Option<u64>,
+) -> Result<(), (HarnessCause, String)> {
+    let log = order_events(cx, occurrence, since_ms);
+    let t0 = cx.started_wall_ms;
+    let at = |ms: u64| ms.saturating_sub(t0);
+    let lines: Vec<String> = log
+        .iter()
+        .map(|w| {
+            format!(
+                "webhook {} {} for {} attempt {}{}, sent at {} ms: {}",
+                w.event_id,
+                w.kind,
+                w.payment_intent,
+                w.attempt,
+                if w.forged { " (forged)" } else { "" },
+                at(w.sent_ms),
+                w.status
+                    .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string())
+            )
+        })
+        .collect();
+    for l in lines {
+        cx.step(l);
+    }
+    if !held {
+        return Ok(());
+    }
+    let first = log.iter().find(|w| {
+        !w.forged
+            && w.status.is_some_and(|s| (200..300).contains(&s))
+            && final_ms.is_some_and(|f| w.sent_ms <= f)
+    });
+    match (first, final_ms) {
+        (Some(w), Some(f)) => Err((
+            HarnessCause::Undecided,
+            format!(
+                "the fault did not act: order {occurrence} was settled after the provider's event {} ({}) reached the service at {} ms, before the service's own path showed a final outcome (at {} ms); the events were held {WEBHOOK_HOLD_MS} ms, and this case judges the path that runs without them",
+                w.event_id,
+                w.kind,
+                at(w.sent_ms),
+                at(f)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The wall clock in milliseconds since the Unix epoch (the provider's event times are on it).
+pub(super) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The provider's event deliveries about order `occurrence` sent since `since_ms`: those about a
+/// payment the declared attribution gives it (every one since then, without an attribution).
+pub(super) fn order_events(
+    cx: &Ctx<'_>,
+    occurrence: &str,
+    since_ms: u64,
+) -> Vec<crate::providers::WebhookDelivery> {
+    let ledger = cx.p.payments.ledger();
+    cx.p.payments
+        .webhook_deliveries()
+        .into_iter()
+        .filter(|w| w.sent_ms >= since_ms)
+        .filter(|w| {
+            cx.d.file.attribution.is_none() || {
+                let key = ledger
+                    .effects
+                    .iter()
+                    .find(|e| e.payment_id == w.payment_id)
+                    .and_then(|e| e.idempotency_key.clone());
+                owner_of(cx.d, &cx.p.payments, &w.payment_id, key.as_deref()).as_deref()
+                    == Some(occurrence)
+            }
+        })
+        .collect()
+}
