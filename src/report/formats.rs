@@ -169,8 +169,8 @@ pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# aocheck conformance: {} of {} cases passed\n",
-        r.summary.pass, r.summary.cases
+        "# aocheck conformance: {}\n",
+        super::model::passed_of_ran(&r.cases)
     );
     // Every string that is not aocheck's own is escaped for Markdown: an implementation's name,
     // version and messages, and what case files say.

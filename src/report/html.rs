@@ -57,8 +57,8 @@ struct Problem {
 
 #[derive(Serialize)]
 struct Head {
-    cases: usize,
-    passed: usize,
+    /// "6 of 6 cases passed (1 unsupported)" (`model::passed_of_ran`).
+    headline: String,
     counts: Vec<Count>,
     implementation: Vec<(String, String)>,
     run_id: String,
@@ -378,8 +378,7 @@ pub fn html(r: &Report) -> String {
         }
     );
     let head = Head {
-        cases: r.summary.cases,
-        passed: r.summary.pass,
+        headline: clean(&super::model::passed_of_ran(&r.cases)),
         counts,
         implementation: implementation(&r.implementation),
         run_id: clean(&r.run_id),

@@ -225,6 +225,32 @@ impl Summary {
     }
 }
 
+/// A report's headline count: the cases that passed of the cases that ran, and, where some did
+/// not run, how many were unsupported or not run ("6 of 6 cases passed (1 unsupported)"), so an
+/// all-pass run never reads as a shortfall and a case that could not run never counts as one
+/// that failed to pass.
+pub fn passed_of_ran(cases: &[CaseReport]) -> String {
+    let count = |v: Verdict| cases.iter().filter(|c| c.verdict == v).count();
+    let (unsupported, not_run) = (count(Verdict::Unsupported), count(Verdict::NotRun));
+    let ran = cases.len() - unsupported - not_run;
+    let mut aside = Vec::new();
+    if unsupported > 0 {
+        aside.push(format!("{unsupported} unsupported"));
+    }
+    if not_run > 0 {
+        aside.push(format!("{not_run} not run"));
+    }
+    format!(
+        "{} of {ran} cases passed{}",
+        count(Verdict::Pass),
+        if aside.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", aside.join(", "))
+        }
+    )
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -291,3 +317,30 @@ pub struct Shard {
 pub const DISCLAIMER_THIRD_PARTY: &str = "Implementation under test judged against aocheck's synthetic providers. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";
 
 pub const DISCLAIMER: &str = "Same-team reference implementation and synthetic provider. Passing these cases shows consistency with the AOC profile as aocheck reads it (docs/decisions.md); it does not establish independent interoperability, live-provider correctness, deployment or adoption. Fencing applies only inside the coordination domain: it revokes no credential and stops no bypass path.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// The headline counts the cases that ran: an all-pass run is "N of N", a case that could
+    /// not run is said beside the count, never counted as one that did not pass.
+    #[rstest]
+    #[case::all_passed(&[Verdict::Pass, Verdict::Pass], "2 of 2 cases passed")]
+    #[case::one_failed(&[Verdict::Pass, Verdict::Fail], "1 of 2 cases passed")]
+    #[case::a_harness_error_ran(&[Verdict::Pass, Verdict::HarnessError], "1 of 2 cases passed")]
+    #[case::deploy_history(&[Verdict::Pass, Verdict::Pass, Verdict::Unsupported], "2 of 2 cases passed (1 unsupported)")]
+    #[case::cut_short(&[Verdict::Fail, Verdict::Unsupported, Verdict::NotRun, Verdict::NotRun], "0 of 1 cases passed (1 unsupported, 2 not run)")]
+    fn the_headline_counts_the_cases_that_ran(#[case] verdicts: &[Verdict], #[case] want: &str) {
+        let cases: Vec<CaseReport> = verdicts
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut c = CaseReport::new(&format!("C-{i}"), "t", Path::new("c.yaml"), vec![]);
+                c.verdict = *v;
+                c
+            })
+            .collect();
+        assert_eq!(passed_of_ran(&cases), want);
+    }
+}

@@ -286,6 +286,11 @@ async fn an_attribution_that_misses_shows_both_charges_and_the_rule() {
     );
     let page = aocheck::report::html::html(&j.report);
     assert!(!page.contains("reproduce: <code></code>"), "{page}");
+    // The headline counts the case that ran, and says DEPLOY-HISTORY could not.
+    assert!(
+        md.starts_with("# aocheck conformance: 0 of 1 cases passed (1 unsupported)"),
+        "{md}"
+    );
     assert_no_leftovers(&j);
 }
 
