@@ -50,6 +50,9 @@ pub struct Ran {
     pub faults: Vec<FaultReport>,
     /// Why aocheck could not decide, when it could not.
     pub undecided: Option<(HarnessCause, String)>,
+    /// Why a pass would not be earned (an order settled by a held event, a fault that acted on
+    /// no charge): the case is undecided unless the ledger shows a failure anyway.
+    pub not_earned: Option<String>,
     pub reported: Vec<Reported>,
     pub observed: Vec<Option<Observed>>,
     pub findings: Vec<crate::check::Finding>,
@@ -236,6 +239,7 @@ pub async fn run_schedule(
         steps: Vec::new(),
         faults: Vec::new(),
         undecided: None,
+        not_earned: None,
         reported: Vec::new(),
         observed: Vec::new(),
         findings: Vec::new(),
@@ -323,14 +327,11 @@ pub async fn run_schedule(
         match unattributed(d, p, &ledger, schedule) {
             Some(said) => ran.steps.push(said),
             None => {
-                ran.undecided = Some((
-                    HarnessCause::Undecided,
-                    format!(
-                        "a declared fault did not act on a charge ({}): the case exercised nothing",
-                        f.what
-                    ),
-                ));
-                return ran;
+                let why = format!(
+                    "a declared fault did not act on a charge ({}): the case exercised nothing",
+                    f.what
+                );
+                ran.not_earned.get_or_insert(why);
             }
         }
     }
@@ -352,6 +353,16 @@ pub async fn run_schedule(
                 .count() as u32
         })
         .collect();
+    // The ledger is judged first: a double charge or a wrong label is a failure whatever else
+    // happened. Only a case with nothing failed is undecided for a pass it did not earn.
+    if let Some(why) = ran.not_earned.take() {
+        if ran.findings.is_empty() {
+            ran.undecided = Some((HarnessCause::Undecided, why));
+        } else {
+            ran.steps
+                .push(format!("also (it could not have passed): {why}"));
+        }
+    }
     ran
 }
 
@@ -519,11 +530,14 @@ async fn drive_schedule(
         };
         let (seen, final_ms) = watch(cx, live, &vars, settle_floor).await?;
         let o = seen.last().map(|(o, _)| o.clone());
-        if cx.d.file.webhook.is_some() {
-            events_seen(cx, &st.occurrence, order_sent_ms, holds_events, final_ms)?;
+        if cx.d.file.webhook.is_some()
+            && let Some(why) =
+                events_seen(cx, &st.occurrence, order_sent_ms, holds_events, final_ms)
+        {
+            ran.not_earned.get_or_insert(why);
         }
         if st.fault == Some(Kind::Webhooks) {
-            let log = cx.p.payments.webhook_deliveries();
+            let log = events::order_events(cx, &st.occurrence, order_sent_ms);
             let forged_answered = log.iter().any(|w| w.forged && w.status.is_some());
             let real_ok = log
                 .iter()

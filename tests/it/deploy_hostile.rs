@@ -294,6 +294,40 @@ async fn an_attribution_that_misses_shows_both_charges_and_the_rule() {
     assert_no_leftovers(&j);
 }
 
+/// A handler that acts on the held event and then answers 500 settled the order all the same:
+/// the event counts from the moment it was sent, whatever the answer (review of issue 39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_answered_500_after_it_settled_the_order_is_no_pass() {
+    let j = judge("webhook-only-500", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_harness_error(c, "the fault did not act");
+    assert!(
+        c.harness
+            .as_deref()
+            .is_some_and(|h| h.contains("(answered 500)")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+/// The ledger is judged before "the fault did not act": a service settled by the held event
+/// that then charges the order again fails AOC-REQ-010, never undecided (review of issue 39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_charge_after_the_event_fails_not_undecided() {
+    let j = judge("event-then-retry", &["DEPLOY-003"]).await;
+    let c = j.case("DEPLOY-003");
+    assert_fails_for(c, &["AOC-REQ-010"]);
+    assert!(
+        c.steps
+            .iter()
+            .any(|s| s.contains("it could not have passed")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_honest_shop_attributed_by_metadata_passes() {
     let j = judge("honest-metadata", &["DEPLOY-003"]).await;
@@ -316,7 +350,16 @@ async fn the_honest_shop_attributed_by_metadata_passes() {
 async fn paid_without_a_charge_is_no_pass() {
     let j = judge("paid-at-once", &["DEPLOY-003"]).await;
     let c = j.case("DEPLOY-003");
-    assert_harness_error(c, "did not act on a charge");
+    // The ledger is judged before "the fault did not act" (issue 39): "paid" with no charge at
+    // the provider is an invented outcome, a failure, not only an undecided case.
+    assert_fails_for(c, &["AOC-REQ-011"]);
+    assert!(
+        c.steps.iter().any(
+            |s| s.contains("it could not have passed") && s.contains("did not act on a charge")
+        ),
+        "{}",
+        explain(c)
+    );
     assert!(
         c.steps.iter().any(|s| s.contains("reports \"paid\"")),
         "{}",

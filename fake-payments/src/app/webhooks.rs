@@ -42,6 +42,10 @@ pub struct Delivery {
     /// the time the log was read.
     #[serde(default)]
     pub sent_ms: u64,
+    /// Whether the attempt reached the endpoint (or may still be reaching it): false only when
+    /// no connection could be made, so the endpoint never saw the event.
+    #[serde(default)]
+    pub connected: bool,
     /// The endpoint's HTTP status; `None` when it could not be reached.
     pub status: Option<u16>,
     pub error: Option<String>,
@@ -185,19 +189,9 @@ async fn deliver(
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         let (t, sent_ms) = (now.as_secs(), now.as_millis() as u64);
-        let sent = hooks
-            .client()
-            .post(url)
-            .header("content-type", "application/json")
-            .header("stripe-signature", signature(secret, t, payload.as_bytes()))
-            .body(payload.clone())
-            .send()
-            .await;
-        let (status, error) = match &sent {
-            Ok(r) => (Some(r.status().as_u16()), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        {
+        // The attempt is in the log from the moment it is sent (its answer still unknown), so a
+        // reader sees an event the endpoint is still handling; the answer is filled in after.
+        let at = {
             let mut log = hooks.log.lock().unwrap_or_else(|p| p.into_inner());
             if hooks.generation() != generation {
                 return;
@@ -215,9 +209,34 @@ async fn deliver(
                 forged,
                 attempt,
                 sent_ms,
-                status,
-                error,
+                connected: true,
+                status: None,
+                error: Some("no answer yet".into()),
             });
+            log.len() - 1
+        };
+        let sent = hooks
+            .client()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("stripe-signature", signature(secret, t, payload.as_bytes()))
+            .body(payload.clone())
+            .send()
+            .await;
+        let (status, error, connected) = match &sent {
+            Ok(r) => (Some(r.status().as_u16()), None, true),
+            Err(e) => (None, Some(e.to_string()), !e.is_connect()),
+        };
+        {
+            let mut log = hooks.log.lock().unwrap_or_else(|p| p.into_inner());
+            if hooks.generation() != generation {
+                return;
+            }
+            if let Some(d) = log.get_mut(at) {
+                d.status = status;
+                d.error = error;
+                d.connected = connected;
+            }
         }
         if forged || status.is_some_and(|s| (200..300).contains(&s)) {
             return;

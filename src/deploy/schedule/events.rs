@@ -5,16 +5,18 @@
 use super::*;
 
 /// Every provider event about the order, with its time, attempt and answer, in the steps; and,
-/// where the events were held for the service's own path (`held`), the case is undecided when
-/// an event reached the service before it showed a final outcome (`final_ms`): the order may
-/// have been settled by the event, not by the path the fault exercises.
+/// where the events were held for the service's own path (`held`), why the pass would not be
+/// earned when an event was sent to the service before it showed a final outcome (`final_ms`),
+/// whatever the service answered (a handler may act and then fail, or still be handling it):
+/// the order may have been settled by the event, not by the path the fault exercises. The
+/// caller judges the ledger first; this only stands in the way of a pass.
 pub(super) fn events_seen(
     cx: &mut Ctx<'_>,
     occurrence: &str,
     since_ms: u64,
     held: bool,
     final_ms: Option<u64>,
-) -> Result<(), (HarnessCause, String)> {
+) -> Option<String> {
     let log = order_events(cx, occurrence, since_ms);
     let t0 = cx.started_wall_ms;
     let at = |ms: u64| ms.saturating_sub(t0);
@@ -38,26 +40,22 @@ pub(super) fn events_seen(
         cx.step(l);
     }
     if !held {
-        return Ok(());
+        return None;
     }
-    let first = log.iter().find(|w| {
-        !w.forged
-            && w.status.is_some_and(|s| (200..300).contains(&s))
-            && final_ms.is_some_and(|f| w.sent_ms <= f)
-    });
-    match (first, final_ms) {
-        (Some(w), Some(f)) => Err((
-            HarnessCause::Undecided,
-            format!(
-                "the fault did not act: order {occurrence} was settled after the provider's event {} ({}) reached the service at {} ms, before the service's own path showed a final outcome (at {} ms); the events were held {WEBHOOK_HOLD_MS} ms, and this case judges the path that runs without them",
-                w.event_id,
-                w.kind,
-                at(w.sent_ms),
-                at(f)
-            ),
-        )),
-        _ => Ok(()),
-    }
+    let f = final_ms?;
+    // An attempt that could not connect never reached the service (a killed instance's port).
+    let w = log
+        .iter()
+        .find(|w| !w.forged && w.connected && w.sent_ms <= f)?;
+    Some(format!(
+        "the fault did not act: order {occurrence} was settled after the provider's event {} ({}) was sent to the service at {} ms (answered {}), before the service's own path showed a final outcome (at {} ms); the events were held {WEBHOOK_HOLD_MS} ms, and this case judges the path that runs without them",
+        w.event_id,
+        w.kind,
+        at(w.sent_ms),
+        w.status
+            .map_or_else(|| w.error.clone().unwrap_or_default(), |s| s.to_string()),
+        at(f)
+    ))
 }
 
 /// The wall clock in milliseconds since the Unix epoch (the provider's event times are on it).

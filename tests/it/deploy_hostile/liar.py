@@ -322,7 +322,17 @@ def attempt(o):
         return honest(o)
     if MODE in ("no_attribution_naive",):
         return naive(o)
-    if MODE == "webhook_only":
+    if MODE == "event_then_retry":
+        # Waits for the provider's event, then charges again blindly anyway (a stale job).
+        code, doc = create(o, key=f"order-{oid}")
+        if succeeded(code, doc):
+            return finish(o, "paid", doc["id"])
+        o.update(state="charging", todo=False)
+        save(o)
+        time.sleep(6.0)
+        create(o, key=None)
+        return None
+    if MODE in ("webhook_only", "webhook_only_500"):
         # One key per order, and no recovery of its own: an ambiguous answer leaves the order
         # charging until the provider's event says what happened.
         code, doc = create(o, key=f"order-{oid}")
@@ -418,6 +428,9 @@ class Handler(BaseHTTPRequestHandler):
                 and o["state"] not in ("paid", "declined", "failed"):
             finish(o, "paid", pi.get("id"))
         log(f"webhook {event.get('id')} {event.get('type')}")
+        if MODE == "webhook_only_500":
+            # Acted on the event, then failed to say so.
+            return self.send_json(500, {"error": "after the fact"})
         return self.send_json(200, {"ok": True})
 
     def do_POST(self):
