@@ -614,6 +614,46 @@ mod tests {
         }
     }
 
+    /// The case report's own guard (D78): a fault that did not act and nothing failed is never
+    /// a pass, even when the run itself left nothing in `undecided` (a failure found anyway
+    /// stands: `deploy_hostile::an_attribution_that_misses_shows_both_charges_and_the_rule`).
+    #[test]
+    fn a_case_whose_fault_did_not_act_is_never_a_pass() {
+        let d = file::load(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/shop-keyed/aocheck-deploy.yaml"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let ran = |findings: Vec<crate::check::Finding>| Ran {
+            steps: Vec::new(),
+            faults: vec![FaultReport {
+                what: "order o1: its first payment creation meets lost_reply".into(),
+                fired: false,
+            }],
+            undecided: None,
+            not_earned: None,
+            reported: Vec::new(),
+            observed: Vec::new(),
+            findings,
+            facts: Facts::default(),
+            entries: Vec::new(),
+            millis: 0,
+            agents: BTreeSet::new(),
+            versions: BTreeSet::new(),
+        };
+        let c = case_report(
+            &d,
+            new_case(&d, &CASES[1]),
+            CASES[1].requirements,
+            ran(vec![]),
+        );
+        assert_eq!(c.verdict, Verdict::HarnessError);
+        assert!(
+            c.harness
+                .as_deref()
+                .is_some_and(|h| h.contains("did not act"))
+        );
+    }
+
     #[test]
     fn a_replay_never_writes_over_the_full_runs_folder() {
         let full = default_out("shop", None);

@@ -117,14 +117,21 @@ fn sut_failure(e: &SutError, labels: bool) -> Failure {
 }
 
 impl Dispatch {
+    /// The executor's name, and how a domain error is said to the harness (with the refusal's
+    /// labels, or without them under the `no_labels` variant).
+    fn speaker(&self) -> (String, impl Fn(SutError) -> Failure + use<>) {
+        let labels = self.sut.variant() != Variant::NoLabels;
+        (self.name.clone(), move |e: SutError| {
+            sut_failure(&e, labels)
+        })
+    }
+
     /// Answers one AOC request (the operator requests go to [`Dispatch::operator_side`]).
     pub async fn handle(&mut self, now: Option<u64>, req: Request) -> Result<Value, Failure> {
         if let Some(now) = now {
             self.clock.set(now);
         }
-        let name = self.name.clone();
-        let labels = self.sut.variant() != Variant::NoLabels;
-        let e = |e: SutError| sut_failure(&e, labels);
+        let (name, e) = self.speaker();
         let ok = |v: &dyn erased::Encode| v.encode();
         let done = || ok(&reply::Done {});
         match req {
@@ -271,9 +278,7 @@ impl Dispatch {
     /// Seed 003's admission and the lane's lease: a submission, a claim, a link, a recovery, a
     /// resolution, an end, an admission read, a lease refreshed or released, an AADP expiry.
     async fn admission(&mut self, req: Request) -> Result<Value, Failure> {
-        let name = self.name.clone();
-        let labels = self.sut.variant() != Variant::NoLabels;
-        let e = |e: SutError| sut_failure(&e, labels);
+        let (name, e) = self.speaker();
         let ok = |v: &dyn erased::Encode| v.encode();
         let done = || ok(&reply::Done {});
         match req {

@@ -219,6 +219,38 @@ async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
             "{}",
             explain(c)
         );
+        // And it was held: sent at least the window after the order went in, and after the
+        // service's own path had already shown the order paid (else this pass would not
+        // have been earned by that path).
+        let at = |s: &str| {
+            s.split_whitespace()
+                .next()
+                .and_then(|t| t.parse::<u64>().ok())
+        };
+        let submitted = c
+            .steps
+            .iter()
+            .find(|s| s.contains("submitted to instance"))
+            .and_then(|s| at(s))
+            .unwrap_or_else(|| panic!("no submission: {}", explain(c)));
+        let paid = c
+            .steps
+            .iter()
+            .find(|s| s.contains("reports \"paid\""))
+            .and_then(|s| at(s))
+            .unwrap_or_else(|| panic!("never paid: {}", explain(c)));
+        let sent = c
+            .steps
+            .iter()
+            .filter(|s| s.contains("payment_intent.succeeded"))
+            .filter_map(|s| {
+                let t = s.split("sent at ").nth(1)?;
+                t.split(" ms").next()?.parse::<u64>().ok()
+            })
+            .min()
+            .unwrap_or_else(|| panic!("no event time: {}", explain(c)));
+        assert!(sent >= submitted + 5000, "{}", explain(c));
+        assert!(paid < sent, "{}", explain(c));
     }
     assert_no_leftovers(&j);
 }
