@@ -41,6 +41,15 @@ pub struct Limits {
     pub max_in_flight: u32,
 }
 
+impl Limits {
+    /// No declared limit: a deployment judged at its own boundary declares none, and a limit
+    /// nobody declared is no fact about AOC-REQ-006.
+    pub const UNDECLARED: Limits = Limits {
+        max_pending: u32::MAX,
+        max_in_flight: u32::MAX,
+    };
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

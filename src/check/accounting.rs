@@ -220,6 +220,7 @@ mod tests {
             user_agent: None,
             stripe_version: None,
             dialect: None,
+            received_ms: None,
         }
     }
 
@@ -238,6 +239,7 @@ mod tests {
             fault: None,
             request_seq: seq,
             reply: provider_model::payments::ledger::Reply::Written,
+            at_ms: None,
         }
     }
 

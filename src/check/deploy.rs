@@ -4,8 +4,11 @@
 //! checked against the ledger, never used in place of it.
 //!
 //! - `deploy_one_entry` (AOC-REQ-010, -002): at most one provider entry (a creation, declined
-//!   or not) per occurrence, whatever the crash, lost reply, 5xx, resubmission or takeover; and
-//!   no entry the declared attribution cannot place.
+//!   or not) per occurrence, whatever the crash, lost reply, 5xx, resubmission or takeover; at
+//!   most one create request for it (§4.10: "a provider idempotency key is not permission for a
+//!   second attempt": a retry under the same key is a second attempt, even where the provider
+//!   replays the first answer; the protocol's `provider_accounting` reads it so too); and no
+//!   entry the declared attribution cannot place.
 //! - `deploy_outcome_from_ledger` (AOC-REQ-011, -009): a final label the service reports must
 //!   be what the ledger shows: `success` only with a payment of the occurrence whose latest state
 //!   is succeeded (or authorised, not cancelled), already recorded when the label was shown; `not_accepted` / `final_failure` never while the ledger shows its money moved.
@@ -123,6 +126,55 @@ pub fn judge(
         // One occurrence's entries counted: its identity held (002) and it entered once (010).
         facts.saw(Req::R010);
         facts.saw(Req::R002);
+        // Its create requests: the ones that made its entries, any other under the same key
+        // (a retry the provider answered from its idempotency store, or refused while the
+        // first was in flight), any whose reply named its payment, and (by a key rule) any
+        // under its key.
+        let keys: Vec<&str> = mine
+            .iter()
+            .filter_map(|e| e.idempotency_key.as_deref())
+            .collect();
+        let creates: Vec<_> = ledger
+            .requests
+            .iter()
+            .filter(|q| q.op == provider_model::payments::faults::Op::Create)
+            .filter(|q| {
+                mine.iter().any(|e| e.request_seq == q.seq)
+                    || q.idempotency_key
+                        .as_deref()
+                        .is_some_and(|k| keys.contains(&k))
+                    || q.refs
+                        .iter()
+                        .any(|x| mine.iter().any(|e| e.payment_id == *x))
+                    || q.idempotency_key.as_deref().is_some_and(|k| {
+                        owner("", Some(k)).as_deref() == Some(r.occurrence.as_str())
+                    })
+            })
+            .collect();
+        if mine.len() <= 1 && creates.len() > 1 {
+            let replayed = creates.iter().filter(|q| q.replayed).count();
+            out.push(
+                Finding::new(
+                    "deploy_one_entry",
+                    Req::R010,
+                    format!(
+                        "{} create requests reached the provider for one occurrence ({}; {replayed} answered from the provider's idempotency store) (ground truth): an occurrence enters the provider once, and a provider idempotency key is not permission for a second attempt (§4.10); after an ambiguous answer, look the payment up",
+                        creates.len(),
+                        creates
+                            .iter()
+                            .map(|q| format!(
+                                "request {} key {} answered {}",
+                                q.seq,
+                                q.idempotency_key.as_deref().unwrap_or("none"),
+                                q.status
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .about(Some(&r.occurrence)),
+            );
+        }
         if mine.len() > 1 {
             let each = mine
                 .iter()
@@ -307,6 +359,7 @@ mod tests {
             fault: None,
             request_seq: seq,
             reply: Reply::Written,
+            at_ms: None,
         }
     }
 
@@ -519,5 +572,49 @@ mod tests {
         );
         assert!(f.is_empty());
         assert_eq!(facts.total(), 0);
+    }
+
+    fn create_request(
+        seq: u64,
+        key: Option<&str>,
+        replayed: bool,
+    ) -> provider_model::payments::ledger::RequestRecord {
+        serde_json::from_value(serde_json::json!({
+            "seq": seq, "op": "create", "account": "acct_a", "idempotency_key": key,
+            "request_digest": "d", "payment_id": null, "lookup_key": null, "fault": null,
+            "refs": [], "status": 200, "replayed": replayed, "effect": !replayed,
+            "reply": "written", "credential": "account", "revoked": false}))
+        .expect("request record")
+    }
+
+    /// §4.10 both ways: one create request per order passes; a second one for the same order
+    /// fails AOC-REQ-010 whether the provider replayed it under the same key, or it carried
+    /// no key and its reply named the order's payment; a lookup is no attempt.
+    #[rstest]
+    #[case::one_create(vec![create_request(1, Some("order-o1"), false)], false)]
+    #[case::a_retry_under_the_same_key(vec![create_request(1, Some("order-o1"), false), create_request(2, Some("order-o1"), true)], true)]
+    #[case::a_retry_the_reply_ties_to_the_payment(vec![create_request(1, Some("order-o1"), false), provider_model::payments::ledger::RequestRecord { refs: vec!["pay_a".into()], ..create_request(2, None, true) }], true)]
+    #[case::another_order_s_create(vec![create_request(1, Some("order-o1"), false), create_request(2, Some("order-o2"), false)], false)]
+    fn a_second_attempt_is_a_second_entry_even_under_the_same_key(
+        #[case] requests: Vec<provider_model::payments::ledger::RequestRecord>,
+        #[case] fails: bool,
+    ) {
+        let ledger = Ledger {
+            effects: vec![effect(1, "pay_a", "order-o1", "succeeded")],
+            requests,
+        };
+        let mut facts = Facts::default();
+        let found = judge(
+            &ledger,
+            Some(&by_key),
+            &said(Some("success"), Ambiguity::None),
+            &mut facts,
+        );
+        let attempts: Vec<_> = found
+            .iter()
+            .filter(|f| f.line().contains("create requests reached the provider"))
+            .collect();
+        assert_eq!(!attempts.is_empty(), fails, "{found:?}");
+        assert!(attempts.iter().all(|f| f.requirement() == Req::R010));
     }
 }

@@ -281,16 +281,20 @@ pub fn evidence_served(
         if e.kind != Kind::Acknowledged {
             continue;
         }
-        let Some(r) = e.provider_ref.as_deref() else {
+        let Some(said) = e.provider_ref.as_deref() else {
             continue;
         };
+        // A reference in the provider's Stripe dialect (a payment intent) names the same
+        // payment as its native id.
+        let native = provider_model::payments::contract::native_payment_id(said);
+        let r = native.as_str();
         facts.saw(Req::R003);
         facts.saw(Req::R009);
         if !own.contains(&r) {
             out.push((
                 Req::R003,
                 format!(
-                    "entries[{i}] acknowledges provider reference {r:?}, which is not a payment this occurrence created ({}) (ground truth)",
+                    "entries[{i}] acknowledges provider reference {said:?}, which is not a payment this occurrence created ({}) (ground truth)",
                     if own.is_empty() {
                         "it created none".to_string()
                     } else {
@@ -306,7 +310,7 @@ pub fn evidence_served(
             out.push((
                 Req::R009,
                 format!(
-                    "entries[{i}] acknowledges provider reference {r:?}, but no reply the provider delivered before this answer named it (ground truth{})",
+                    "entries[{i}] acknowledges provider reference {said:?}, but no reply the provider delivered before this answer named it (ground truth{})",
                     match ledger
                         .requests
                         .iter()
@@ -343,6 +347,7 @@ mod tests {
             fault: None,
             request_seq: seq,
             reply: Reply::Written,
+            at_ms: None,
         }
     }
 
@@ -395,6 +400,38 @@ mod tests {
         assert_eq!(found.is_empty(), backed, "{found:?}");
         assert!(found.iter().all(|(r, _)| *r == Req::R009), "{found:?}");
         assert!(facts.count(Req::R009) >= 1);
+    }
+
+    /// A reference in the Stripe dialect names the same payment as its native id: the
+    /// occurrence's own intent is backed, another payment's intent is not (AOC-REQ-003).
+    #[rstest::rstest]
+    #[case::own_intent("pi_1", true)]
+    #[case::own_native("pay_1", true)]
+    #[case::another_intent("pi_2", false)]
+    fn a_stripe_intent_id_names_its_native_payment(#[case] said: &str, #[case] backed: bool) {
+        let mut created = effect(1, EffectKind::PaymentCreated, "o1", "pay_1");
+        created.request_seq = 2;
+        let ledger = Ledger {
+            effects: vec![created],
+            requests: vec![request(2, Op::Create, "o1", &["pay_1"], Reply::Written)],
+        };
+        let rule = KeyRule::parse("{occurrence}").expect("rule");
+        let acct = Accounting::of(&ledger, Some(&rule), &["o1"]);
+        let a: StateAnswer = serde_json::from_value(serde_json::json!({
+            "entries": [{"kind": "created", "entry": {}}, {"kind": "acknowledged", "provider_ref": said, "entry": {}}],
+            "report": {"occurrence": "o1", "domain": "d", "executor_generation": 1,
+                       "state": "pending", "provider_entry": "acknowledged",
+                       "authority": "consumed", "entry_attempts": 1}}))
+        .expect("answer");
+        let mut facts = crate::check::Facts::default();
+        let found = evidence_served(&acct, "o1", &a, &ledger, None, &mut facts);
+        assert_eq!(found.is_empty(), backed, "{found:?}");
+        assert!(
+            found
+                .iter()
+                .all(|(r, m)| *r == Req::R003 && m.contains(said)),
+            "{found:?}"
+        );
     }
 
     /// Both directions of mutation_accounted: a capture of its own payment and a refund by a

@@ -156,6 +156,19 @@ pub struct Snapshot {
     /// history is not held to record its entry (`None` in evidence recorded before issue 37).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_before: Option<u64>,
+    /// The last request sequence number the ledger held once the answers had been read, where
+    /// the implementation kept running while they were read (a deployment): an observation an
+    /// answer records is backed by any request up to it. `None`: `requests_before` bounds both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_by_answer: Option<u64>,
+    /// Generations the harness retired by killing the instance that held them, by occurrence
+    /// label (a deployment: the generation its record named for the order parked at the
+    /// provider when its instance was killed). A provider entry of that occurrence first seen
+    /// after that under one of them is by a retired generation. Per occurrence: a service may
+    /// number generations per order (a lease per job), so another order's generation 1 is not
+    /// the killed holder's (D79).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub retired: BTreeMap<String, Vec<u64>>,
 }
 
 /// How many relevant facts some check examined, per requirement: a requirement passes in a case
@@ -176,6 +189,12 @@ impl Facts {
     }
     pub fn total(&self) -> u32 {
         self.0.values().sum()
+    }
+    /// Adds every fact of `other`.
+    pub fn absorb(&mut self, other: &Facts) {
+        for (r, n) in &other.0 {
+            *self.0.entry(*r).or_default() += n;
+        }
     }
     /// Requirement id → facts examined, for the report.
     pub fn by_id(&self) -> BTreeMap<String, u32> {
@@ -329,8 +348,8 @@ impl Checker {
             }
             self.histories.insert(label.to_string(), bytes);
         }
-        // limits_respected (AOC-REQ-006)
-        if pending + in_flight > 0 {
+        // limits_respected (AOC-REQ-006); an undeclared limit is no fact.
+        if pending + in_flight > 0 && snap.limits != Limits::UNDECLARED {
             self.facts.saw(Req::R006);
         }
         if pending > snap.limits.max_pending || in_flight > snap.limits.max_in_flight {
@@ -426,6 +445,17 @@ impl Checker {
                             snap.generation
                         ),
                     );
+                } else if e.generation.is_some()
+                    && snap.retired.get(label).is_some_and(|r| r.contains(&g))
+                {
+                    v(
+                        "no_retired_entry",
+                        Req::R006,
+                        at,
+                        format!(
+                            "provider entry by generation {g}, first seen after the instance holding it was killed: a successor enters under its own, advanced generation (§4.6)"
+                        ),
+                    );
                 }
             }
         }
@@ -479,9 +509,14 @@ impl Checker {
         for (req, what) in ledger::mutations_accounted(acct, &o.id, &snap.remedies, facts) {
             v("mutation_accounted", req, at, what);
         }
-        for (req, what) in
-            ledger::evidence_served(acct, &o.id, a, &snap.provider, snap.requests_before, facts)
-        {
+        for (req, what) in ledger::evidence_served(
+            acct,
+            &o.id,
+            a,
+            &snap.provider,
+            snap.requests_by_answer.or(snap.requests_before),
+            facts,
+        ) {
             v("evidence_served", req, at, what);
         }
         // Generations against the history itself and the lane's admissions (AOC-REQ-005/-006).
@@ -1392,6 +1427,8 @@ mod tests {
             admitted: vec![1],
             statuses: BTreeMap::new(),
             requests_before: None,
+            requests_by_answer: None,
+            retired: BTreeMap::new(),
         }
     }
 

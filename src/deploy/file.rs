@@ -113,6 +113,12 @@ impl Attribution {
 pub struct Drive {
     pub submit: Request,
     pub status: Status,
+    /// Where the service serves its AOC record of an order (optional): the history and the §7
+    /// report in the shape of the process protocol's `state` answer
+    /// (`docs/schemas/state.schema.json`). With it the cases also judge what the protocol
+    /// judges; without it those requirements stay `unsupported`.
+    #[serde(default)]
+    pub report: Option<RecordRoute>,
     /// How long to keep watching after the outcome is final, so that a late duplicate entry is
     /// seen (a job queue's retry after a lease expires).
     #[serde(default = "settle_ms")]
@@ -149,6 +155,14 @@ fn get() -> String {
 }
 fn accepted() -> Vec<u16> {
     vec![200, 201, 202]
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordRoute {
+    #[serde(default = "get")]
+    pub method: String,
+    pub path: String,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -214,11 +228,34 @@ pub fn load(path: &Path) -> Result<Loaded, Vec<String>> {
     let bytes = std::fs::read(path).map_err(|e| vec![format!("{shown}: cannot read: {e}")])?;
     let text =
         String::from_utf8(bytes.clone()).map_err(|_| vec![format!("{shown}: not UTF-8 text")])?;
-    let file: DeployFile = serde_saphyr::from_str(&text).map_err(|e| {
+    // The YAML first: a syntax error (with its line and column) ends the reading there.
+    let doc: Value = serde_saphyr::from_str(&text).map_err(|e| {
         vec![format!(
-            "{shown}: {e} (the fields are described in docs/schemas/deploy-v1.schema.json)"
+            "{shown}: {e} (the YAML cannot be read past this point; the fields are described in docs/schemas/deploy-v1.schema.json)"
         )]
     })?;
+    // Then its shape, every defect at once; then what a schema cannot say.
+    let shape = super::shape::defects(&text, &doc);
+    let typed: Result<DeployFile, _> = serde_saphyr::from_str(&text);
+    let file = match typed {
+        // What a schema cannot say, beside every shape defect, whenever the file reads.
+        Ok(f) if !shape.is_empty() => {
+            return Err(shape
+                .into_iter()
+                .chain(validate(&f))
+                .map(|d| format!("{shown}: {d}"))
+                .collect());
+        }
+        Ok(f) => f,
+        Err(_) if !shape.is_empty() => {
+            return Err(shape.into_iter().map(|d| format!("{shown}: {d}")).collect());
+        }
+        Err(e) => {
+            return Err(vec![format!(
+                "{shown}: {e} (the fields are described in docs/schemas/deploy-v1.schema.json)"
+            )]);
+        }
+    };
     let defects = validate(&file);
     if !defects.is_empty() {
         return Err(defects
@@ -378,6 +415,20 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
     }
     if !s.outcomes.values().any(|o| *o == Outcome::Success) {
         d.push("drive.status.outcomes: map at least one label to `success`".into());
+    }
+    if let Some(r) = &f.drive.report {
+        request_defects("report", &r.method, &r.path, None, &mut d);
+        if !r.path.contains("{occurrence}") {
+            d.push("drive.report.path: must hold {occurrence} (the record of which order?)".into());
+        }
+        // The record is judged with the provider's ledger read by the order's key, as the
+        // protocol reads it by `init`'s key rule (D79).
+        if f.attribution
+            .as_ref()
+            .is_none_or(|a| a.idempotency_key.is_none())
+        {
+            d.push("drive.report: the record is judged against the provider's ledger by each order's Idempotency-Key; declare `attribution.idempotency_key: \"…{occurrence}…\"` (a metadata attribution cannot place the provider's requests)".into());
+        }
     }
     if f.drive.deadline_ms == 0 || f.drive.deadline_ms > 600_000 {
         d.push("drive.deadline_ms: give 1 to 600000".into());

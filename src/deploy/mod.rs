@@ -16,8 +16,10 @@ pub mod cases;
 pub mod drive;
 pub mod explore;
 pub mod file;
+pub mod record;
 pub mod schedule;
 pub mod service;
+mod shape;
 
 pub use cases::{CASES, DeployCase, Kind, NEEDS_HISTORY, cannot_take};
 pub use schedule::{Ran, Schedule, Step, run_schedule};
@@ -72,12 +74,10 @@ pub struct RunArgs {
 }
 
 const ACCOUNT_KEY: &str = "sk_test_a";
+/// The provider account `ACCOUNT_KEY` opens.
+const ACCOUNT: &str = "acct_a";
 /// How late the real events come in the webhook case.
 const WEBHOOK_DELAY_MS: u64 = 1500;
-/// How long the provider's events are held in a case whose fault is not the events themselves
-/// (the recovery window): the service's retry, restart or successor must settle the order
-/// without them.
-const WEBHOOK_HOLD_MS: u64 = 5000;
 
 /// The providers of one run, in process, on loopback.
 #[derive(Debug)]
@@ -250,7 +250,28 @@ async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, 
         &schedule,
     )
     .await;
-    Ok(schedule_report(loaded, &schedule, ran, f))
+    let mut report = schedule_report(loaded, &schedule, ran, f);
+    for c in report
+        .cases
+        .iter_mut()
+        .filter(|c| c.id == "DEPLOY-SCHEDULE")
+    {
+        c.logs = logs_under(out, &Path::new(LOGS).join("schedule"));
+    }
+    Ok(report)
+}
+
+/// The log files under `out/rel`, as paths relative to `out` (for the page's links).
+fn logs_under(out: &Path, rel: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(out.join(rel))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| rel.join(e.file_name()).to_string_lossy().replace('\\', "/"))
+        .collect();
+    found.sort();
+    found
 }
 
 /// The folders a deploy run keeps the service's logs and stores in, under `--out`.
@@ -304,7 +325,7 @@ pub async fn run(
             }
         }
     }
-    cases.push(history_case(d));
+    cases.extend(history_case(d, &cases));
     assemble(d, cases, seen_agents, seen_versions)
 }
 
@@ -406,7 +427,9 @@ pub fn schedule_report(d: &Loaded, s: &Schedule, ran: Ran, file: &Path) -> Repor
     );
     let (agents, versions) = (ran.agents.clone(), ran.versions.clone());
     let c = case_report(d, c, &reqs, ran);
-    assemble(d, vec![c, history_case(d)], agents, versions)
+    let mut cases = vec![c];
+    cases.extend(history_case(d, &cases));
+    assemble(d, cases, agents, versions)
 }
 
 fn new_case(d: &Loaded, c: &DeployCase) -> CaseReport {
@@ -422,19 +445,36 @@ fn new_case(d: &Loaded, c: &DeployCase) -> CaseReport {
     r
 }
 
-/// The requirements this boundary cannot judge, as one `unsupported` case that says why.
-fn history_case(d: &Loaded) -> CaseReport {
+/// The requirements this boundary did not judge, as one `unsupported` case that says why:
+/// without a report route every requirement about the history; with one, those no case's
+/// record gave a fact about (a release, a remedy, a claim), or none at all.
+fn history_case(d: &Loaded, cases: &[CaseReport]) -> Option<CaseReport> {
+    let judged = |r: &Req| {
+        cases
+            .iter()
+            .any(|c| c.requirements.iter().any(|x| x == r.id()))
+    };
+    let left: Vec<Req> = if d.file.drive.report.is_some() {
+        NEEDS_HISTORY.into_iter().filter(|r| !judged(r)).collect()
+    } else {
+        NEEDS_HISTORY.to_vec()
+    };
+    if left.is_empty() {
+        return None;
+    }
     let mut r = CaseReport::new(
         "DEPLOY-HISTORY",
         "Requirements that need the occurrence's history",
         &d.path,
-        NEEDS_HISTORY.iter().map(|r| r.to_string()).collect(),
+        left.iter().map(|r| r.to_string()).collect(),
     );
     r.verdict = Verdict::Unsupported;
-    r.unsupported = Some(
-        "a deployment is observed through its business API and the providers' ledgers; these requirements are about the occurrence's history (binding before entry, append-only evidence, fencing, release, adjustments), which this deploy file exposes through no report route".into(),
-    );
-    r
+    r.unsupported = Some(if d.file.drive.report.is_some() {
+        "the service's record (drive.report) was judged at every look, but no case's record held a fact about these requirements (no release, no remedy or adjustment, no statement about the implementation: a deployment case exercises none of them)".into()
+    } else {
+        "a deployment is observed through its business API and the providers' ledgers; these requirements are about the occurrence's history (binding before entry, append-only evidence, fencing, release, adjustments), which this deploy file exposes through no report route (`drive.report`)".into()
+    });
+    Some(r)
 }
 
 /// The occurrence a creation belongs to, by the declared attribution.
@@ -485,11 +525,9 @@ async fn run_case(
     )
     .await;
     let (agents, versions) = (ran.agents.clone(), ran.versions.clone());
-    (
-        case_report(d, report, c.requirements, ran),
-        agents,
-        versions,
-    )
+    let mut report = case_report(d, report, c.requirements, ran);
+    report.logs = logs_under(out, &Path::new(LOGS).join(c.id));
+    (report, agents, versions)
 }
 
 /// A case's report from what running its schedule gave.
@@ -500,6 +538,7 @@ pub fn case_report(
     ran: Ran,
 ) -> CaseReport {
     report.steps = ran.steps;
+    report.timeline = crate::report::story::svg(&report.id, &ran.beats);
     report.faults = ran.faults;
     report.millis = ran.millis;
     if let Some((cause, msg)) = ran.undecided {
@@ -532,13 +571,35 @@ pub fn case_report(
                 r.label, d.file.drive.deadline_ms
             ));
         }
-        missing.push("no report route: the occurrence's history is not observable".into());
+        let rec = ran.record.as_ref().and_then(|s| s.last.get(&r.occurrence));
+        match (&ran.record, rec) {
+            // Without a route nothing is missing from the service's knowledge: the history
+            // was not asked for, which DEPLOY-HISTORY says once for the run.
+            (None, _) => {}
+            (Some(_), None) => missing
+                .push("the report route served no usable record of this order at any look".into()),
+            (Some(_), Some(a)) => missing.extend(
+                a.report
+                    .missing_knowledge
+                    .iter()
+                    .map(|m| format!("the service's record: {m}")),
+            ),
+        }
+        let mut sources = vec![
+            "the service's status route (drive.status)".to_string(),
+            "fake-payments ground-truth ledger".to_string(),
+        ];
+        if rec.is_some() {
+            sources.push("the service's record (drive.report)".into());
+        }
         report.occurrences.push(OccurrenceReport {
             label: r.occurrence.clone(),
             occurrence_id: r.occurrence.clone(),
-            executor_generation: 0,
-            provider_binding_digest: None,
-            state: if r.outcome.is_some() {
+            executor_generation: rec.map_or(0, |a| a.report.executor_generation),
+            provider_binding_digest: rec.and_then(|a| a.report.binding_digest.clone()),
+            state: if let Some(a) = rec {
+                a.report.state
+            } else if r.outcome.is_some() {
                 crate::vocab::State::Resolved
             } else {
                 crate::vocab::State::Unresolved
@@ -554,16 +615,24 @@ pub fn case_report(
             } else {
                 "not_entered".into()
             },
-            authority_state: crate::vocab::Authority::Consumed,
+            authority_state: rec.map_or(crate::vocab::Authority::Consumed, |a| a.report.authority),
             entry_attempts: *entries,
-            evidence_sources: vec![
-                "the service's status route (drive.status)".into(),
-                "fake-payments ground-truth ledger".into(),
-            ],
+            evidence_sources: sources,
             missing_knowledge: missing,
             provider_effects: *entries,
-            history_len: 0,
+            history_len: rec.map_or(0, |a| a.entries.len() as u64),
         });
+    }
+    // With the service's record, a case also answers for every history requirement its looks
+    // examined (a fact each); the others stay with DEPLOY-HISTORY.
+    let mut requirements = requirements.to_vec();
+    if ran.record.is_some() {
+        for r in NEEDS_HISTORY {
+            if ran.facts.count(r) > 0 && !requirements.contains(&r) {
+                requirements.push(r);
+            }
+        }
+        report.requirements = requirements.iter().map(|r| r.to_string()).collect();
     }
     report.facts = ran.facts.by_id();
     report.not_established = requirements
@@ -637,6 +706,8 @@ mod tests {
             facts: Facts::default(),
             entries: Vec::new(),
             millis: 0,
+            record: None,
+            beats: Vec::new(),
             agents: BTreeSet::new(),
             versions: BTreeSet::new(),
         };

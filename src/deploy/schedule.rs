@@ -8,6 +8,7 @@ mod charges;
 mod events;
 
 use super::*;
+use crate::report::story::{Beat, Tone};
 use charges::{faults_acted, unattributed};
 use events::{events_seen, wall_ms};
 
@@ -23,6 +24,12 @@ pub(super) fn rule(fault: Fault) -> Rule {
 }
 
 /// The provider's hold that parks step `k`'s entry.
+/// The rows of the page's timeline.
+pub(super) const CLIENT: &str = "aocheck (the client)";
+pub(super) const PROVIDER: &str = "fake-payments";
+pub(super) const WEBHOOKS: &str = "the provider's webhooks";
+const LABELS: &str = "the service's status route";
+
 fn hold_name(k: usize) -> String {
     format!("deploy-{k}")
 }
@@ -60,9 +67,21 @@ pub struct Ran {
     /// Provider entries per occurrence, by the declared attribution.
     pub entries: Vec<u32>,
     pub millis: u64,
+    /// What the looks at the service's own record saw (a deploy file with `drive.report`).
+    pub record: Option<super::record::Seen>,
+    /// The case told in time (the page's timeline).
+    pub beats: Vec<Beat>,
     /// The clients (`User-Agent`) and API versions (`Stripe-Version`) seen on the wire.
     pub agents: BTreeSet<String>,
     pub versions: BTreeSet<String>,
+}
+
+/// How the provider's events are delivered: late by `delay_ms`, twice, or held until released.
+#[derive(Clone, Copy, Debug, Default)]
+struct Events {
+    delay_ms: u64,
+    duplicate: bool,
+    held: bool,
 }
 
 struct Ctx<'a> {
@@ -77,8 +96,13 @@ struct Ctx<'a> {
     /// times.
     started_wall_ms: u64,
     next_label: u8,
-    /// How the provider's events are delivered now: late by this many ms, and twice.
-    events: (u64, bool),
+    /// How the provider's events are delivered now.
+    events: Events,
+    /// The service's record of each order (`drive.report`), and the orders submitted so far.
+    records: Option<super::record::Records>,
+    orders: Vec<Vars>,
+    last_skip: Option<String>,
+    beats: Vec<Beat>,
 }
 
 impl Ctx<'_> {
@@ -87,21 +111,37 @@ impl Ctx<'_> {
         self.steps
             .push(format!("{:>6} ms  {s}", self.started.elapsed().as_millis()));
     }
+    /// A step that is also a beat of the page's timeline, by `actor`.
+    fn told(&mut self, actor: &str, tone: Tone, s: impl Into<String>) {
+        let s = s.into();
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.beat_at(ms, actor, tone, s.clone());
+        self.step(s);
+    }
+    fn beat_at(&mut self, ms: u64, actor: &str, tone: Tone, text: String) {
+        self.beats.push(Beat {
+            ms,
+            actor: actor.to_string(),
+            tone,
+            text,
+        });
+    }
     async fn start(&mut self, label: &str) -> Result<Instance, (HarnessCause, String)> {
         let i = service::start(self.d, &self.env, label, &self.logs, &self.client)
             .await
             .map_err(|e| (HarnessCause::Unreachable, e))?;
-        self.step(format!(
-            "instance {label} started on port {} and ready",
-            i.port
-        ));
-        let (delay_ms, duplicate) = self.events;
-        self.point_webhook(&i.base, delay_ms, duplicate);
+        self.told(
+            &format!("instance {label}"),
+            Tone::Plain,
+            format!("instance {label} started on port {} and ready", i.port),
+        );
+        let events = self.events;
+        self.point_webhook(&i.base, events);
         Ok(i)
     }
     /// Points the provider's webhook endpoint at an instance (the one orders go to).
-    fn point_webhook(&mut self, base: &str, delay_ms: u64, duplicate: bool) {
-        self.events = (delay_ms, duplicate);
+    fn point_webhook(&mut self, base: &str, events: Events) {
+        self.events = events;
         if let Some(w) = &self.d.file.webhook {
             self.p
                 .payments
@@ -109,12 +149,26 @@ impl Ctx<'_> {
                     webhook: Some(crate::providers::WebhookEndpoint {
                         url: format!("{base}{}", w.path),
                         secret: self.p.webhook_secret.clone(),
-                        delay_ms,
-                        duplicate,
+                        delay_ms: events.delay_ms,
+                        duplicate: events.duplicate,
+                        held: events.held,
                     }),
                     ..self.p.payments.stripe_settings()
                 });
         }
+    }
+    /// Sends the provider's held events now (to the instance started last), and says so.
+    fn release_events(&mut self, why: &str) {
+        if !self.events.held {
+            return;
+        }
+        self.events.held = false;
+        let n = self.p.payments.release_webhooks();
+        self.told(
+            WEBHOOKS,
+            Tone::Fault,
+            format!("the provider's {n} held event(s) released, {why}"),
+        );
     }
     fn fresh_label(&mut self) -> String {
         self.next_label += 1;
@@ -126,7 +180,11 @@ impl Ctx<'_> {
             .await
         {
             Ok(()) => {
-                self.step("the service's payment creation is parked at the provider's hold");
+                self.told(
+                    PROVIDER,
+                    Tone::Fault,
+                    "the service's payment creation is parked at the provider's hold",
+                );
                 Ok(())
             }
             Err(_) => Err((
@@ -135,11 +193,50 @@ impl Ctx<'_> {
             )),
         }
     }
+    /// One look at the service's record of every order so far (a deploy file with
+    /// `drive.report`); a look not taken is said in the steps.
+    async fn look(&mut self, base: &str, closing: bool) {
+        let Some(r) = self.records.as_mut() else {
+            return;
+        };
+        if let Some(why) = r
+            .look(&self.client, base, &self.orders, &self.p.payments, closing)
+            .await
+        {
+            // Said once per reason: the watch looks every 200 ms.
+            if self.last_skip.as_deref() != Some(why.as_str()) {
+                self.step(format!(
+                    "the service's record was not read this time ({why})"
+                ));
+                self.last_skip = Some(why);
+            }
+        }
+    }
     async fn kill(
         &mut self,
         i: &mut Instance,
         hold: &str,
     ) -> Result<String, (HarnessCause, String)> {
+        // The record just before the kill: the generation it names for the order parked at
+        // the provider is the killed instance's, retired with it.
+        if self.records.is_some() {
+            let base = i.base.clone();
+            self.look(&base, false).await;
+            let last = self.orders.last().map(|v| v.occurrence.clone());
+            if let (Some(r), Some(o)) = (self.records.as_mut(), last) {
+                let said = match r.retire(&o) {
+                    Some(g) => format!(
+                        "the service's record names generation {g} for order {o}: retired with instance {}",
+                        i.label
+                    ),
+                    None => format!(
+                        "the service's record names no generation for order {o}: none is retired with instance {}",
+                        i.label
+                    ),
+                };
+                self.step(said);
+            }
+        }
         let k = i.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
         let gone = holds::hold(&self.p.payments, hold, Duration::from_secs(10))
             .landed()
@@ -154,7 +251,11 @@ impl Ctx<'_> {
                 "the parked request's connection did not close within 10 s"
             }
         );
-        self.step(format!("instance {} killed: {how}", i.label));
+        self.told(
+            &format!("instance {}", i.label),
+            Tone::Fault,
+            format!("instance {} killed: {how}", i.label),
+        );
         if !gone {
             return Err((
                 HarnessCause::Undecided,
@@ -213,14 +314,18 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        self.step(format!(
-            "the provider commits the held request ({n} released; {})",
-            if fates.is_empty() {
-                "no reply recorded".to_string()
-            } else {
-                fates.join("; ")
-            }
-        ));
+        self.told(
+            PROVIDER,
+            Tone::Fault,
+            format!(
+                "the provider commits the held request ({n} released; {})",
+                if fates.is_empty() {
+                    "no reply recorded".to_string()
+                } else {
+                    fates.join("; ")
+                }
+            ),
+        );
         Ok(())
     }
 }
@@ -246,6 +351,8 @@ pub async fn run_schedule(
         facts: Facts::default(),
         entries: Vec::new(),
         millis: 0,
+        record: None,
+        beats: Vec::new(),
         agents: BTreeSet::new(),
         versions: BTreeSet::new(),
     };
@@ -285,7 +392,11 @@ pub async fn run_schedule(
         started,
         started_wall_ms: wall_ms(),
         next_label: 0,
-        events: (0, false),
+        events: Events::default(),
+        records: super::record::Records::of(d, super::ACCOUNT),
+        orders: Vec::new(),
+        last_skip: None,
+        beats: Vec::new(),
     };
     let control_before = p.payments.control_attempts().len();
     let mut live: Vec<Instance> = Vec::new();
@@ -294,6 +405,8 @@ pub async fn run_schedule(
         i.stop().await;
     }
     ran.steps = std::mem::take(&mut cx.steps);
+    ran.beats = std::mem::take(&mut cx.beats);
+    let record = cx.records.take().map(super::record::Records::finish);
     ran.millis = started.elapsed().as_millis() as u64;
     // One reading of the ground truth, with every instance stopped: the faults, the clients
     // seen on the wire and the verdicts all come from it.
@@ -305,6 +418,8 @@ pub async fn run_schedule(
         }
     }
     ran.faults = faults_acted(d, p, schedule, &ledger);
+    ran.beats
+        .extend(charges::provider_beats(d, p, &ledger, cx.started_wall_ms));
     let reached = p.payments.control_attempts();
     if let Some(why) = crate::check::credentials::control_reached(
         reached.get(control_before..).unwrap_or(&[]),
@@ -338,6 +453,16 @@ pub async fn run_schedule(
     let owner_ref: Option<crate::check::deploy::Owner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
     ran.findings = crate::check::deploy::judge(&ledger, owner_ref, &ran.reported, &mut ran.facts);
+    // The service's own record, judged at every look as the protocol judges a `state` answer.
+    if let Some((findings, facts, seen)) = record {
+        for f in findings {
+            if !ran.findings.iter().any(|x| x.line() == f.line()) {
+                ran.findings.push(f);
+            }
+        }
+        ran.facts.absorb(&facts);
+        ran.record = Some(seen);
+    }
     ran.entries = ran
         .reported
         .iter()
@@ -419,7 +544,11 @@ async fn land(
             // The second order may wait for the first's entry (a service that serialises
             // them): release the hold while it is out, then read both answers.
             tokio::time::sleep(Duration::from_millis(300)).await;
-            cx.step("the same order submitted again while its entry is held");
+            cx.told(
+                CLIENT,
+                Tone::Fault,
+                "the same order submitted again while its entry is held",
+            );
             cx.release(hold).await?;
             for (what, s) in [("first", sent.take()), ("second", Some(again))] {
                 let Some(s) = s else {
@@ -438,9 +567,13 @@ async fn land(
         Some(Kind::Webhooks) => {
             let pay = cx.entered(before).await?;
             match cx.p.payments.forge_webhook(&pay, "declined").await {
-                Ok(ev) => cx.step(format!(
-                    "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
-                )),
+                Ok(ev) => cx.told(
+                    WEBHOOKS,
+                    Tone::Fault,
+                    format!(
+                        "a forged payment_intent.payment_failed ({ev}) for {pay} delivered, signed with another secret"
+                    ),
+                ),
                 Err(e) => return Err(unreachable(format!("forging a webhook: {e}"))),
             }
         }
@@ -479,23 +612,39 @@ async fn drive_schedule(
             return Err(unreachable("no instance is running".into()));
         };
         // Faults own the webhooks: in a case whose fault is not the events themselves, the
-        // provider's events wait out the recovery window, so the service's own path (its retry,
-        // its restart, its successor) is what settles the order and what is judged.
+        // provider holds its events until the service has shown a final outcome by its own path
+        // (its retry, its restart, its successor), or the deadline has passed; that path is
+        // what settles the order and what is judged (D77).
         let holds_events =
             cx.d.file.webhook.is_some() && st.fault.is_some_and(|k| k != Kind::Webhooks);
         let order_sent_ms = wall_ms();
         if st.fault == Some(Kind::Webhooks) {
             let base = target.base.clone();
-            cx.point_webhook(&base, WEBHOOK_DELAY_MS, true);
+            cx.point_webhook(
+                &base,
+                Events {
+                    delay_ms: WEBHOOK_DELAY_MS,
+                    duplicate: true,
+                    held: false,
+                },
+            );
             cx.step(format!(
                 "the provider's events come {WEBHOOK_DELAY_MS} ms late from now on, each twice"
             ));
         } else if holds_events {
             let base = target.base.clone();
-            cx.point_webhook(&base, WEBHOOK_HOLD_MS, false);
-            cx.step(format!(
-                "the provider's events are held {WEBHOOK_HOLD_MS} ms (the recovery window): the service's own path must settle the order"
-            ));
+            cx.point_webhook(
+                &base,
+                Events {
+                    held: true,
+                    ..Events::default()
+                },
+            );
+            cx.told(
+                WEBHOOKS,
+                Tone::Fault,
+                "the provider's events are held until the service shows a final outcome or the deadline passes (the recovery window): the service's own path must settle the order",
+            );
         }
         let Some(target) = live.last() else {
             return Err(unreachable("no instance is running".into()));
@@ -504,15 +653,17 @@ async fn drive_schedule(
         // request handler answers only once the provider does, and a hold parks that.
         let label = target.label.clone();
         let mut sent = Some(send(cx, &target.base, &submit, &vars));
+        cx.orders.push(vars.clone());
         let held = matches!(
             st.fault,
             Some(Kind::CrashAtHold | Kind::Takeover | Kind::Resubmit)
         );
         if held {
-            cx.step(format!(
-                "order {} submitted to instance {label}",
-                vars.occurrence
-            ));
+            cx.told(
+                CLIENT,
+                Tone::Plain,
+                format!("order {} submitted to instance {label}", vars.occurrence),
+            );
         } else {
             if let Some(s) = sent.take() {
                 let answer = answered(s, Duration::from_secs(60)).await;
@@ -523,12 +674,17 @@ async fn drive_schedule(
         // Late, duplicated or held events must have come before the watch ends.
         let settle_floor = if st.fault == Some(Kind::Webhooks) {
             WEBHOOK_DELAY_MS + 3_000
-        } else if holds_events {
-            WEBHOOK_HOLD_MS + 1_500
         } else {
             0
         };
         let (seen, final_ms) = watch(cx, live, &vars, settle_floor).await?;
+        cx.release_events(
+            "the deadline passed with no final outcome shown by the service's own path",
+        );
+        if let Some(i) = live.last() {
+            let base = i.base.clone();
+            cx.look(&base, true).await;
+        }
         let o = seen.last().map(|(o, _)| o.clone());
         if cx.d.file.webhook.is_some()
             && let Some(why) =
@@ -559,7 +715,7 @@ async fn drive_schedule(
         }
         if st.fault == Some(Kind::Webhooks) || holds_events {
             let base = live[live.len() - 1].base.clone();
-            cx.point_webhook(&base, 0, false);
+            cx.point_webhook(&base, Events::default());
         }
         ran.reported.push(Reported {
             occurrence: st.occurrence.clone(),
@@ -644,10 +800,14 @@ fn accepted(
 ) -> Result<(), (HarnessCause, String)> {
     match a {
         Ok(code) => {
-            cx.step(format!(
-                "order {} submitted to instance {label} ({code})",
-                vars.occurrence
-            ));
+            cx.told(
+                CLIENT,
+                Tone::Plain,
+                format!(
+                    "order {} submitted to instance {label} ({code})",
+                    vars.occurrence
+                ),
+            );
             Ok(())
         }
         Err(DriveErrorOr::Drive(e @ drive::DriveError::Status { .. })) if faulted => {
@@ -691,21 +851,32 @@ async fn watch(
         let o = drive::status(&cx.client, &i.base, &status, vars)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
+        let read_wall_ms = wall_ms();
         let is_final = o.outcome.is_final();
         if seen.last().map(|(x, _)| x) != Some(&o) {
-            cx.step(format!(
-                "the service reports {:?} ({}) for order {}",
-                o.label,
-                o.outcome.label(),
-                vars.occurrence
-            ));
+            cx.told(
+                LABELS,
+                if is_final { Tone::Settled } else { Tone::Plain },
+                format!(
+                    "the service reports {:?} ({}) for order {}",
+                    o.label,
+                    o.outcome.label(),
+                    vars.occurrence
+                ),
+            );
             let effects = cx.p.payments.ledger().effects.len();
             seen.push((o, effects));
         }
+        let base = i.base.clone();
         if is_final && final_at.is_none() {
             final_at = Some(Instant::now());
-            final_wall_ms = Some(wall_ms());
+            // When the final label was read: every event the release sends goes after it.
+            final_wall_ms = Some(read_wall_ms);
+            // The recovery window closes: the held events go out now, late, and the settle
+            // time watches what they do.
+            cx.release_events("the service having shown a final outcome by its own path");
         }
+        cx.look(&base, false).await;
         // Once a label is final the full settle time is always watched (a late duplicate);
         // the deadline bounds only the wait for a final label.
         let settle = Duration::from_millis(cx.d.file.drive.settle_ms.max(extra_settle_ms));

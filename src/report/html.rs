@@ -157,8 +157,12 @@ struct CaseView {
     faults: Vec<(String, bool)>,
     timeline: Option<minijinja::Value>,
     processes: Vec<String>,
+    logs: Vec<String>,
     operators: Vec<OperatorView>,
     occurrences: Vec<OccurrenceView>,
+    /// Whether the history's columns (authority, generation, binding) mean anything here: not
+    /// for a deployment whose record was never read (D79).
+    record_columns: bool,
     steps: Vec<String>,
 }
 
@@ -261,7 +265,13 @@ fn case_view(c: &CaseReport) -> CaseView {
                 .and_then(|t| timeline(&t))
         })
         .map(minijinja::Value::from_safe_string);
+    let deployment = c
+        .implementation
+        .as_ref()
+        .is_some_and(|i| i["kind"] == "deployment");
+    let record_columns = !deployment || c.occurrences.iter().any(|o| o.history_len > 0);
     CaseView {
+        record_columns,
         id: clean(&c.id),
         title: clean(&c.title),
         verdict: c.verdict.label(),
@@ -281,6 +291,8 @@ fn case_view(c: &CaseReport) -> CaseView {
         faults: c.faults.iter().map(|f| (clean(&f.what), f.fired)).collect(),
         timeline,
         processes: c.sut_processes.iter().map(|p| clean(p)).collect(),
+        // Paths the run wrote itself, relative to the page; escaped by the template.
+        logs: c.logs.iter().map(|p| clean(p)).collect(),
         operators: c
             .operators
             .iter()

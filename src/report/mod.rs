@@ -10,4 +10,5 @@ pub mod attest;
 pub mod formats;
 pub mod html;
 pub mod model;
+pub mod story;
 pub mod text;

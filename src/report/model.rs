@@ -117,6 +117,9 @@ pub struct CaseReport {
     /// Every implementation process the case started, and how each ended (process runs only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sut_processes: Vec<String>,
+    /// The service's logs, relative to the report's folder (deployment runs only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
     pub millis: u64,
     pub repro: String,
 }
@@ -172,6 +175,7 @@ impl CaseReport {
             limits: None,
             implementation: None,
             sut_processes: Vec::new(),
+            logs: Vec::new(),
             millis: 0,
             repro: String::new(),
         }

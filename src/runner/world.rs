@@ -1019,6 +1019,8 @@ impl World {
             admitted: self.admitted.clone(),
             statuses: self.statuses.clone(),
             requests_before: Some(requests_before),
+            requests_by_answer: None,
+            retired: std::collections::BTreeMap::new(),
         };
         let before = self.record.then(|| self.checker.facts.clone());
         let mut out = self.checker.check(&snap);

@@ -274,8 +274,27 @@ async fn the_keyed_example_passes_every_case_it_supports() {
         if want == Verdict::Pass {
             assert!(c.faults.iter().all(|f| f.fired) && !c.faults.is_empty());
             assert!(c.occurrences.iter().all(|o| o.provider_effects == 1));
+            // Its record was read and judged: each case answers for the history too.
+            assert!(c.occurrences.iter().all(|o| o.history_len > 0), "{}", c.id);
+            for r in ["AOC-REQ-004", "AOC-REQ-005", "AOC-REQ-006"] {
+                assert!(c.requirements.iter().any(|x| x == r), "{}: {r}", c.id);
+            }
+            // The page tells the case in time, with the service's logs beside it.
+            assert!(
+                c.timeline
+                    .as_deref()
+                    .is_some_and(|t| t.contains("fake-payments"))
+            );
+            assert!(!c.logs.is_empty(), "{}", c.id);
         }
     }
+    // What no deployment case exercises stays unsupported, and says why.
+    let h = r
+        .cases
+        .iter()
+        .find(|c| c.id == "DEPLOY-HISTORY")
+        .expect("history case");
+    assert_eq!(h.requirements, ["AOC-REQ-008", "AOC-REQ-013"]);
     let agents = r.implementation["user_agents_seen"].to_string();
     assert!(
         agents.contains("Stripe/v1 PythonBindings/16.1.0"),
@@ -289,7 +308,16 @@ async fn the_keyed_example_passes_every_case_it_supports() {
     };
     assert_eq!(req("AOC-REQ-010"), Some(Verdict::Pass));
     assert_eq!(req("AOC-REQ-011"), Some(Verdict::Pass));
-    assert_eq!(req("AOC-REQ-004"), Some(Verdict::Unsupported));
+    for id in [
+        "AOC-REQ-003",
+        "AOC-REQ-004",
+        "AOC-REQ-005",
+        "AOC-REQ-006",
+        "AOC-REQ-012",
+    ] {
+        assert_eq!(req(id), Some(Verdict::Pass), "{id}");
+    }
+    assert_eq!(req("AOC-REQ-008"), Some(Verdict::Unsupported));
     assert_eq!(aocheck::deploy::exit_code(&r), aocheck::exit::OK);
     // The steps say what became of the held request's reply: the killed instance's was never
     // delivered, the resubmitting instance got its own.
@@ -349,9 +377,21 @@ async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
         assert_eq!(c.occurrences[0].provider_effects, 2);
     }
     assert_eq!(verdict_of(&r, "DEPLOY-006"), Verdict::Unsupported);
-    // The SDK's own retry under its own key hides a lost reply; a resubmission is deduplicated
-    // by the order id: an honest pass where the service does hold.
-    assert_eq!(verdict_of(&r, "DEPLOY-002"), Verdict::Pass);
+    // The SDK's own retry under its own key charges once but enters twice: a second attempt
+    // after a lost reply (§4.10, D79), once a pass; a resubmission is deduplicated by the
+    // order id: an honest pass where the service does hold.
+    let lost = r.cases.iter().find(|c| c.id == "DEPLOY-002").expect("case");
+    assert_eq!(lost.verdict, Verdict::Fail, "{}", lost.reasons());
+    assert!(
+        lost.failures
+            .iter()
+            .any(|f| f.requirement.to_string() == "AOC-REQ-010"
+                && f.msg
+                    .contains("2 create requests reached the provider for one occurrence")),
+        "{:?}",
+        lost.failures
+    );
+    assert_eq!(lost.occurrences[0].provider_effects, 1);
     assert_eq!(verdict_of(&r, "DEPLOY-004"), Verdict::Pass);
     assert_eq!(
         aocheck::deploy::exit_code(&r),
@@ -429,29 +469,58 @@ async fn the_naive_example_believes_a_forged_webhook_and_is_judged_for_it() {
     );
 }
 
-#[test]
-fn a_bad_deploy_file_is_refused_naming_file_field_and_fix() {
+/// `aocheck deploy check` over a deploy file holding `text`: it refuses it (exit 3), and every
+/// line of `want` is in what it said, with the file's name.
+fn check_refuses(text: &str, want: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("aocheck-deploy.yaml");
-    std::fs::write(
-        &f,
-        "version: 1\nname: x\nservice: {command: [true], env: {P: \"{prot}\"}, ready: {path: healthz}}\ndrive:\n  submit: {path: /o}\n  status: {path: /o, outcome: state, outcomes: {a: pending}}\n",
-    )
-    .expect("write");
+    std::fs::write(&f, text).expect("write");
     let o = crate::support::aocheck_bin(&["deploy", "check", crate::support::utf8(&f)]);
     assert_eq!(o.status.code(), Some(3));
     let said = crate::support::said(&o);
-    for want in [
-        "service.env.P: unknown placeholder {prot}",
-        "service.ready.path",
-        "no variable holds {port}",
-        "drive.status.path: must hold {occurrence}",
-        "drive.status.outcome",
-        "at least one label to `success`",
-    ] {
-        assert!(said.contains(want), "{want} not in {said}");
+    for w in want {
+        assert!(said.contains(w), "{w} not in {said}");
     }
     assert!(said.contains("aocheck-deploy.yaml"), "{said}");
+}
+
+#[test]
+fn a_bad_deploy_file_is_refused_naming_file_field_and_fix() {
+    check_refuses(
+        "version: 1\nname: x\nservice: {command: [true], env: {P: \"{prot}\"}, ready: {path: healthz}}\ndrive:\n  submit: {path: /o}\n  status: {path: /o, outcome: state, outcomes: {a: pending}}\n",
+        &[
+            "service.env.P: unknown placeholder {prot}",
+            "service.ready.path",
+            "no variable holds {port}",
+            "drive.status.path: must hold {occurrence}",
+            "drive.status.outcome",
+            "at least one label to `success`",
+        ],
+    );
+}
+
+#[test]
+fn deploy_check_names_every_shape_defect_at_once_with_line_and_column() {
+    check_refuses(
+        "version: 1\nname: x\nservce: {}\ndrive:\n  submit: {path: [3], metod: GET}\n  status: {path: /x}\n",
+        &[
+            "line 1 column 1: (the document): the field `service` is missing",
+            "line 3 column 1: servce: unknown field",
+            "line 5 column 12: drive.submit.path: must be a string, not a list",
+            "line 5 column 23: drive.submit.metod: unknown field; the fields here are accept, body, method, path",
+            "line 6 column 3: drive.status: the field `outcome` is missing",
+        ],
+    );
+    // A YAML syntax error is named where it is, and nothing past it is guessed at.
+    check_refuses(
+        "version: 1\nname: x\nservice:\n  command: [a\n  env: {b: 1}\n",
+        &["line 5 column 6", "cannot be read past this point"],
+    );
+    // A shape defect and what only the loader can say, together.
+    check_refuses(
+        "version: 1\nname: x\nservice: {command: [a], env: {P: \"{prot}\"}, ready: {path: /h}, extra: 1}\ndrive:\n  submit: {path: /o}\n  status: {path: \"/o/{occurrence}\", outcome: $.s, outcomes: {a: success}}\n",
+        &["service.extra: unknown field"],
+    );
 }
 
 /// `aocheck deploy explore F --seed 1 --runs N` into a folder of its own.

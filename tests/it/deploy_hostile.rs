@@ -198,8 +198,9 @@ async fn the_honest_shop_passes_every_case_with_its_fault_fired_and_one_charge()
 }
 
 /// Faults own the webhooks (issue 39): with its webhook route declared, the honest shop's
-/// events are held through the recovery window, and its own path (the reconciliation after a
-/// 5xx, the successor after a kill) settles each order first: a pass it earned.
+/// events are held by the provider until the shop has shown a final outcome, so its own path
+/// (the reconciliation after a 5xx, the successor after a kill) settles each order: a pass it
+/// earned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
     let j = judge("honest-webhooks", &["DEPLOY-003", "DEPLOY-005"]).await;
@@ -219,20 +220,21 @@ async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
             "{}",
             explain(c)
         );
-        // And it was held: sent at least the window after the order went in, and after the
-        // service's own path had already shown the order paid (else this pass would not
-        // have been earned by that path).
+        // And it was held: released once the service's own path had shown the order paid,
+        // and sent after that (else this pass would not have been earned by that path).
         let at = |s: &str| {
             s.split_whitespace()
                 .next()
                 .and_then(|t| t.parse::<u64>().ok())
         };
-        let submitted = c
+        let released = c
             .steps
             .iter()
-            .find(|s| s.contains("submitted to instance"))
+            .find(|s| {
+                s.contains("held event(s) released, the service having shown a final outcome")
+            })
             .and_then(|s| at(s))
-            .unwrap_or_else(|| panic!("no submission: {}", explain(c)));
+            .unwrap_or_else(|| panic!("never released: {}", explain(c)));
         let paid = c
             .steps
             .iter()
@@ -249,24 +251,41 @@ async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
             })
             .min()
             .unwrap_or_else(|| panic!("no event time: {}", explain(c)));
-        assert!(sent >= submitted + 5000, "{}", explain(c));
-        assert!(paid < sent, "{}", explain(c));
+        assert!(paid <= released && released <= sent, "{}", explain(c));
     }
     assert_no_leftovers(&j);
 }
 
 /// The other direction: a service that leaves an ambiguous order to the provider's event has
-/// no recovery path of its own to judge. Its order is settled by the held event, so the case
-/// is undecided, never a pass (before issue 39 the prompt event settled it and it passed).
+/// no recovery path of its own to judge. The events are held until the deadline, so its order
+/// is still pending then: AOC-REQ-011 not established, never a pass (before issue 39 the
+/// prompt event settled it and it passed). The same for a handler that acts on the event and
+/// answers 500.
+#[rstest::rstest]
+#[case::webhook_only("webhook-only")]
+#[case::webhook_only_answering_500("webhook-only-500")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_order_settled_by_a_held_event_is_undecided_never_a_pass() {
-    let j = judge("webhook-only", &["DEPLOY-003"]).await;
+async fn an_order_only_a_held_event_would_settle_is_never_a_pass(#[case] name: &str) {
+    let j = judge(name, &["DEPLOY-003"]).await;
     let c = j.case("DEPLOY-003");
-    assert_harness_error(c, "the fault did not act");
+    assert_eq!(c.verdict, Verdict::MissingKnowledge, "{}", explain(c));
     assert!(
-        c.harness
-            .as_deref()
-            .is_some_and(|h| h.contains("payment_intent.succeeded")),
+        c.not_established.iter().any(|r| r == "AOC-REQ-011"),
+        "{}",
+        explain(c)
+    );
+    assert!(
+        c.steps
+            .iter()
+            .any(|s| s.contains("released, the deadline passed with no final outcome")),
+        "{}",
+        explain(c)
+    );
+    assert!(
+        c.occurrences.iter().all(|o| o
+            .missing_knowledge
+            .iter()
+            .any(|m| m.contains("at the deadline"))),
         "{}",
         explain(c)
     );
@@ -326,37 +345,13 @@ async fn an_attribution_that_misses_shows_both_charges_and_the_rule() {
     assert_no_leftovers(&j);
 }
 
-/// A handler that acts on the held event and then answers 500 settled the order all the same:
-/// the event counts from the moment it was sent, whatever the answer (review of issue 39).
+/// The ledger is judged whatever else happened: a service waiting for the held event that
+/// charges the order again meanwhile fails AOC-REQ-010, never undecided (review of issue 39).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_event_answered_500_after_it_settled_the_order_is_no_pass() {
-    let j = judge("webhook-only-500", &["DEPLOY-003"]).await;
-    let c = j.case("DEPLOY-003");
-    assert_harness_error(c, "the fault did not act");
-    assert!(
-        c.harness
-            .as_deref()
-            .is_some_and(|h| h.contains("(answered 500)")),
-        "{}",
-        explain(c)
-    );
-    assert_no_leftovers(&j);
-}
-
-/// The ledger is judged before "the fault did not act": a service settled by the held event
-/// that then charges the order again fails AOC-REQ-010, never undecided (review of issue 39).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_double_charge_after_the_event_fails_not_undecided() {
+async fn a_double_charge_while_the_event_is_held_fails_not_undecided() {
     let j = judge("event-then-retry", &["DEPLOY-003"]).await;
     let c = j.case("DEPLOY-003");
     assert_fails_for(c, &["AOC-REQ-010"]);
-    assert!(
-        c.steps
-            .iter()
-            .any(|s| s.contains("it could not have passed")),
-        "{}",
-        explain(c)
-    );
     assert_no_leftovers(&j);
 }
 
@@ -726,6 +721,51 @@ async fn a_service_that_charges_inside_its_request_handler_is_judged() {
             .any(|s| s.contains("the order's own answer")),
         "{}",
         explain(j.case("DEPLOY-001"))
+    );
+    assert_no_leftovers(&j);
+}
+
+/// The report route (`drive.report`), the liar's direction: a twin of `examples/shop-keyed`
+/// that charges exactly as it does, but whose served record lies in one way
+/// (`deploy_hostile/record_liar.py`), fails DEPLOY-001 for the requirement that lie breaks. The
+/// honest direction is the keyed example itself, which passes every case with its route
+/// (tests/it/deploy.rs).
+#[rstest::rstest]
+#[case::an_entry_removed("record-rewrite", "AOC-REQ-004", "history_append_only")]
+#[case::the_entry_recorded_after_the_request(
+    "record-late-entry",
+    "AOC-REQ-004",
+    "entry_before_request"
+)]
+#[case::a_source_never_observed("record-unbacked-source", "AOC-REQ-009", "report_backed")]
+#[case::an_entry_by_the_retired_generation(
+    "record-retired-generation",
+    "AOC-REQ-006",
+    "no_retired_entry"
+)]
+#[case::another_binding_reported("record-wrong-binding", "AOC-REQ-003", "state_matches_history")]
+#[case::an_outcome_nothing_decided("record-invented-outcome", "AOC-REQ-009", "no_invented_outcome")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_lies_fails_for_its_lie(
+    #[case] name: &str,
+    #[case] req: &str,
+    #[case] checker: &str,
+) {
+    let j = judge(name, &["DEPLOY-001"]).await;
+    let c = j.case("DEPLOY-001");
+    assert_fails_for(c, &[req]);
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement.to_string() == req && f.msg.contains(checker)),
+        "{checker} not among the failures: {}",
+        explain(c)
+    );
+    // The charges themselves were shop-keyed's: one, so only the record is at fault.
+    assert!(
+        c.occurrences.iter().all(|o| o.provider_effects == 1),
+        "{}",
+        explain(c)
     );
     assert_no_leftovers(&j);
 }

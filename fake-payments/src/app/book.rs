@@ -139,6 +139,9 @@ pub(super) struct Rec {
     pub(super) version: Name,
     /// Spoken in the Stripe dialect.
     pub(super) stripe: bool,
+    /// When it was received (wall clock, ms since the Unix epoch): for a story told in time,
+    /// never part of the ground truth's digest.
+    pub(super) received_ms: u64,
 }
 
 /// One effect (see [`Effect`]); its seq is its position plus one. Its account and currency are
@@ -153,6 +156,8 @@ pub(super) struct Eff {
     pub(super) payment: Id16,
     pub(super) refund: Option<Id16>,
     pub(super) amount: i64,
+    /// When it happened (wall clock, ms since the Unix epoch).
+    pub(super) at_ms: u64,
 }
 
 /// A payment. Its digest and idempotency key are those of the request that created it.
@@ -419,6 +424,7 @@ impl Book {
                 user_agent: self.names.text(r.agent),
                 stripe_version: self.names.text(r.version),
                 dialect: r.stripe.then(|| "stripe".to_string()),
+                received_ms: Some(r.received_ms),
             })
             .collect();
         let effects = self
@@ -448,6 +454,7 @@ impl Book {
                     fault: self.names.text(e.fault),
                     request_seq: e.req as u64 + 1,
                     reply: rec.map_or(Reply::Pending, |r| r.reply),
+                    at_ms: Some(e.at_ms),
                 }
             })
             .collect();

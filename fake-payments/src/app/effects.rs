@@ -43,6 +43,9 @@ pub(super) fn push_effect(
         amount,
         status,
         fault,
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
     });
 }
 

@@ -128,6 +128,9 @@ pub(super) async fn pipeline(s: &Arc<Shared>, r: ApiReq) -> (u64, Outcome) {
             agent: b.names.opt(r.agent.as_deref()),
             version: b.names.opt(r.version.as_deref()),
             stripe: r.stripe.is_some(),
+            received_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
         };
         b.requests.push(rec);
         // A revoked credential: recorded, refused, nothing else.

@@ -16,7 +16,7 @@
 use super::*;
 
 /// Stripe's id prefix for a payment intent (the native id's hex after it).
-pub(super) const INTENT: &str = "pi_";
+pub(super) const INTENT: &str = provider_model::payments::contract::STRIPE_INTENT;
 /// The API version this dialect answers with when the client pins none.
 pub const DEFAULT_VERSION: &str = "2025-09-30.clover";
 
@@ -433,10 +433,7 @@ fn read_query(q: &str) -> Result<Vec<(String, String)>, Invalid> {
 
 /// The native payment id a Stripe intent id names (anything else is passed on, to be not found).
 pub(super) fn native_id(id: &str) -> String {
-    match id.strip_prefix(INTENT) {
-        Some(hex) => format!("{PAY}{hex}"),
-        None => id.to_string(),
-    }
+    provider_model::payments::contract::native_payment_id(id)
 }
 
 fn stripe_id(native: &str) -> String {

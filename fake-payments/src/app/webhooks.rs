@@ -3,8 +3,9 @@
 //! `.amount_capturable_updated`, `.payment_failed`, `.canceled`) delivered to the configured
 //! endpoint with `Stripe-Signature: t=…,v1=…` (HMAC-SHA256 of `t.payload` under the endpoint's
 //! secret), as Stripe signs them. Faults: a delivery late by `delay_ms`, duplicated
-//! (`duplicate`), and forged deliveries (signed with another secret) on the control plane's
-//! demand. Every delivery attempt is logged with its answer.
+//! (`duplicate`), held (`held`: queued until `release_webhooks`, then delivered to the
+//! endpoint configured at that moment), and forged deliveries (signed with another secret) on
+//! the control plane's demand. Every delivery attempt is logged with its answer.
 
 use super::*;
 use sha2::Sha256;
@@ -22,6 +23,9 @@ pub struct Endpoint {
     /// Each event is delivered twice (a duplicated event).
     #[serde(default)]
     pub duplicate: bool,
+    /// Events are queued, not sent, until released (`Handle::release_webhooks`).
+    #[serde(default)]
+    pub held: bool,
 }
 
 /// One delivery attempt.
@@ -55,6 +59,8 @@ pub struct Delivery {
 #[derive(Debug, Default)]
 pub struct Hooks {
     log: Mutex<Vec<Delivery>>,
+    /// Events held back (`Endpoint::held`), each with its number of copies, in order.
+    queue: Mutex<Vec<(Value, u32)>>,
     next: std::sync::atomic::AtomicU64,
     /// Bumped by a reset: a delivery queued before it is dropped, never made or logged after.
     generation: std::sync::atomic::AtomicU64,
@@ -70,6 +76,7 @@ impl Hooks {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         log.clear();
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
     fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
@@ -144,6 +151,19 @@ pub(super) fn emit(s: &Shared, d: &Data, id: &Id16) {
     let intent = super::stripe::intent_of(&d.book, &native);
     let event = event(&s.hooks, kind, intent, d.clock.now_ms() / 1000);
     let copies = if ep.duplicate { 2 } else { 1 };
+    if ep.held {
+        // Queued under the settings' lock, which a release holds while it takes the queue:
+        // an event is either taken by the release or sees the endpoint released.
+        let settings = s.stripe.lock().unwrap_or_else(|p| p.into_inner());
+        if settings.webhook.as_ref().is_some_and(|w| w.held) {
+            s.hooks
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((event, copies));
+            return;
+        }
+    }
     let hooks = s.hooks.clone();
     let generation = hooks.generation();
     tokio::spawn(async move {
@@ -246,6 +266,35 @@ async fn deliver(
 }
 
 impl Handle {
+    /// Sends every held event now, in order, to the endpoint configured at this moment (an
+    /// instance restarted on another port gets them); returns how many were held. Events
+    /// emitted from now on follow the endpoint's settings as they are.
+    pub fn release_webhooks(&self) -> usize {
+        let (held, ep) = {
+            let mut settings = self.0.stripe.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(w) = settings.webhook.as_mut() {
+                w.held = false;
+            }
+            let held: Vec<(Value, u32)> =
+                std::mem::take(&mut *self.0.hooks.queue.lock().unwrap_or_else(|p| p.into_inner()));
+            (held, settings.webhook.clone())
+        };
+        let Some(ep) = ep else {
+            return held.len();
+        };
+        let n = held.len();
+        let hooks = self.0.hooks.clone();
+        let generation = hooks.generation();
+        tokio::spawn(async move {
+            for (event, copies) in held {
+                for _ in 0..copies {
+                    deliver(&hooks, &ep.url, &ep.secret, &event, false, generation).await;
+                }
+            }
+        });
+        n
+    }
+
     /// Every webhook delivery attempt so far.
     pub fn webhook_deliveries(&self) -> Vec<Delivery> {
         self.0.hooks.deliveries()

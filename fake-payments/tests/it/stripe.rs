@@ -570,6 +570,7 @@ async fn webhooks_are_signed_late_duplicated_or_forged_as_set() {
             secret: secret.into(),
             delay_ms: 300,
             duplicate: true,
+            held: false,
         }),
         ..Default::default()
     });
@@ -617,4 +618,74 @@ async fn webhooks_are_signed_late_duplicated_or_forged_as_set() {
     let l = s.handle.ledger();
     assert_eq!(l.effects.len(), 1);
     assert_eq!(l.effects[0].status, "succeeded");
+}
+
+/// A held endpoint sends nothing until released; the release sends every held event, in
+/// order, to the endpoint configured at that moment (a service restarted on another port gets
+/// them); events after the release go out at once. A reset drops what was held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_webhooks_wait_for_their_release_and_go_where_the_endpoint_is_then() {
+    let s = start().await;
+    let (old_url, old_got) = receiver().await;
+    let (new_url, new_got) = receiver().await;
+    let secret = "whsec_test_2";
+    let point = |url: &str, held: bool| {
+        s.handle.set_stripe(StripeSettings {
+            webhook: Some(fake_payments::WebhookEndpoint {
+                url: url.to_string(),
+                secret: secret.into(),
+                delay_ms: 0,
+                duplicate: false,
+                held,
+            }),
+            ..Default::default()
+        })
+    };
+    point(&old_url, true);
+    let a = form(&s, "/v1/payment_intents", Some("h1"), CHARGE).await;
+    let b = form(&s, "/v1/payment_intents", Some("h2"), CHARGE).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        old_got.lock().expect("lock").is_empty(),
+        "held: nothing sent"
+    );
+    assert!(s.handle.webhook_deliveries().is_empty());
+    // The service moved (restarted on another port) while its events were held.
+    point(&new_url, true);
+    assert_eq!(s.handle.release_webhooks(), 2);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while new_got.lock().expect("lock").len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let got = new_got.lock().expect("lock").clone();
+    let ids: Vec<Value> = got
+        .iter()
+        .map(|(_, body)| {
+            serde_json::from_str::<Value>(body).expect("json")["data"]["object"]["id"].clone()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        [a.body["id"].clone(), b.body["id"].clone()],
+        "in order"
+    );
+    assert!(got.iter().all(|(sig, body)| verifies(secret, sig, body)));
+    assert!(
+        old_got.lock().expect("lock").is_empty(),
+        "nothing to the old endpoint"
+    );
+    // Released: the next event goes out at once; nothing is held any more.
+    let _c = form(&s, "/v1/payment_intents", Some("h3"), CHARGE).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while new_got.lock().expect("lock").len() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(new_got.lock().expect("lock").len(), 3);
+    assert_eq!(s.handle.release_webhooks(), 0);
+    // A reset drops what is held: nothing of it is ever sent.
+    point(&new_url, true);
+    let _d = form(&s, "/v1/payment_intents", Some("h4"), CHARGE).await;
+    s.handle.reset();
+    point(&new_url, true);
+    assert_eq!(s.handle.release_webhooks(), 0);
 }

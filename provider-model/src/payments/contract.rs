@@ -17,6 +17,20 @@ use sha2::{Digest as _, Sha256};
 /// The response header carrying the tag.
 pub const SIGNATURE_HEADER: &str = "x-fake-signature";
 
+/// A native payment id's prefix, and the Stripe dialect's for the same payment (a payment
+/// intent: the native id's hex after it).
+pub const NATIVE_PAYMENT: &str = "pay_";
+pub const STRIPE_INTENT: &str = "pi_";
+
+/// The native payment id a reference names: a Stripe intent id is the same payment under the
+/// dialect's prefix; anything else is itself.
+pub fn native_payment_id(id: &str) -> String {
+    match id.strip_prefix(STRIPE_INTENT) {
+        Some(hex) => format!("{NATIVE_PAYMENT}{hex}"),
+        None => id.to_string(),
+    }
+}
+
 /// Why a response cannot be trusted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {

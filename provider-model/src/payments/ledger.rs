@@ -58,6 +58,11 @@ pub struct Effect {
     /// The request that caused it (see [`RequestRecord::seq`]).
     pub request_seq: u64,
     pub reply: Reply,
+    /// When it happened (wall clock, ms since the Unix epoch; a held request commits at its
+    /// release, after it was received), read in process for a story told in time; never
+    /// serialised, like [`RequestRecord::received_ms`].
+    #[serde(skip)]
+    pub at_ms: Option<u64>,
 }
 
 /// One request that reached an API route (authenticated or not).
@@ -100,6 +105,11 @@ pub struct RequestRecord {
     /// and `/v1/refunds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialect: Option<String>,
+    /// When the provider received it (wall clock, ms since the Unix epoch), read in process
+    /// for a story told in time (the deploy page); never serialised, so no evidence, digest
+    /// or comparison of ledgers depends on it.
+    #[serde(skip)]
+    pub received_ms: Option<u64>,
 }
 
 /// The ledger returned by `GET /_control/ledger`.

@@ -138,3 +138,88 @@ pub(super) fn unattributed(
         d.path.display()
     ))
 }
+
+/// The provider's side of the story: each request the service made (its operation, key, status
+/// and what became of its reply) and each charge, at the time the provider received it; a
+/// charge for an order that already had one is the defect, drawn red. `t0`: the case's start
+/// on the wall clock.
+pub(super) fn provider_beats(
+    d: &Loaded,
+    p: &Providers,
+    ledger: &provider_model::payments::ledger::Ledger,
+    t0: u64,
+) -> Vec<Beat> {
+    use provider_model::payments::ledger::EffectKind;
+    let at = |seq: u64| {
+        ledger
+            .requests
+            .iter()
+            .find(|r| r.seq == seq)
+            .and_then(|r| r.received_ms)
+            .map_or(0, |ms| ms.saturating_sub(t0))
+    };
+    let mut out: Vec<Beat> = ledger
+        .requests
+        .iter()
+        .filter(|r| r.dialect.is_some())
+        .map(|r| Beat {
+            ms: at(r.seq),
+            actor: PROVIDER.into(),
+            tone: if r.fault.is_some() {
+                Tone::Fault
+            } else {
+                Tone::Plain
+            },
+            text: format!(
+                "request {}: {}{} answered {}{}, reply {:?}",
+                r.seq,
+                r.op.label(),
+                r.idempotency_key
+                    .as_deref()
+                    .map_or(String::new(), |k| format!(" key {k}")),
+                r.status,
+                r.fault
+                    .as_deref()
+                    .map_or(String::new(), |f| format!(" under fault {f}")),
+                r.reply
+            ),
+        })
+        .collect();
+    let mut charged: std::collections::BTreeMap<String, u32> = Default::default();
+    for e in ledger
+        .effects
+        .iter()
+        .filter(|e| e.kind == EffectKind::PaymentCreated)
+    {
+        let owner = owner_of(d, &p.payments, &e.payment_id, e.idempotency_key.as_deref());
+        let n = owner.as_ref().map_or(0, |o| {
+            let n = charged.entry(o.clone()).or_default();
+            *n += 1;
+            *n
+        });
+        out.push(Beat {
+            // When it happened (a held request commits at its release).
+            ms: e
+                .at_ms
+                .map_or_else(|| at(e.request_seq), |ms| ms.saturating_sub(t0)),
+            actor: PROVIDER.into(),
+            tone: if n > 1 { Tone::Defect } else { Tone::Settled },
+            text: format!(
+                "{}charge {} ({} {}, {}) for {}, key {}, by request {}",
+                if n > 1 { "SECOND " } else { "" },
+                e.payment_id,
+                e.amount,
+                e.currency,
+                e.status,
+                owner
+                    .as_deref()
+                    .map_or("no order the attribution names".into(), |o| format!(
+                        "order {o}"
+                    )),
+                e.idempotency_key.as_deref().unwrap_or("none"),
+                e.request_seq
+            ),
+        });
+    }
+    out
+}

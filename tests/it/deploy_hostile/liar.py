@@ -174,9 +174,19 @@ def reconcile(oid):
 
 
 def honest(o, amount=None, done_state=None):
-    """One key per order (`order-<id>`); an ambiguous answer is reconciled from the provider's
-    listing, never taken for a failure; without evidence the order stays charging."""
+    """One key per order (`order-<id>`), and one create per order: it is recorded as entered
+    before the create leaves, and an entered order (after a restart, a takeover or an ambiguous
+    answer) is only reconciled from the provider's listing, never created again (AOC §4.10: a
+    key is not permission for a second attempt), never taken for a failure; without evidence
+    the order stays charging."""
     oid = o["order_id"]
+    if o.get("entered"):
+        pi = reconcile(oid)
+        if pi is not None and verdict(pi["status"]):
+            finish(o, done_state or verdict(pi["status"]), pi["id"])
+        return None
+    o["entered"] = True
+    save(o)
     code, doc = create(o, key=f"order-{oid}", amount=amount)
     if succeeded(code, doc):
         return finish(o, done_state or "paid", doc["id"])
