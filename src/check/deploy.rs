@@ -316,19 +316,12 @@ pub fn judge(
                 facts.saw(Req::R009);
             }
         }
-        if distinct.len() > 1 {
-            out.push(
-                Finding::new(
-                    "deploy_outcome_from_ledger",
-                    Req::R011,
-                    format!(
-                        "the service reported one terminal outcome and then another ({}): a terminal interpretation was relabelled",
-                        distinct.join(" then ")
-                    ),
-                )
-                .about(Some(&r.occurrence)),
-            );
-        }
+        out.extend(relabelled(
+            "deploy_outcome_from_ledger",
+            "service",
+            &distinct,
+            r,
+        ));
         // The outcome is established only by a final label that stands at the end: one shown
         // and then withdrawn to pending establishes nothing (a lie it told is still judged).
         if r.outcome.is_some() {
@@ -336,6 +329,27 @@ pub fn judge(
         }
     }
     out
+}
+
+/// AOC-REQ-011: the distinct terminal outcomes a service (or connector) reported for one
+/// occurrence, in order; more than one is a terminal interpretation relabelled.
+pub(super) fn relabelled(
+    checker: &'static str,
+    who: &str,
+    distinct: &[&str],
+    r: &Reported,
+) -> Option<Finding> {
+    (distinct.len() > 1).then(|| {
+        Finding::new(
+            checker,
+            Req::R011,
+            format!(
+                "the {who} reported one terminal outcome and then another ({}): a terminal interpretation was relabelled",
+                distinct.join(" then ")
+            ),
+        )
+        .about(Some(&r.occurrence))
+    })
 }
 
 #[cfg(test)]

@@ -265,21 +265,34 @@ impl StateAnswer {
 
     /// The report's flags in aocheck's words, where they have one.
     pub fn report_flags(&self) -> (BTreeSet<Flag>, Vec<String>) {
-        mapped(&self.report.missing_knowledge, &self.flag_map)
+        let (f, u, _) = mapped(&self.report.missing_knowledge, &self.flag_map);
+        (f, u)
+    }
+
+    /// The report's words that `flag_map` maps to `null` (no aocheck equivalent): still the
+    /// implementation's statement of missing knowledge, compared as words.
+    pub fn report_null_words(&self) -> Vec<String> {
+        mapped(&self.report.missing_knowledge, &self.flag_map).2
     }
 }
 
 /// Flag words in aocheck's vocabulary: the mapped ones, and the ones with no mapping.
-fn mapped(words: &[String], map: &BTreeMap<String, Option<Flag>>) -> (BTreeSet<Flag>, Vec<String>) {
+/// Words mapped to `null` come third: no flag of aocheck's, yet still a statement of missing
+/// knowledge, which a report may not drop.
+fn mapped(
+    words: &[String],
+    map: &BTreeMap<String, Option<Flag>>,
+) -> (BTreeSet<Flag>, Vec<String>, Vec<String>) {
     let mut flags = BTreeSet::new();
     let mut unmapped = Vec::new();
+    let mut nulls = Vec::new();
     for w in words {
         match map.get(w) {
             Some(Some(f)) => {
                 flags.insert(*f);
             }
             // Declared to have no equivalent.
-            Some(None) => {}
+            Some(None) => nulls.push(w.clone()),
             None => match Flag::parse(w) {
                 Some(f) => {
                     flags.insert(f);
@@ -288,7 +301,7 @@ fn mapped(words: &[String], map: &BTreeMap<String, Option<Flag>>) -> (BTreeSet<F
             },
         }
     }
-    (flags, unmapped)
+    (flags, unmapped, nulls)
 }
 
 /// The canonical bytes of each entry (envelope and own object), for append-only comparison.
@@ -362,6 +375,8 @@ pub struct View {
     /// mapping.
     pub flags: BTreeSet<Flag>,
     pub unmapped: Vec<String>,
+    /// Words raised that `flag_map` maps to `null`.
+    pub null_words: Vec<String>,
     pub remedies: Vec<String>,
     /// Order the distinctions do not allow (an entry before its occurrence exists, a decision
     /// before entry …).
@@ -422,9 +437,10 @@ impl View {
                     v.acknowledged = true;
                 }
                 Kind::Observed => {
-                    let (f, u) = mapped(&e.flags, map);
+                    let (f, u, n) = mapped(&e.flags, map);
                     v.flags.extend(f);
                     v.unmapped.extend(u);
+                    v.null_words.extend(n);
                     // Two authoritative terminal answers that disagree are a conflict (§4.11).
                     if let Some(c) = e.interpretation
                         && c != Interpretation::Accepted
@@ -446,6 +462,7 @@ impl View {
                     // Decided: earlier gaps are history; a conflict never is.
                     v.flags.retain(|f| *f == Flag::Conflicting);
                     v.unmapped.clear();
+                    v.null_words.clear();
                 }
                 Kind::Released => v.released = true,
                 Kind::Replaced => v.generation = e.generation.or(v.generation),

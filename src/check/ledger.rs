@@ -282,6 +282,28 @@ pub fn evidence_served(
             continue;
         }
         let Some(said) = e.provider_ref.as_deref() else {
+            // An acknowledgement naming no reference still says the provider acknowledged:
+            // some reply it delivered before this answer must have named a payment of this
+            // occurrence (AOC-REQ-009).
+            facts.saw(Req::R009);
+            let own: Vec<&str> = acct
+                .effects_of(occurrence)
+                .iter()
+                .map(|x| x.payment_id.as_str())
+                .collect();
+            let named = ledger.requests.iter().any(|q| {
+                before(q.seq)
+                    && delivered(q.reply)
+                    && q.refs.iter().any(|x| own.contains(&x.as_str()))
+            });
+            if !named {
+                out.push((
+                    Req::R009,
+                    format!(
+                        "entries[{i}] records an acknowledgement, but no reply the provider delivered before this answer named a payment of this occurrence (ground truth)"
+                    ),
+                ));
+            }
             continue;
         };
         // A reference in the provider's Stripe dialect (a payment intent) names the same

@@ -4,6 +4,7 @@
 //! checker here has a broken implementation in `tests/it/broken.rs` that makes it fire.
 
 pub mod accounting;
+pub mod connector;
 pub mod credentials;
 pub mod deploy;
 pub mod evidence;
@@ -33,8 +34,10 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 52] = [
+pub const CHECKERS: [(&str, &[Req]); 54] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
+    ("deploy_one_run", &[Req::R010, Req::R002]),
+    ("deploy_result_from_provider", &[Req::R011, Req::R009]),
     ("deploy_entry_matches_order", &[Req::R003]),
     ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),
     ("history_append_only", &[Req::R004]),
@@ -638,6 +641,58 @@ impl Checker {
         let effects = acct.effects_of(&o.id);
         let creates = acct.creates_of(&o.id);
         facts.saw(Req::R010);
+        // The history's own word (AOC-REQ-010): an occurrence enters the provider once, so a
+        // history that records two provider entries for it admits a second attempt, whatever
+        // reached the provider.
+        let entered: Vec<&str> = a
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::Entered)
+            .map(|e| e.attempt.as_deref().unwrap_or("(unnamed)"))
+            .collect();
+        if entered.len() > 1 {
+            v(
+                "one_effect_per_occurrence",
+                Req::R010,
+                at,
+                format!(
+                    "the history records {} provider entries for one occurrence (attempts {}): an occurrence enters the provider once (§4.10)",
+                    entered.len(),
+                    entered.join(", ")
+                ),
+            );
+        }
+        // A response read as an outcome (AOC-REQ-009): its interpretation needs a reply the
+        // provider delivered whole to one of this occurrence's creates; a 5xx after commit, a
+        // closed connection or a garbled reply carries no payment status to read.
+        let whole = creates
+            .iter()
+            .any(|r| r.reply == provider_model::payments::ledger::Reply::Written);
+        for (i, e) in a.entries.iter().enumerate() {
+            if e.kind == Kind::Observed
+                && e.source_kind == Some(SourceKind::Response)
+                && e.interpretation.is_some()
+                && !creates.is_empty()
+            {
+                facts.saw(Req::R009);
+                if !whole {
+                    v(
+                        "authentic_as_claimed",
+                        Req::R009,
+                        at,
+                        format!(
+                            "entries[{i}] reads the create's response as {:?}, but the provider delivered no reply whole to this occurrence's creates (replies: {}) (ground truth): a status class or a lost reply carries no payment status",
+                            e.interpretation,
+                            creates
+                                .iter()
+                                .map(|r| format!("request {} {:?}", r.seq, r.reply))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                }
+            }
+        }
         // one_effect_per_occurrence (AOC-REQ-010, -002)
         if effects.len() > 1 {
             v(
@@ -857,6 +912,35 @@ impl Checker {
                     at,
                     format!("the terminal decision at entry {i} cites no evidence"),
                 );
+            } else if e.kind == Kind::Decided
+                && let Some(outcome) = e.outcome
+            {
+                // The decision rests on what it cites: at least one cited, authenticated
+                // observation reads the outcome decided (AOC-REQ-009, -011: `accepted` is not
+                // success, and a reading of another outcome is not this one).
+                let reads = |x: evidence::Interpretation| match outcome {
+                    Outcome::Success => x == evidence::Interpretation::Success,
+                    Outcome::NotAccepted => x == evidence::Interpretation::NotAccepted,
+                    _ => x == evidence::Interpretation::FinalFailure,
+                };
+                let backed = e.evidence.iter().any(|j| {
+                    a.entries.get(*j).is_some_and(|x| {
+                        x.kind == Kind::Observed
+                            && x.authenticated == Some(true)
+                            && x.interpretation.is_some_and(reads)
+                    })
+                });
+                if !backed {
+                    v(
+                        "no_invented_outcome",
+                        Req::R009,
+                        at,
+                        format!(
+                            "the terminal decision at entry {i} ({outcome}) cites entries {:?}, none an authenticated observation that reads {outcome}",
+                            e.evidence
+                        ),
+                    );
+                }
             }
         }
         if let Some(outcome) = st.outcome {
@@ -1018,7 +1102,10 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
         .collect();
     // The flags (AOC-REQ-009: missing knowledge is an explicit statement about the sources):
     // none the history raises is dropped. Words without a mapping are compared as words.
+    // A word `flag_map` maps to `null` is still a statement of missing knowledge: compared as
+    // a word, never erased.
     let (reported, reported_words) = a.report_flags();
+    let reported_nulls = a.report_null_words();
     let dropped: Vec<String> = history
         .flags
         .difference(&reported)
@@ -1028,6 +1115,13 @@ pub fn contradictions(a: &StateAnswer, history: &View) -> Vec<(Req, String)> {
                 .unmapped
                 .iter()
                 .filter(|w| !reported_words.contains(w))
+                .cloned(),
+        )
+        .chain(
+            history
+                .null_words
+                .iter()
+                .filter(|w| !reported_nulls.contains(w))
                 .cloned(),
         )
         .collect();
@@ -1069,6 +1163,20 @@ pub fn unbound_responses(a: &StateAnswer, facts: &mut Facts) -> Vec<(Req, String
         match e.kind {
             Kind::Prepared => binding = e.binding_digest.as_deref(),
             Kind::Entered => attempts.extend(e.attempt.as_deref()),
+            // A lookup or a listing is evidence only about the binding it asked for
+            // (AOC-REQ-003: every later status query matches the binding).
+            Kind::Observed
+                if e.source_kind != Some(SourceKind::Response)
+                    && binding.is_some()
+                    && e.binding_digest.is_some()
+                    && e.binding_digest.as_deref() != binding =>
+            {
+                facts.saw(Req::R007);
+                unbindable.insert(
+                    i,
+                    "is about another binding (account, request or key)".into(),
+                );
+            }
             Kind::Observed if e.source_kind == Some(SourceKind::Response) => {
                 facts.saw(Req::R007);
                 let why = if e.authenticated != Some(true) {

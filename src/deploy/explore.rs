@@ -122,6 +122,14 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         eprintln!("--runs and --orders: give at least 1");
         return crate::exit::INVALID_INPUT;
     }
+    if loaded.file.provider == super::file::ProviderKind::Hermes {
+        eprintln!(
+            "{}: deploy explore draws payment faults; it does not draw a Hermes connector's yet (judge it with `aocheck deploy run {}`)",
+            a.file.display(),
+            a.file.display()
+        );
+        return crate::exit::INVALID_INPUT;
+    }
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from("reports/runs").join(format!("deploy-explore-{}", loaded.file.name))
     });

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Placeholders a service's environment may hold.
-pub const ENV_PLACEHOLDERS: [&str; 8] = [
+pub const ENV_PLACEHOLDERS: [&str; 9] = [
     "payments.url",
     "payments.key",
     "payments.webhook_secret",
     "hermes.url",
+    "hermes.key",
     "store.url",
     "store.dir",
     "port",
@@ -28,6 +29,9 @@ pub const DRIVE_PLACEHOLDERS: [&str; 4] = ["occurrence", "amount", "amount:int",
 pub struct DeployFile {
     pub version: u32,
     pub name: String,
+    /// Which provider the service's effects go to, and so which cases judge it.
+    #[serde(default)]
+    pub provider: ProviderKind,
     pub service: Service,
     /// Where the provider delivers its signed webhook events on each instance (optional).
     #[serde(default)]
@@ -54,6 +58,16 @@ pub struct Service {
 
 fn one() -> u32 {
     1
+}
+
+/// The provider a deployment is judged against: a payment service (fake-payments' Stripe
+/// dialect) or a Hermes connector (fake-hermes' `/v1/runs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    #[default]
+    Payments,
+    Hermes,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -95,15 +109,20 @@ pub struct Attribution {
     /// The metadata field of a provider payment that holds the occurrence.
     #[serde(default)]
     pub metadata: Option<String>,
+    /// The session id a Hermes run of occurrence `{occurrence}` carries (seed 000:
+    /// `aip-operator-{occurrence}`).
+    #[serde(default)]
+    pub session_id: Option<String>,
 }
 
 impl Attribution {
     /// The rule in words (the report's key rule).
     pub fn describe(&self) -> String {
-        match (&self.idempotency_key, &self.metadata) {
-            (Some(k), _) => format!("Idempotency-Key {k}"),
-            (None, Some(m)) => format!("metadata.{m} holds the occurrence"),
-            (None, None) => "none declared".into(),
+        match (&self.idempotency_key, &self.metadata, &self.session_id) {
+            (Some(k), _, _) => format!("Idempotency-Key {k}"),
+            (None, Some(m), _) => format!("metadata.{m} holds the occurrence"),
+            (None, None, Some(s)) => format!("session id {s}"),
+            (None, None, None) => "none declared".into(),
         }
     }
 }
@@ -184,8 +203,12 @@ pub enum Outcome {
     Success,
     NotAccepted,
     FinalFailure,
-    /// Not final yet (or the service cannot tell): never a verdict on the outcome.
+    /// Not final yet: never a verdict on the outcome.
     Pending,
+    /// Final: the service says the outcome cannot be known from the evidence it has (seed
+    /// 000's `outcome_unknown`). Honest caution: it claims no outcome, so the ledger can never
+    /// contradict it.
+    Unknown,
 }
 
 impl Outcome {
@@ -198,6 +221,7 @@ impl Outcome {
             Outcome::NotAccepted => "not_accepted",
             Outcome::FinalFailure => "final_failure",
             Outcome::Pending => "pending",
+            Outcome::Unknown => "unknown",
         }
     }
 }
@@ -212,13 +236,15 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Whether the service's environment names fake-hermes.
+    /// Whether the service's environment names fake-hermes (or it is a connector).
     pub fn needs_hermes(&self) -> bool {
-        self.file
-            .service
-            .env
-            .values()
-            .any(|v| v.contains("{hermes.url}"))
+        self.file.provider == ProviderKind::Hermes
+            || self
+                .file
+                .service
+                .env
+                .values()
+                .any(|v| v.contains("{hermes.url}"))
     }
 }
 
@@ -367,34 +393,17 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         d.push("service.env: no variable holds {port}; the service must listen where aocheck says (e.g. `PORT: \"{port}\"`)".into());
     }
     if let Some(a) = &f.attribution {
-        match (&a.idempotency_key, &a.metadata) {
-            (Some(_), Some(_)) => d.push(
-                "attribution: give one of `idempotency_key` and `metadata`, not both".into(),
-            ),
-            (None, None) => d.push(
-                "attribution: give `idempotency_key: \"…{occurrence}…\"` or `metadata: FIELD` (or leave attribution out: then no verdict can pass)".into(),
-            ),
-            (Some(k), None) if !placeholders(k).contains(&"occurrence") => d.push(format!(
-                "attribution.idempotency_key: {k:?} must hold {{occurrence}}"
-            )),
-            (Some(k), None) => {
-                if placeholders(k).iter().filter(|p| **p == "occurrence").count() > 1 {
-                    d.push(format!(
-                        "attribution.idempotency_key: {k:?} holds {{occurrence}} more than once; give it once"
-                    ));
-                }
-                for p in placeholders(k) {
-                    if p != "occurrence" {
-                        d.push(format!(
-                            "attribution.idempotency_key: unknown placeholder {{{p}}}; only {{occurrence}}"
-                        ));
-                    }
-                }
-            }
-            (None, Some(m)) if m.trim().is_empty() => {
-                d.push("attribution.metadata: name the metadata field".into())
-            }
-            _ => {}
+        attribution_defects(f.provider, a, &mut d);
+    }
+    if f.provider == ProviderKind::Hermes {
+        if !f.service.env.values().any(|v| v.contains("{hermes.url}")) {
+            d.push("service.env: `provider: hermes` but no variable holds {hermes.url}; the connector must be pointed at fake-hermes (e.g. `HERMES_URL: \"{hermes.url}\"`)".into());
+        }
+        if f.webhook.is_some() {
+            d.push("webhook: a Hermes connector receives no payment events; remove it".into());
+        }
+        if f.drive.report.is_some() {
+            d.push("drive.report: a connector's record is not read yet (the payment services' record shape only); remove it".into());
         }
     }
     let r = &f.drive.submit;
@@ -440,6 +449,75 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         ));
     }
     d
+}
+
+/// The one rule an attribution gives, for its provider: a Payment's Idempotency-Key or
+/// metadata field, a Hermes run's session id or Idempotency-Key; a template holds
+/// `{occurrence}` once and nothing else.
+fn attribution_defects(provider: ProviderKind, a: &Attribution, d: &mut Vec<String>) {
+    let given: Vec<(&str, &String)> = [
+        ("idempotency_key", a.idempotency_key.as_ref()),
+        ("metadata", a.metadata.as_ref()),
+        ("session_id", a.session_id.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(n, v)| v.map(|v| (n, v)))
+    .collect();
+    let allowed: &[&str] = match provider {
+        ProviderKind::Payments => &["idempotency_key", "metadata"],
+        ProviderKind::Hermes => &["session_id", "idempotency_key"],
+    };
+    let example = match provider {
+        ProviderKind::Payments => {
+            "`idempotency_key: \"order-{occurrence}\"` or `metadata: order_id`"
+        }
+        ProviderKind::Hermes => {
+            "`session_id: \"aip-operator-{occurrence}\"` or `idempotency_key: \"{occurrence}\"`"
+        }
+    };
+    match given.as_slice() {
+        [] => d.push(format!(
+            "attribution: give {example} (or leave attribution out: then no verdict can pass)"
+        )),
+        [_, _, ..] => d.push(format!(
+            "attribution: give one rule, not {}: {example}",
+            given
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )),
+        [(name, _)] if !allowed.contains(name) => d.push(format!(
+            "attribution.{name}: not a rule for this provider's entries; give {example}"
+        )),
+        [("metadata", m)] => {
+            if m.trim().is_empty() {
+                d.push("attribution.metadata: name the metadata field".into())
+            }
+        }
+        [(name, t)] => {
+            let n = placeholders(t)
+                .iter()
+                .filter(|p| **p == "occurrence")
+                .count();
+            if n == 0 {
+                d.push(format!(
+                    "attribution.{name}: {t:?} must hold {{occurrence}}"
+                ));
+            } else if n > 1 {
+                d.push(format!(
+                    "attribution.{name}: {t:?} holds {{occurrence}} more than once; give it once"
+                ));
+            }
+            for p in placeholders(t) {
+                if p != "occurrence" {
+                    d.push(format!(
+                        "attribution.{name}: unknown placeholder {{{p}}}; only {{occurrence}}"
+                    ));
+                }
+            }
+        }
+    }
 }
 
 fn request_defects(

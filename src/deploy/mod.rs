@@ -13,6 +13,7 @@
 //! history is not observable through a business API.
 
 pub mod cases;
+pub mod connector;
 pub mod drive;
 pub mod explore;
 pub mod file;
@@ -85,6 +86,8 @@ pub struct Providers {
     payments: crate::providers::Payments,
     payments_url: String,
     hermes_url: Option<String>,
+    /// fake-hermes (a connector, or a service whose environment names it) and its API key.
+    hermes: Option<(crate::providers::Hermes, String)>,
     /// The webhook endpoint's signing secret in this run (fresh per run).
     webhook_secret: String,
 }
@@ -96,19 +99,27 @@ async fn start_providers(d: &Loaded) -> Result<Providers, String> {
     let mut config = provider_model::payments::config::Config::example();
     config.control_token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
     let payments = crate::providers::start_payments(config).await?;
-    let hermes_url = if d.needs_hermes() {
-        let h =
-            crate::providers::start_hermes(provider_model::hermes::config::Config::default(), None)
-                .await?;
-        Some(h.url)
+    let (hermes_url, hermes) = if d.needs_hermes() {
+        // Credentials nobody else knows: the API key is the connector's (given in its
+        // environment), the control token is aocheck's alone.
+        let config = provider_model::hermes::config::Config {
+            api_key: format!("hk_{}", uuid::Uuid::new_v4().simple()),
+            control_token: format!("ctl_{}", uuid::Uuid::new_v4().simple()),
+            ..provider_model::hermes::config::Config::default()
+        };
+        crate::secrets::register(&config.api_key);
+        let key = config.api_key.clone();
+        let h = crate::providers::start_hermes(config, None).await?;
+        (Some(h.url), Some((h.handle, key)))
     } else {
-        None
+        (None, None)
     };
     let (payments, payments_url) = (payments.handle, payments.url);
     Ok(Providers {
         payments,
         payments_url,
         hermes_url,
+        hermes,
         webhook_secret: {
             let w = format!("whsec_{}", uuid::Uuid::new_v4().simple());
             crate::secrets::register(&w);
@@ -148,14 +159,26 @@ async fn run_cmd(a: RunArgs) -> u8 {
             return crate::exit::INVALID_INPUT;
         }
     };
+    let ids: Vec<&str> = if loaded.file.provider == file::ProviderKind::Hermes {
+        connector::CASES.iter().map(|k| k.id).collect()
+    } else {
+        CASES.iter().map(|k| k.id).collect()
+    };
     for c in &a.cases {
-        if !CASES.iter().any(|k| k.id == c) {
+        if !ids.contains(&c.as_str()) {
             eprintln!(
-                "--case {c}: no such deployment case; one of {}",
-                CASES.map(|k| k.id).join(", ")
+                "--case {c}: no such case for this deploy file's provider; one of {}",
+                ids.join(", ")
             );
             return crate::exit::INVALID_INPUT;
         }
+    }
+    if a.schedule.is_some() && loaded.file.provider == file::ProviderKind::Hermes {
+        eprintln!(
+            "--schedule: a schedule replays payment faults; a Hermes connector is judged by its cases (`aocheck deploy run {}`)",
+            a.file.display()
+        );
+        return crate::exit::INVALID_INPUT;
     }
     let out = a
         .out
@@ -299,11 +322,47 @@ pub async fn run(
     let mut seen_versions = BTreeSet::new();
     match start_providers(d).await {
         Err(e) => {
-            for c in CASES
+            let ids: Vec<(&str, &str, &[Req])> = if d.file.provider == file::ProviderKind::Hermes {
+                connector::CASES
+                    .iter()
+                    .map(|c| (c.id, c.title, c.requirements))
+                    .collect()
+            } else {
+                CASES
+                    .iter()
+                    .map(|c| (c.id, c.title, c.requirements))
+                    .collect()
+            };
+            for (id, title, reqs) in ids
+                .into_iter()
+                .filter(|(id, _, _)| only.is_empty() || only.iter().any(|o| o == id))
+            {
+                let c = CaseReport::new(
+                    id,
+                    title,
+                    &d.path,
+                    reqs.iter().map(|r| r.to_string()).collect(),
+                );
+                cases.push(c.harness_error(format!("providers: {e}"), Instant::now()));
+            }
+        }
+        Ok(p) if d.file.provider == file::ProviderKind::Hermes => {
+            for c in connector::CASES
                 .iter()
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
-                cases.push(new_case(d, c).harness_error(format!("providers: {e}"), Instant::now()));
+                progress(format!("{} {} …", c.id, c.title));
+                let report = CaseReport::new(
+                    c.id,
+                    c.title,
+                    &d.path,
+                    c.requirements.iter().map(|r| r.to_string()).collect(),
+                );
+                let mut r = connector::run_case(d, c, &p, out, report).await;
+                r.key_rule = d.file.attribution.as_ref().map(file::Attribution::describe);
+                r.repro = format!("aocheck deploy run {} --case {}", d.path.display(), c.id);
+                progress(ended(&r));
+                cases.push(r);
             }
         }
         Ok(p) => {
@@ -315,18 +374,23 @@ pub async fn run(
                 let (r, agents, versions) = run_case(d, c, &p, out).await;
                 seen_agents.extend(agents);
                 seen_versions.extend(versions);
-                progress(format!(
-                    "{} {} ({:.1} s)",
-                    c.id,
-                    r.verdict.label(),
-                    r.millis as f64 / 1000.0
-                ));
+                progress(ended(&r));
                 cases.push(r);
             }
         }
     }
     cases.extend(history_case(d, &cases));
     assemble(d, cases, seen_agents, seen_versions)
+}
+
+/// A case's closing progress line.
+fn ended(r: &CaseReport) -> String {
+    format!(
+        "{} {} ({:.1} s)",
+        r.id,
+        r.verdict.label(),
+        r.millis as f64 / 1000.0
+    )
 }
 
 /// The report of a run's cases (the history case included).
@@ -469,7 +533,9 @@ fn history_case(d: &Loaded, cases: &[CaseReport]) -> Option<CaseReport> {
         left.iter().map(|r| r.to_string()).collect(),
     );
     r.verdict = Verdict::Unsupported;
-    r.unsupported = Some(if d.file.drive.report.is_some() {
+    r.unsupported = Some(if d.file.provider == file::ProviderKind::Hermes {
+        "a connector is observed through its own API and fake-hermes' ledger; these requirements are about each action's history (its durable binding, start claim, generations), which aocheck does not read from a running connector yet".into()
+    } else if d.file.drive.report.is_some() {
         "the service's record (drive.report) was judged at every look, but no case's record held a fact about these requirements (no release, no remedy or adjustment, no statement about the implementation: a deployment case exercises none of them)".into()
     } else {
         "a deployment is observed through its business API and the providers' ledgers; these requirements are about the occurrence's history (binding before entry, append-only evidence, fencing, release, adjustments), which this deploy file exposes through no report route (`drive.report`)".into()
@@ -571,6 +637,12 @@ pub fn case_report(
                 r.label, d.file.drive.deadline_ms
             ));
         }
+        if r.outcome == Some("unknown") {
+            missing.push(format!(
+                "the service reports {:?}: it cannot know the outcome from the evidence it has (honest caution, no outcome claimed)",
+                r.label
+            ));
+        }
         let rec = ran.record.as_ref().and_then(|s| s.last.get(&r.occurrence));
         match (&ran.record, rec) {
             // Without a route nothing is missing from the service's knowledge: the history
@@ -599,7 +671,7 @@ pub fn case_report(
             provider_binding_digest: rec.and_then(|a| a.report.binding_digest.clone()),
             state: if let Some(a) = rec {
                 a.report.state
-            } else if r.outcome.is_some() {
+            } else if r.outcome.is_some_and(|o| o != "unknown") {
                 crate::vocab::State::Resolved
             } else {
                 crate::vocab::State::Unresolved
@@ -627,11 +699,12 @@ pub fn case_report(
     // examined (a fact each); the others stay with DEPLOY-HISTORY.
     let mut requirements = requirements.to_vec();
     if ran.record.is_some() {
-        for r in NEEDS_HISTORY {
+        for r in Req::ALL {
             if ran.facts.count(r) > 0 && !requirements.contains(&r) {
                 requirements.push(r);
             }
         }
+        requirements.sort();
         report.requirements = requirements.iter().map(|r| r.to_string()).collect();
     }
     report.facts = ran.facts.by_id();
@@ -640,6 +713,21 @@ pub fn case_report(
         .filter(|r| ran.facts.count(**r) == 0)
         .map(|r| r.to_string())
         .collect();
+    // What the record could not show for want of being served is not established, whatever
+    // else was examined (the order's row says why).
+    for (occ, req, why) in ran.record.iter().flat_map(|s| s.blind.iter()) {
+        if requirements.contains(req) && !report.not_established.contains(&req.to_string()) {
+            report.not_established.push(req.to_string());
+        }
+        if let Some(o) = report
+            .occurrences
+            .iter_mut()
+            .find(|o| o.occurrence_id == *occ)
+        {
+            o.missing_knowledge
+                .push(format!("the service's record ({req}): {why}"));
+        }
+    }
     if report.failures.is_empty()
         && let Some(f) = report.faults.iter().find(|f| !f.fired)
     {

@@ -12,6 +12,7 @@ use super::drive::{Vars, fill};
 use super::file::{Loaded, RecordRoute};
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;
+use crate::aoc::requirement::Req;
 use crate::check::accounting::KeyRule;
 use crate::check::evidence::{Kind, StateAnswer};
 use crate::check::ledger::Asked;
@@ -36,6 +37,21 @@ pub struct Records {
     /// Looks judged, and looks not taken (the service busy), for the report.
     pub looks: u32,
     pub skipped: u32,
+    /// Per order: looks taken and refused while it was open.
+    open: BTreeMap<String, (u32, u32)>,
+    /// What could not be judged for want of a served record: (order, requirement, why).
+    blind: Vec<(String, Req, String)>,
+}
+
+/// When a look is taken, for the order being watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    /// Before its first final label (the pre-kill look included).
+    Open,
+    /// Final, through the settle time.
+    Settling,
+    /// Its closing look: every instance up, every record must be served.
+    Close,
 }
 
 /// What one read gave.
@@ -63,6 +79,8 @@ impl Records {
             findings: Vec::new(),
             looks: 0,
             skipped: 0,
+            open: BTreeMap::new(),
+            blind: Vec::new(),
         })
     }
 
@@ -71,15 +89,16 @@ impl Records {
         self.last.get(occurrence)
     }
 
-    /// One look at every order submitted so far. `closing`: the order just watched is settled
-    /// and its instance up, so every record must be served. Returns why a look was not taken.
+    /// One look at every order submitted so far, at a moment of the order being watched (the
+    /// last): while it is open (no final label yet), while it settles, or at its close (every
+    /// record must then be served). Returns why a look was not taken.
     pub async fn look(
         &mut self,
         client: &reqwest::Client,
         base: &str,
         orders: &[Vars],
         payments: &crate::providers::Payments,
-        closing: bool,
+        at: At,
     ) -> Option<String> {
         if orders.is_empty() {
             return None;
@@ -87,14 +106,21 @@ impl Records {
         // The requests the provider had received before the records were read: a later one
         // may have left after its record was read (the protocol's `requests_before`).
         let requests_before = payments.ledger().requests.last().map_or(0, |r| r.seq);
+        let watched = orders
+            .last()
+            .map(|v| v.occurrence.clone())
+            .unwrap_or_default();
         let mut occurrences = Vec::new();
         for v in orders {
             let answer = match self.read(client, base, v).await {
                 Read::Answer(a) => Ok(*a),
                 Read::Unusable(why) => Err(why),
-                Read::NotNow(why) if closing => Err(why),
+                Read::NotNow(why) if at == At::Close => Err(why),
                 Read::NotNow(why) => {
                     self.skipped += 1;
+                    if at == At::Open {
+                        self.open.entry(watched).or_default().1 += 1;
+                    }
                     return Some(why);
                 }
             };
@@ -137,6 +163,9 @@ impl Records {
             retired: self.retired.clone(),
         };
         self.looks += 1;
+        if at == At::Open {
+            self.open.entry(watched).or_default().0 += 1;
+        }
         for f in self.checker.check(&snap) {
             if !self.findings.iter().any(|x| x.line() == f.line()) {
                 self.findings.push(f);
@@ -153,7 +182,14 @@ impl Records {
     /// The instance holding `occurrence` is being killed: the generation its record names for
     /// the order (its latest entry's, or its latest preparation's) is retired from now on.
     pub fn retire(&mut self, occurrence: &str) -> Option<u64> {
-        let a = self.last.get(occurrence)?;
+        let Some(a) = self.last.get(occurrence) else {
+            self.blind.push((
+                occurrence.to_string(),
+                Req::R006,
+                "its record was not served before its instance was killed, so no generation could be retired with it".into(),
+            ));
+            return None;
+        };
         let g = a
             .entries
             .iter()
@@ -192,7 +228,12 @@ impl Records {
                 crate::report::model::one_line(&String::from_utf8_lossy(&bytes), 200)
             ));
         }
-        match serde_json::from_slice::<StateAnswer>(&bytes) {
+        // Decoded as the protocol decodes a `state` answer: a field a kind needs and lacks, or
+        // a decision citing no earlier observation, is corruption (AOC-REQ-004).
+        match serde_json::from_slice::<serde_json::Value>(&bytes)
+            .map_err(|e| e.to_string())
+            .and_then(StateAnswer::decode)
+        {
             Ok(a) => Read::Answer(Box::new(a)),
             Err(e) => Read::Unusable(format!(
                 "{what}: not a record in the protocol's `state` shape (docs/schemas/state.schema.json): {e}"
@@ -210,11 +251,28 @@ pub struct Seen {
     pub retired: BTreeMap<String, Vec<u64>>,
     /// The last usable record of each order.
     pub last: BTreeMap<String, StateAnswer>,
+    /// What could not be judged for want of a served record: (order, requirement, why). A
+    /// requirement here is not established for the order, whatever else was examined.
+    pub blind: Vec<(String, Req, String)>,
 }
 
 impl Records {
     /// The findings, the facts examined and what was seen.
-    pub fn finish(self) -> (Vec<Finding>, Facts, Seen) {
+    pub fn finish(mut self) -> (Vec<Finding>, Facts, Seen) {
+        // An order whose record was refused at every look while it was open was never
+        // judged in flight: its entry before the request and its append-only history over
+        // time are unknown (an order that settled before the first look was refused nothing).
+        for (o, (taken, refused)) in &self.open {
+            if *taken == 0 && *refused > 0 {
+                self.blind.push((
+                    o.clone(),
+                    Req::R004,
+                    format!(
+                        "its record was refused at every one of the {refused} looks before its final label: its history in flight was never judged"
+                    ),
+                ));
+            }
+        }
         (
             self.findings,
             self.checker.facts,
@@ -223,6 +281,7 @@ impl Records {
                 skipped: self.skipped,
                 retired: self.retired,
                 last: self.last,
+                blind: self.blind,
             },
         )
     }

@@ -195,12 +195,12 @@ impl Ctx<'_> {
     }
     /// One look at the service's record of every order so far (a deploy file with
     /// `drive.report`); a look not taken is said in the steps.
-    async fn look(&mut self, base: &str, closing: bool) {
+    async fn look(&mut self, base: &str, at: super::record::At) {
         let Some(r) = self.records.as_mut() else {
             return;
         };
         if let Some(why) = r
-            .look(&self.client, base, &self.orders, &self.p.payments, closing)
+            .look(&self.client, base, &self.orders, &self.p.payments, at)
             .await
         {
             // Said once per reason: the watch looks every 200 ms.
@@ -221,7 +221,7 @@ impl Ctx<'_> {
         // the provider is the killed instance's, retired with it.
         if self.records.is_some() {
             let base = i.base.clone();
-            self.look(&base, false).await;
+            self.look(&base, super::record::At::Open).await;
             let last = self.orders.last().map(|v| v.occurrence.clone());
             if let (Some(r), Some(o)) = (self.records.as_mut(), last) {
                 let said = match r.retire(&o) {
@@ -385,6 +385,7 @@ pub async fn run_schedule(
             payments_key: ACCOUNT_KEY.into(),
             webhook_secret: p.webhook_secret.clone(),
             hermes_url: p.hermes_url.clone(),
+            hermes_key: p.hermes.as_ref().map(|(_, k)| k.clone()),
             store_dir,
         },
         logs: logs.to_path_buf(),
@@ -683,7 +684,7 @@ async fn drive_schedule(
         );
         if let Some(i) = live.last() {
             let base = i.base.clone();
-            cx.look(&base, true).await;
+            cx.look(&base, super::record::At::Close).await;
         }
         let o = seen.last().map(|(o, _)| o.clone());
         if cx.d.file.webhook.is_some()
@@ -876,7 +877,12 @@ async fn watch(
             // time watches what they do.
             cx.release_events("the service having shown a final outcome by its own path");
         }
-        cx.look(&base, false).await;
+        let at = if final_at.is_some() {
+            super::record::At::Settling
+        } else {
+            super::record::At::Open
+        };
+        cx.look(&base, at).await;
         // Once a label is final the full settle time is always watched (a late duplicate);
         // the deadline bounds only the wait for a final label.
         let settle = Duration::from_millis(cx.d.file.drive.settle_ms.max(extra_settle_ms));

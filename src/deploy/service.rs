@@ -18,6 +18,8 @@ pub struct Env {
     pub payments_key: String,
     pub webhook_secret: String,
     pub hermes_url: Option<String>,
+    /// fake-hermes' API key (the connector's endpoint credential).
+    pub hermes_key: Option<String>,
     pub store_dir: PathBuf,
 }
 
@@ -66,6 +68,7 @@ pub fn fill_env(
                 ("payments.key", Some(e.payments_key.clone())),
                 ("payments.webhook_secret", Some(e.webhook_secret.clone())),
                 ("hermes.url", e.hermes_url.clone()),
+                ("hermes.key", e.hermes_key.clone()),
                 ("store.url", Some(format!("sqlite:{dir}/service.db"))),
                 ("store.dir", Some(dir.clone())),
                 ("port", Some(port.to_string())),

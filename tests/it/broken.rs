@@ -409,6 +409,14 @@ async fn every_checker_fires_for_some_broken_implementation() {
         ("race_serialised", "check::steps::a_race_admits_at_most_one"),
         ("durable_binding", "check::hermes::oracle_tests"),
         ("policy_validated", "check::hermes::oracle_tests"),
+        (
+            "deploy_one_run",
+            "check::connector::each_connector_checker_fires_by_name",
+        ),
+        (
+            "deploy_result_from_provider",
+            "check::connector::each_connector_checker_fires_by_name",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

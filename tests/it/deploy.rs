@@ -152,15 +152,20 @@ async fn a_submit_answered_outside_accept_is_refused_with_the_templates_name() {
 }
 
 fn examples() -> Vec<std::path::PathBuf> {
-    ["shop-keyed", "shop-naive"]
-        .iter()
-        .map(|n| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("examples")
-                .join(n)
-                .join("aocheck-deploy.yaml")
-        })
-        .collect()
+    [
+        "shop-keyed",
+        "shop-naive",
+        "connector-keyed",
+        "connector-naive",
+    ]
+    .iter()
+    .map(|n| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(n)
+            .join("aocheck-deploy.yaml")
+    })
+    .collect()
 }
 
 #[test]
@@ -680,4 +685,108 @@ async fn a_cgroup_kill_is_confirmed_or_refused_naming_the_fix() {
             c.harness
         );
     }
+}
+
+/// Issue 40, both ways: the keyed connector (a start claim before `POST /v1/runs`, an
+/// ambiguous start left `outcome_unknown`, never started again) passes every connector case
+/// with one run per action in fake-hermes' ledger; the naive one (it starts again after a 5xx,
+/// a lost reply or a restart) fails AOC-REQ-010 with two runs in the lost-start, 5xx and crash
+/// cases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
+    use aocheck::report::model::Verdict;
+    let keyed = judge_example("connector-keyed").await;
+    for c in keyed
+        .cases
+        .iter()
+        .filter(|c| c.id.starts_with("CONNECTOR-"))
+    {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {} {:?}",
+            c.id,
+            c.reasons(),
+            c.steps
+        );
+        assert!(c.faults.iter().all(|f| f.fired) && !c.faults.is_empty());
+        assert!(
+            c.occurrences.iter().all(|o| o.provider_effects == 1),
+            "{}",
+            c.id
+        );
+        assert!(
+            c.timeline
+                .as_deref()
+                .is_some_and(|t| t.contains("fake-hermes"))
+        );
+    }
+    assert_eq!(
+        keyed
+            .cases
+            .iter()
+            .filter(|c| c.id.starts_with("CONNECTOR-"))
+            .count(),
+        4
+    );
+    // After an ambiguous start the honest answer is outcome_unknown: a pass, said as such.
+    let lost = keyed
+        .cases
+        .iter()
+        .find(|c| c.id == "CONNECTOR-002")
+        .expect("case");
+    assert!(
+        lost.occurrences[0]
+            .missing_knowledge
+            .iter()
+            .any(|m| m.contains("outcome_unknown")),
+        "{:?}",
+        lost.occurrences
+    );
+    assert_eq!(aocheck::deploy::exit_code(&keyed), aocheck::exit::OK);
+    let naive = judge_example("connector-naive").await;
+    for id in ["CONNECTOR-001", "CONNECTOR-002", "CONNECTOR-003"] {
+        let c = naive.cases.iter().find(|c| c.id == id).expect("case");
+        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
+        assert!(
+            c.failures
+                .iter()
+                .any(|f| f.requirement.to_string() == "AOC-REQ-010"
+                    && f.msg.contains("fake-hermes started 2 runs for one action")),
+            "{id}: {:?}",
+            c.failures
+        );
+        assert_eq!(c.occurrences[0].provider_effects, 2, "{id}");
+    }
+    assert_eq!(
+        aocheck::deploy::exit_code(&naive),
+        aocheck::exit::REQUIREMENT_FAILED
+    );
+}
+
+#[test]
+fn a_connector_deploy_file_is_checked_for_its_provider() {
+    let service = "service: {command: [a], env: {P: \"{port}\"}, ready: {path: /h}}";
+    let drive = "drive:\n  submit: {path: /a}\n  status: {path: \"/a/{occurrence}\", outcome: $.s, outcomes: {c: success, u: unknown}}\n";
+    check_refuses(
+        &format!(
+            "version: 1\nname: x\nprovider: hermes\n{service}\nattribution: {{metadata: order_id}}\n{drive}"
+        ),
+        &[
+            "no variable holds {hermes.url}",
+            "attribution.metadata: not a rule for this provider's entries",
+        ],
+    );
+    check_refuses(
+        &format!(
+            "version: 1\nname: x\n{service}\nattribution: {{session_id: \"aip-operator-{{occurrence}}\"}}\n{drive}"
+        ),
+        &["attribution.session_id: not a rule for this provider's entries"],
+    );
+    check_refuses(
+        &format!(
+            "version: 1\nname: x\nprovider: hermes\n{service}\nattribution: {{session_id: \"aip-operator\"}}\n{drive}"
+        ),
+        &["attribution.session_id: \"aip-operator\" must hold {occurrence}"],
+    );
 }

@@ -745,14 +745,113 @@ async fn a_service_that_charges_inside_its_request_handler_is_judged() {
 )]
 #[case::another_binding_reported("record-wrong-binding", "AOC-REQ-003", "state_matches_history")]
 #[case::an_outcome_nothing_decided("record-invented-outcome", "AOC-REQ-009", "no_invented_outcome")]
+// Found passing by a hostile review of the route (issue 39), each now caught:
+#[case::a_second_entry_in_the_record(
+    "record-second-entry",
+    "AOC-REQ-010",
+    "one_effect_per_occurrence"
+)]
+#[case::busy_before_the_kill_then_a_retired_entry(
+    "record-reentry-retired-refuse",
+    "AOC-REQ-010",
+    "one_effect_per_occurrence"
+)]
+#[case::an_entry_without_its_generation(
+    "record-reentry-no-generation",
+    "AOC-REQ-004",
+    "history_append_only"
+)]
+#[case::a_response_without_its_source_kind(
+    "record-phantom-reply",
+    "AOC-REQ-004",
+    "history_append_only"
+)]
+#[case::an_acknowledgement_no_reply_named(
+    "record-ack-without-ref",
+    "AOC-REQ-009",
+    "evidence_served"
+)]
+#[case::success_resting_on_accepted(
+    "record-success-from-accepted",
+    "AOC-REQ-009",
+    "no_invented_outcome"
+)]
+#[case::a_lookup_about_another_binding(
+    "record-lookup-other-binding",
+    "AOC-REQ-007",
+    "responses_bound"
+)]
+#[case::a_decision_citing_no_observation(
+    "record-evidence-not-observation",
+    "AOC-REQ-004",
+    "history_append_only"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_lies_fails_for_its_lie(
     #[case] name: &str,
     #[case] req: &str,
     #[case] checker: &str,
 ) {
-    let j = judge(name, &["DEPLOY-001"]).await;
-    let c = j.case("DEPLOY-001");
+    lies_in_case(name, "DEPLOY-001", req, checker).await;
+}
+
+/// The lies that need a 5xx after commit (DEPLOY-003) to show.
+#[rstest::rstest]
+#[case::a_500_read_as_success(
+    "record-error-read-as-success",
+    "AOC-REQ-009",
+    "authentic_as_claimed"
+)]
+#[case::flags_mapped_to_null_then_dropped(
+    "record-flags-null",
+    "AOC-REQ-009",
+    "state_matches_history"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_lies_after_a_5xx_fails_for_its_lie(
+    #[case] name: &str,
+    #[case] req: &str,
+    #[case] checker: &str,
+) {
+    lies_in_case(name, "DEPLOY-003", req, checker).await;
+}
+
+/// A record refused (503) at every look while the order is open, tidy once it is settled: what
+/// it hid in flight is not established (AOC-REQ-004 missing knowledge), never a pass; and a
+/// record refused before a kill retires nothing, which leaves AOC-REQ-006 not established.
+#[rstest::rstest]
+#[case::refused_in_flight("record-refuse-hide-uncertainty", "DEPLOY-003", &["AOC-REQ-004"])]
+#[case::refused_before_the_kill("record-reentry-retired-refuse", "DEPLOY-005", &["AOC-REQ-006", "AOC-REQ-004"])]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_refused_while_the_order_is_open_is_no_pass(
+    #[case] name: &str,
+    #[case] case: &str,
+    #[case] blind: &[&str],
+) {
+    let j = judge(name, &[case]).await;
+    let c = j.case(case);
+    assert_ne!(c.verdict, Verdict::Pass, "{}", explain(c));
+    for r in blind {
+        assert!(
+            c.not_established.iter().any(|x| x == r),
+            "{r} established: {}",
+            explain(c)
+        );
+    }
+    assert!(
+        c.occurrences.iter().any(|o| o
+            .missing_knowledge
+            .iter()
+            .any(|m| m.contains("the service's record"))),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
+async fn lies_in_case(name: &str, case: &str, req: &str, checker: &str) {
+    let j = judge(name, &[case]).await;
+    let c = j.case(case);
     assert_fails_for(c, &[req]);
     assert!(
         c.failures

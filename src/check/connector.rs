@@ -1,0 +1,288 @@
+//! Judging a Hermes connector's deployment (`aocheck deploy` with `provider: hermes`): what
+//! fake-hermes' ground-truth ledger recorded, attributed to actions by the declared rule (seed
+//! 000's session id `aip-operator-<action_id>`, or the start's Idempotency-Key), against what
+//! the connector said of each action through its own API. The connector is never believed
+//! about a run: its label is checked against the ledger.
+//!
+//! - `deploy_one_run` (AOC-REQ-010, -002): at most one run per action, whatever the crash, lost
+//!   reply, 5xx or replay ("outcome_unknown instead of a second start", seed 000); and no run
+//!   the declared attribution cannot place.
+//! - `deploy_result_from_provider` (AOC-REQ-011, -009): a final label is what the provider said
+//!   of the action's run when the label was shown (`completed` for success, `failed` or
+//!   `cancelled` for a failure); a failure is never inferred from a 5xx or a lost reply; an
+//!   `unknown` label claims nothing and is honest caution.
+
+use super::deploy::{Ambiguity, Reported};
+use super::{Facts, Finding};
+use crate::aoc::requirement::Req;
+use provider_model::hermes::ledger::{Ledger, RunStarted};
+
+/// Attributes a run to an action by the declared rule.
+pub type RunOwner<'a> = &'a dyn Fn(&RunStarted) -> Option<String>;
+
+/// What the provider had said of an action's runs when a final label was first shown: each
+/// run's terminal status then (`None` while it had not ended).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunsThen(pub Vec<(String, Option<String>)>);
+
+/// Judges one case of a connector deployment. `then[i]` is, for `reported[i].finals[j]`, what
+/// the provider had said of the action's runs when that label was first read.
+pub fn judge(
+    ledger: &Ledger,
+    owner: Option<RunOwner<'_>>,
+    reported: &[Reported],
+    then: &[Vec<RunsThen>],
+    facts: &mut Facts,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let Some(owner) = owner else {
+        // No attribution: the runs cannot be read against actions; nothing is established.
+        return out;
+    };
+    let runs: Vec<(&RunStarted, Option<String>)> = ledger
+        .runs
+        .iter()
+        .map(|r| {
+            let o = owner(r).filter(|o| reported.iter().any(|x| x.occurrence == *o));
+            (r, o)
+        })
+        .collect();
+    for r in runs.iter().filter(|(_, o)| o.is_none()).map(|(r, _)| r) {
+        out.push(Finding::new(
+            "deploy_one_run",
+            Req::R010,
+            format!(
+                "fake-hermes started run {} (session {}, key {}) that the declared attribution places under no action of the case (ground truth)",
+                r.run_id,
+                r.session_id,
+                r.idempotency_key.as_deref().unwrap_or("none")
+            ),
+        ));
+    }
+    for (i, r) in reported.iter().enumerate() {
+        let mine: Vec<&RunStarted> = runs
+            .iter()
+            .filter(|(_, o)| o.as_deref() == Some(r.occurrence.as_str()))
+            .map(|(x, _)| *x)
+            .collect();
+        facts.saw(Req::R010);
+        facts.saw(Req::R002);
+        if mine.len() > 1 {
+            out.push(
+                Finding::new(
+                    "deploy_one_run",
+                    Req::R010,
+                    format!(
+                        "fake-hermes started {} runs for one action: {} (ground truth): a start whose answer was lost, refused or never read is outcome_unknown, never started again (seed 000)",
+                        mine.len(),
+                        mine.iter()
+                            .map(|x| format!(
+                                "{} (session {}, key {}, reply {:?}{})",
+                                x.run_id,
+                                x.session_id,
+                                x.idempotency_key.as_deref().unwrap_or("none"),
+                                x.reply,
+                                x.fault
+                                    .as_deref()
+                                    .map_or(String::new(), |f| format!(", fault {f}"))
+                            ))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                )
+                .about(Some(&r.occurrence)),
+            );
+        }
+        let said_then = then.get(i).map(Vec::as_slice).unwrap_or(&[]);
+        let mut distinct: Vec<&'static str> = Vec::new();
+        for (j, shown) in r.finals.iter().enumerate() {
+            let said = shown.outcome;
+            if said != "unknown" && !distinct.contains(&said) {
+                distinct.push(said);
+            }
+            let runs_then = said_then.get(j).map(|t| t.0.as_slice()).unwrap_or(&[]);
+            let describe = || {
+                if runs_then.is_empty() {
+                    "fake-hermes had started no run for it".to_string()
+                } else {
+                    format!(
+                        "fake-hermes had said {}",
+                        runs_then
+                            .iter()
+                            .map(|(id, st)| format!(
+                                "{id} {}",
+                                st.as_deref().unwrap_or("not ended")
+                            ))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            };
+            let ended = |want: &[&str]| {
+                runs_then
+                    .iter()
+                    .any(|(_, st)| st.as_deref().is_some_and(|s| want.contains(&s)))
+            };
+            let wrong = match said {
+                "success" => !ended(&["completed"]),
+                "final_failure" | "not_accepted" => !ended(&["failed", "cancelled"]),
+                _ => false,
+            };
+            if wrong {
+                out.push(
+                    Finding::new(
+                        "deploy_result_from_provider",
+                        Req::R011,
+                        format!(
+                            "the connector reported {:?} ({said}), but when it was shown {} (ground truth): a terminal status comes from the provider's own record of the run",
+                            shown.label,
+                            describe()
+                        ),
+                    )
+                    .about(Some(&r.occurrence)),
+                );
+                if said != "success" && r.ambiguity != Ambiguity::None {
+                    facts.saw(Req::R009);
+                    out.push(
+                        Finding::new(
+                            "deploy_result_from_provider",
+                            Req::R009,
+                            format!(
+                                "a terminal failure was reported after {}, which proves nothing about the run",
+                                match r.ambiguity {
+                                    Ambiguity::ErrorAfterCommit => "a 5xx answer to the start",
+                                    _ => "a start whose answer was lost",
+                                }
+                            ),
+                        )
+                        .about(Some(&r.occurrence)),
+                    );
+                }
+            } else if r.ambiguity != Ambiguity::None {
+                facts.saw(Req::R009);
+            }
+        }
+        out.extend(super::deploy::relabelled(
+            "deploy_result_from_provider",
+            "connector",
+            &distinct,
+            r,
+        ));
+        if r.outcome.is_some() {
+            facts.saw(Req::R011);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::deploy::Shown;
+    use provider_model::hermes::ledger::Reply;
+    use rstest::rstest;
+
+    fn run(id: &str, action: &str) -> RunStarted {
+        RunStarted {
+            run_id: id.into(),
+            session_id: format!("aip-operator-{action}"),
+            body_digest: "sha256:00".into(),
+            prompt: "p".into(),
+            idempotency_key: None,
+            session_key: None,
+            fault: None,
+            reply: Reply::Written,
+            script: "default".into(),
+            credential: "api_key".into(),
+        }
+    }
+
+    fn by_session(r: &RunStarted) -> Option<String> {
+        r.session_id
+            .strip_prefix("aip-operator-")
+            .map(str::to_string)
+    }
+
+    fn said(label: &str, outcome: &'static str, amb: Ambiguity) -> Vec<Reported> {
+        vec![Reported {
+            occurrence: "a1".into(),
+            outcome: Some(outcome),
+            label: label.into(),
+            finals: vec![Shown {
+                label: label.into(),
+                outcome,
+                effects_then: 0,
+            }],
+            ambiguity: amb,
+            amount: 0,
+            currency: String::new(),
+        }]
+    }
+
+    fn then(runs: &[(&str, Option<&str>)]) -> Vec<Vec<RunsThen>> {
+        vec![vec![RunsThen(
+            runs.iter()
+                .map(|(r, s)| (r.to_string(), s.map(str::to_string)))
+                .collect(),
+        )]]
+    }
+
+    /// Both ways, for each rule: an honest answer passes, a lie fails for its requirement.
+    #[rstest]
+    #[case::completed_and_said_so(vec![run("r1", "a1")], "completed", "success", Ambiguity::None, &[("r1", Some("completed"))], &[])]
+    #[case::unknown_after_a_lost_start(vec![run("r1", "a1")], "outcome_unknown", "unknown", Ambiguity::Dropped, &[("r1", Some("completed"))], &[])]
+    #[case::two_runs_for_one_action(vec![run("r1", "a1"), run("r2", "a1")], "completed", "success", Ambiguity::None, &[("r2", Some("completed"))], &[Req::R010])]
+    #[case::a_run_nobody_owns(vec![run("r1", "a1"), run("r2", "zz")], "completed", "success", Ambiguity::None, &[("r1", Some("completed"))], &[Req::R010])]
+    #[case::completed_before_the_run_ended(vec![run("r1", "a1")], "completed", "success", Ambiguity::None, &[("r1", None)], &[Req::R011])]
+    #[case::completed_with_no_run(vec![], "completed", "success", Ambiguity::None, &[], &[Req::R011])]
+    #[case::failed_after_a_5xx_while_it_ran(vec![run("r1", "a1")], "failed", "final_failure", Ambiguity::ErrorAfterCommit, &[("r1", None)], &[Req::R011, Req::R009])]
+    #[case::failed_and_so_it_was(vec![run("r1", "a1")], "failed", "final_failure", Ambiguity::ErrorAfterCommit, &[("r1", Some("failed"))], &[])]
+    fn the_ledger_decides(
+        #[case] runs: Vec<RunStarted>,
+        #[case] label: &str,
+        #[case] outcome: &'static str,
+        #[case] amb: Ambiguity,
+        #[case] runs_then: &[(&str, Option<&str>)],
+        #[case] want: &[Req],
+    ) {
+        let ledger = Ledger {
+            runs,
+            ..Ledger::default()
+        };
+        let mut facts = Facts::default();
+        let found = judge(
+            &ledger,
+            Some(&by_session),
+            &said(label, outcome, amb),
+            &then(runs_then),
+            &mut facts,
+        );
+        let mut got: Vec<Req> = found.iter().map(Finding::requirement).collect();
+        got.dedup();
+        assert_eq!(got, want, "{found:?}");
+        assert!(facts.count(Req::R010) > 0 && facts.count(Req::R011) > 0);
+    }
+
+    /// Each checker of this file fires under its own name.
+    #[rstest]
+    #[case::two_runs(vec![run("r1", "a1"), run("r2", "a1")], &[("r2", Some("completed"))], "deploy_one_run")]
+    #[case::completed_too_soon(vec![run("r1", "a1")], &[("r1", None)], "deploy_result_from_provider")]
+    fn each_connector_checker_fires_by_name(
+        #[case] runs: Vec<RunStarted>,
+        #[case] runs_then: &[(&str, Option<&str>)],
+        #[case] checker: &str,
+    ) {
+        let ledger = Ledger {
+            runs,
+            ..Ledger::default()
+        };
+        let found = judge(
+            &ledger,
+            Some(&by_session),
+            &said("completed", "success", Ambiguity::None),
+            &then(runs_then),
+            &mut Facts::default(),
+        );
+        assert!(found.iter().any(|f| f.checker() == checker), "{found:?}");
+    }
+}
