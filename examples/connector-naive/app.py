@@ -17,6 +17,10 @@ Its defects, on purpose (each is a common pattern, and each is harmless on a goo
 * At boot, every action still ``starting`` is started again ("resume interrupted work"). An
   instance killed while its start was in flight, or a second instance that boots while another
   is starting, makes a second run for the same action.
+* The latest objective wins: the same ``action_id`` with another objective replaces the old one
+  and starts it, so one action gets a second run (seed 000 calls it a collision: no run).
+* A run Hermes no longer knows (``GET`` 404 after a Hermes restart) is taken to have finished:
+  the action becomes ``completed``, a terminal status nobody reported.
 
 Same API and configuration as connector-keyed: PORT, HERMES_URL, HERMES_API_KEY, CONNECTOR_DB,
 INSTANCE. Python 3.9+, standard library only.
@@ -109,7 +113,15 @@ class Store:
             ).rowcount
             r = c.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
         if r["fingerprint"] != fp:
-            raise Collision(r)
+            # "The latest objective wins": the action starts over with the new one.
+            with self.conn() as c:
+                c.execute(
+                    "UPDATE actions SET fingerprint = ?, objective = ?, status = 'starting',"
+                    " run_id = NULL, updated_at = ? WHERE action_id = ?",
+                    (fp, objective, t, action_id),
+                )
+                r = c.execute("SELECT * FROM actions WHERE action_id = ?", (action_id,)).fetchone()
+            return True, r
         return n == 1, r
 
     def update(self, action_id, **fields):
@@ -222,6 +234,11 @@ class Runner:
         action_id, run_id = a["action_id"], a["run_id"]
         while not self.stop.is_set():
             status, doc, _ = self.hermes.call("GET", f"/v1/runs/{run_id}")
+            if status == 404:
+                # Hermes no longer knows the run: it must have finished.
+                self.store.update(action_id, status="completed")
+                log(f"{action_id}: {run_id} gone (404), taken as completed")
+                return
             if status == 200 and isinstance(doc, dict):
                 st = doc.get("status")
                 if st in FINAL_PROVIDER:

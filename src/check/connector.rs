@@ -73,7 +73,7 @@ pub fn judge(
                     "deploy_one_run",
                     Req::R010,
                     format!(
-                        "fake-hermes started {} runs for one action: {} (ground truth): a start whose answer was lost, refused or never read is outcome_unknown, never started again (seed 000)",
+                        "fake-hermes started {} runs for one action: {} (ground truth): an action is started once; a start whose answer was lost, refused or never read is outcome_unknown, and a changed input under the same action id is a collision, never a second run (seed 000)",
                         mine.len(),
                         mine.iter()
                             .map(|x| format!(

@@ -41,6 +41,11 @@ crate::vocab::words!(
         StartErrorAfterCommit = "start_error_after_commit",
         /// The same action submitted again while its start is held.
         ReplayWhileHeld = "replay_while_held",
+        /// Hermes restarts while the connector polls the run: it forgets the run (`GET` 404),
+        /// its ledger keeps it.
+        ForgetWhilePolling = "forget_while_polling",
+        /// The same action id submitted again, settled, with another objective (a collision).
+        ChangedInput = "changed_input",
     }
 );
 
@@ -53,7 +58,7 @@ pub struct ConnectorCase {
     pub requirements: &'static [Req],
 }
 
-pub const CASES: [ConnectorCase; 4] = [
+pub const CASES: [ConnectorCase; 6] = [
     ConnectorCase {
         id: "CONNECTOR-001",
         title: "The instance is killed while Hermes holds its run start; Hermes then starts the run",
@@ -78,17 +83,42 @@ pub const CASES: [ConnectorCase; 4] = [
         kind: HermesKind::ReplayWhileHeld,
         requirements: &[Req::R010, Req::R002, Req::R011],
     },
+    ConnectorCase {
+        id: "CONNECTOR-005",
+        title: "Hermes restarts and forgets the run while the connector polls it",
+        kind: HermesKind::ForgetWhilePolling,
+        requirements: &[Req::R010, Req::R011],
+    },
+    ConnectorCase {
+        id: "CONNECTOR-006",
+        title: "The same action id is submitted again with another objective",
+        kind: HermesKind::ChangedInput,
+        requirements: &[Req::R010, Req::R002, Req::R011],
+    },
 ];
 
 impl HermesKind {
-    fn fault(self, hold: &str) -> Fault {
-        match self {
-            HermesKind::CrashAtHeldStart | HermesKind::ReplayWhileHeld => Fault::Hold {
-                name: hold.to_string(),
-            },
-            HermesKind::LostStart => Fault::CommitThenDrop,
-            HermesKind::StartErrorAfterCommit => Fault::CommitThen { status: 500 },
-        }
+    /// The rule at fake-hermes (none where the harness itself is the fault).
+    fn rule(self, hold: &str) -> Option<Rule> {
+        let (route, fault) = match self {
+            HermesKind::CrashAtHeldStart | HermesKind::ReplayWhileHeld => (
+                Route::Start,
+                Fault::Hold {
+                    name: hold.to_string(),
+                },
+            ),
+            HermesKind::LostStart => (Route::Start, Fault::CommitThenDrop),
+            HermesKind::StartErrorAfterCommit => (Route::Start, Fault::CommitThen { status: 500 }),
+            HermesKind::ForgetWhilePolling => (Route::Status, Fault::Forget),
+            HermesKind::ChangedInput => return None,
+        };
+        Some(Rule {
+            route,
+            nth: 1,
+            times: 1,
+            session_id: None,
+            fault,
+        })
     }
     /// What the start's answer left the connector knowing: a killed instance never read its
     /// reply.
@@ -96,7 +126,9 @@ impl HermesKind {
         match self {
             HermesKind::CrashAtHeldStart | HermesKind::LostStart => Ambiguity::Dropped,
             HermesKind::StartErrorAfterCommit => Ambiguity::ErrorAfterCommit,
-            HermesKind::ReplayWhileHeld => Ambiguity::None,
+            HermesKind::ReplayWhileHeld
+            | HermesKind::ForgetWhilePolling
+            | HermesKind::ChangedInput => Ambiguity::None,
         }
     }
 }
@@ -221,6 +253,11 @@ pub async fn run_case(
     let Some((hermes, key)) = p.hermes.as_ref() else {
         return report.harness_error("fake-hermes is not running".into(), Instant::now());
     };
+    if let Some(why) = cannot_take(d, c) {
+        report.verdict = crate::report::model::Verdict::Unsupported;
+        report.unsupported = Some(why);
+        return report;
+    }
     let work = out.join(WORK).join(c.id);
     let logs = out.join(LOGS).join(c.id);
     for dir in [&work, &logs] {
@@ -259,6 +296,7 @@ pub async fn run_case(
         occurrence: occurrence.clone(),
         amount: 0,
         currency: String::new(),
+        objective: format!("Summarise the state of deployment {occurrence}"),
     };
     let mut live: Vec<Instance> = Vec::new();
     let result = drive(&mut cx, c, &vars, &mut live).await;
@@ -267,24 +305,37 @@ pub async fn run_case(
     }
     let ledger = cx.tell_runs();
     let hold = format!("{}-start", c.id.to_lowercase());
-    let fired = hermes.rules().iter().any(|r| r.fired > 0);
     let mine: Vec<&RunStarted> = ledger
         .runs
         .iter()
         .filter(|r| owner_of(d, r).as_deref() == Some(occurrence.as_str()))
         .collect();
-    let what = format!(
-        "action {occurrence}: its run start meets {} ({})",
-        c.kind.name(),
-        c.kind.fault(&hold)
-    );
+    // The fault acted where its rule fired and the action has a run it made; a changed input
+    // acted once the second submission went out.
+    let (what, fired) = match c.kind.rule(&hold) {
+        Some(rule) => (
+            format!(
+                "action {occurrence}: its {} meets {} ({})",
+                if rule.route == Route::Start {
+                    "run start"
+                } else {
+                    "first status read"
+                },
+                c.kind.name(),
+                rule.fault
+            ),
+            hermes.rules().iter().any(|r| r.fired > 0) && !mine.is_empty(),
+        ),
+        None => (
+            format!("action {occurrence}: submitted again, settled, with another objective"),
+            cx.steps
+                .iter()
+                .any(|s| s.contains("submitted again with another objective")),
+        ),
+    };
     let mut ran = Ran {
         steps: std::mem::take(&mut cx.steps),
-        faults: vec![FaultReport {
-            what,
-            // The fault acted where its rule fired and the action has a run it made.
-            fired: fired && !mine.is_empty(),
-        }],
+        faults: vec![FaultReport { what, fired }],
         undecided: None,
         not_earned: None,
         reported: Vec::new(),
@@ -359,15 +410,11 @@ async fn drive(
 ) -> Result<(Vec<drive::Observed>, Vec<RunsThen>), (HarnessCause, String)> {
     let unreachable = |e: String| (HarnessCause::Unreachable, e);
     let hold = format!("{}-start", c.id.to_lowercase());
-    cx.hermes
-        .add_rule(Rule {
-            route: Route::Start,
-            nth: 1,
-            times: 1,
-            session_id: None,
-            fault: c.kind.fault(&hold),
-        })
-        .map_err(|e| unreachable(format!("fault plan: {}", e.join("; "))))?;
+    if let Some(rule) = c.kind.rule(&hold) {
+        cx.hermes
+            .add_rule(rule)
+            .map_err(|e| unreachable(format!("fault plan: {}", e.join("; "))))?;
+    }
     live.push(cx.start("a").await?);
     let base = live[0].base.clone();
     let first = send(cx, &base, vars);
@@ -440,7 +487,47 @@ async fn drive(
                 );
             }
         }
-        HermesKind::LostStart | HermesKind::StartErrorAfterCommit => {
+        HermesKind::ChangedInput => {
+            let said = answer(first, Duration::from_secs(60)).await;
+            cx.told(
+                CLIENT,
+                Tone::Plain,
+                format!("the submission answered: {said}"),
+            );
+            // Settled first, then the same id with another objective.
+            let (seen, then) = watch(cx, live, vars).await?;
+            let other = Vars {
+                objective: format!("{} (changed)", vars.objective),
+                ..vars.clone()
+            };
+            let base = live.last().map(|i| i.base.clone()).unwrap_or(base);
+            let again = send(cx, &base, &other);
+            let said = answer(again, Duration::from_secs(60)).await;
+            cx.told(
+                CLIENT,
+                Tone::Fault,
+                format!(
+                    "the same action submitted again with another objective ({:?}): {said}",
+                    other.objective
+                ),
+            );
+            // The second watch's labels follow the first's; each final one keeps what
+            // fake-hermes had said then (a label unchanged since the first watch is not new).
+            let (more, more_then) = watch(cx, live, vars).await?;
+            let (mut seen, mut then) = (seen, then);
+            let mut t = more_then.into_iter();
+            for o in more {
+                let said_then = if o.outcome.is_final() { t.next() } else { None };
+                if seen.last() != Some(&o) {
+                    then.extend(said_then);
+                    seen.push(o);
+                }
+            }
+            return Ok((seen, then));
+        }
+        HermesKind::ForgetWhilePolling
+        | HermesKind::LostStart
+        | HermesKind::StartErrorAfterCommit => {
             let said = answer(first, Duration::from_secs(60)).await;
             cx.told(
                 CLIENT,
@@ -553,4 +640,17 @@ async fn watch(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok((seen, then))
+}
+
+/// Why this deploy file cannot take a connector case (`None`: it can): a changed input needs
+/// the submit template to carry `{objective}`.
+pub fn cannot_take(d: &Loaded, c: &ConnectorCase) -> Option<String> {
+    let t = &d.file.drive.submit;
+    let carries = t.path.contains("{objective}")
+        || t.body
+            .as_ref()
+            .is_some_and(|b| b.to_string().contains("{objective}"));
+    (c.kind == HermesKind::ChangedInput && !carries).then(|| {
+        "drive.submit holds no {objective}: the same action cannot be submitted with another objective".into()
+    })
 }

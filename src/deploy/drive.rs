@@ -12,6 +12,8 @@ pub struct Vars {
     pub occurrence: String,
     pub amount: i64,
     pub currency: String,
+    /// A connector's objective for the action (empty for a payment).
+    pub objective: String,
 }
 
 impl Vars {
@@ -20,6 +22,7 @@ impl Vars {
             "occurrence" => Some(self.occurrence.clone()),
             "amount" | "amount:int" => Some(self.amount.to_string()),
             "currency" => Some(self.currency.clone()),
+            "objective" => Some(self.objective.clone()),
             _ => None,
         }
     }
@@ -267,6 +270,7 @@ mod tests {
             occurrence: "o/1 x".into(),
             amount: 2000,
             currency: "usd".into(),
+            objective: String::new(),
         }
     }
 

@@ -22,7 +22,13 @@ pub const ENV_PLACEHOLDERS: [&str; 9] = [
 ];
 
 /// Placeholders a request template may hold (`{amount:int}` writes a JSON number).
-pub const DRIVE_PLACEHOLDERS: [&str; 4] = ["occurrence", "amount", "amount:int", "currency"];
+pub const DRIVE_PLACEHOLDERS: [&str; 5] = [
+    "occurrence",
+    "amount",
+    "amount:int",
+    "currency",
+    "objective",
+];
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -607,6 +607,7 @@ async fn drive_schedule(
             occurrence: st.occurrence.clone(),
             amount: 2000,
             currency: "usd".into(),
+            objective: String::new(),
         };
         let before = cx.p.payments.ledger().effects.len();
         let Some(target) = live.last() else {

@@ -17,6 +17,7 @@ fn vars() -> Vars {
         occurrence: "o-1".into(),
         amount: 2000,
         currency: "usd".into(),
+        objective: String::new(),
     }
 }
 
@@ -727,7 +728,7 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
             .iter()
             .filter(|c| c.id.starts_with("CONNECTOR-"))
             .count(),
-        4
+        6
     );
     // After an ambiguous start the honest answer is outcome_unknown: a pass, said as such.
     let lost = keyed
@@ -758,6 +759,34 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
         );
         assert_eq!(c.occurrences[0].provider_effects, 2, "{id}");
     }
+    // A changed objective under the same id started again; a run Hermes forgot taken as
+    // completed.
+    let changed = naive
+        .cases
+        .iter()
+        .find(|c| c.id == "CONNECTOR-006")
+        .expect("case");
+    assert!(
+        changed
+            .failures
+            .iter()
+            .any(|f| f.requirement.to_string() == "AOC-REQ-010"),
+        "{}",
+        changed.reasons()
+    );
+    let forgot = naive
+        .cases
+        .iter()
+        .find(|c| c.id == "CONNECTOR-005")
+        .expect("case");
+    assert!(
+        forgot
+            .failures
+            .iter()
+            .any(|f| f.requirement.to_string() == "AOC-REQ-011" && f.msg.contains("not ended")),
+        "{}",
+        forgot.reasons()
+    );
     assert_eq!(
         aocheck::deploy::exit_code(&naive),
         aocheck::exit::REQUIREMENT_FAILED
