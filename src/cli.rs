@@ -116,6 +116,9 @@ pub enum CasesCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum SutCmd {
+    /// The reference Hermes connector behind a small HTTP front (`POST /actions`,
+    /// `GET /actions/{id}`), a running service for `aocheck deploy` (`provider: hermes`).
+    Connector(crate::reference::front::FrontArgs),
     /// The reference implementation, one executor generation per process.
     Reference {
         /// A deliberately broken variant (for checking the harness), e.g. `replay_unknown`.
@@ -596,6 +599,9 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Run(a) => run_suite_cmd(a).await,
         Command::Explore(a) => crate::explore::cmd::explore_cmd(a).await,
         Command::Deploy(a) => crate::deploy::deploy_cmd(a).await,
+        Command::Sut {
+            what: SutCmd::Connector(a),
+        } => crate::reference::front::serve(a).await,
         Command::Merge(a) => {
             if a.shards
                 .first()

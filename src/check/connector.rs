@@ -123,9 +123,12 @@ pub fn judge(
                     .iter()
                     .any(|(_, st)| st.as_deref().is_some_and(|s| want.contains(&s)))
             };
+            // `not_accepted`: Hermes never took the start, so no run of the action exists;
+            // `final_failure`: a run of it ended failed or cancelled.
             let wrong = match said {
                 "success" => !ended(&["completed"]),
-                "final_failure" | "not_accepted" => !ended(&["failed", "cancelled"]),
+                "final_failure" => !ended(&["failed", "cancelled"]),
+                "not_accepted" => !runs_then.is_empty(),
                 _ => false,
             };
             if wrong {
@@ -173,6 +176,24 @@ pub fn judge(
         }
     }
     out
+}
+
+/// `deploy_one_run` (AOC-REQ-010): the connector's answer to the same action id submitted with
+/// another objective. "Requests that change … the exact request … are refused as conflicting"
+/// (AOC-REQ-010), "changed input is rejected" (seed 000): a 2xx accepted it, whatever the
+/// connector then did with it. One fact.
+pub fn changed_input(occurrence: &str, code: u16, facts: &mut Facts) -> Option<Finding> {
+    facts.saw(Req::R010);
+    (200..300).contains(&code).then(|| {
+        Finding::new(
+            "deploy_one_run",
+            Req::R010,
+            format!(
+                "the connector answered {code} to the same action id with another objective: a changed input under one action is a collision, refused, never accepted (seed 000)"
+            ),
+        )
+        .about(Some(occurrence))
+    })
 }
 
 #[cfg(test)]
@@ -237,6 +258,8 @@ mod tests {
     #[case::completed_with_no_run(vec![], "completed", "success", Ambiguity::None, &[], &[Req::R011])]
     #[case::failed_after_a_5xx_while_it_ran(vec![run("r1", "a1")], "failed", "final_failure", Ambiguity::ErrorAfterCommit, &[("r1", None)], &[Req::R011, Req::R009])]
     #[case::failed_and_so_it_was(vec![run("r1", "a1")], "failed", "final_failure", Ambiguity::ErrorAfterCommit, &[("r1", Some("failed"))], &[])]
+    #[case::refused_with_no_run(vec![], "rejected", "not_accepted", Ambiguity::None, &[], &[])]
+    #[case::refused_although_a_run_failed(vec![run("r1", "a1")], "rejected", "not_accepted", Ambiguity::None, &[("r1", Some("failed"))], &[Req::R011])]
     fn the_ledger_decides(
         #[case] runs: Vec<RunStarted>,
         #[case] label: &str,
@@ -284,5 +307,19 @@ mod tests {
             &mut Facts::default(),
         );
         assert!(found.iter().any(|f| f.checker() == checker), "{found:?}");
+    }
+
+    /// Both ways: a refusal of a changed input passes, a 2xx fails AOC-REQ-010.
+    #[rstest]
+    #[case::refused(409, false)]
+    #[case::unprocessable(422, false)]
+    #[case::accepted(202, true)]
+    #[case::answered_with_the_old_action(200, true)]
+    fn a_changed_input_is_refused(#[case] code: u16, #[case] fails: bool) {
+        let mut facts = Facts::default();
+        let f = changed_input("a1", code, &mut facts);
+        assert_eq!(f.is_some(), fails);
+        assert!(f.iter().all(|x| x.requirement() == Req::R010));
+        assert_eq!(facts.count(Req::R010), 1);
     }
 }

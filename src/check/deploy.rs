@@ -264,7 +264,8 @@ pub fn judge(
         let last = r.finals.len().saturating_sub(1);
         for (i, shown) in r.finals.iter().enumerate() {
             let said = shown.outcome;
-            if !distinct.contains(&said) {
+            // `unknown` claims no outcome: an unknown then the real one is no relabelling.
+            if said != "unknown" && !distinct.contains(&said) {
                 distinct.push(said);
             }
             let at_end = i == last && r.outcome.is_some();
@@ -506,6 +507,8 @@ mod tests {
     #[case::paid_then_failed(&[("paid", "success"), ("failed", "final_failure")], vec![Req::R011, Req::R009, Req::R011])]
     // The same outcome under two labels of the service is no relabelling.
     #[case::two_labels_one_outcome(&[("paid", "success"), ("settled", "success")], vec![])]
+    // Unknown (honest caution, no outcome claimed), then the outcome: no relabelling.
+    #[case::unknown_then_paid(&[("unknown", "unknown"), ("paid", "success")], vec![])]
     fn every_final_label_reported_is_judged(
         #[case] finals: &[(&str, &'static str)],
         #[case] want: Vec<Req>,

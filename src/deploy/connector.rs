@@ -1,14 +1,15 @@
 //! Judging a running Hermes connector (`provider: hermes`): seed 000's "verify an integration"
 //! list as deployment cases. aocheck starts the connector as for a payment service, points it at
-//! fake-hermes (`{hermes.url}`, `{hermes.key}`), submits an action through the connector's own
-//! API, lands a fault on its `POST /v1/runs` (held and its instance killed, the reply lost, a
-//! 5xx after the run started, the same action again while the start is held), watches the
-//! action's status, and judges by fake-hermes' ledger (`check::connector`): at most one run per
-//! action, and a final status only from the provider's own record of the run.
+//! fake-hermes (`{hermes.url}`, `{hermes.key}`; every run lasts 1.5 s), submits an action
+//! through the connector's own API and lands a fault ([`HermesKind`]): its `POST /v1/runs` held
+//! and its instance killed, the start's reply lost, a 5xx after the run started, the same action
+//! again while the start is held, Hermes restarting and forgetting the run, the same action id
+//! with another objective. It watches the action's status and judges by fake-hermes' ledger
+//! (`check::connector`): at most one run per action, a changed input refused, and a final status
+//! only from the provider's own record of the run.
 //!
-//! Not yet here (the issue's later cases): an approval resumed after a restart, a cancellation
-//! racing a completion, a broken event stream, a Hermes restart that forgets run status, and
-//! `deploy explore` over these faults.
+//! Not yet here (D80): an approval resumed after a restart, a cancellation racing a completion,
+//! a broken event stream, and `deploy explore` over these faults.
 
 use super::drive::{self, Vars};
 use super::file::Loaded;
@@ -41,8 +42,8 @@ crate::vocab::words!(
         StartErrorAfterCommit = "start_error_after_commit",
         /// The same action submitted again while its start is held.
         ReplayWhileHeld = "replay_while_held",
-        /// Hermes restarts while the connector polls the run: it forgets the run (`GET` 404),
-        /// its ledger keeps it.
+        /// Hermes restarts right after the run starts: the connector's next request (its event
+        /// stream or its status read) finds the run forgotten (404); the ledger keeps it.
         ForgetWhilePolling = "forget_while_polling",
         /// The same action id submitted again, settled, with another objective (a collision).
         ChangedInput = "changed_input",
@@ -85,7 +86,7 @@ pub const CASES: [ConnectorCase; 6] = [
     },
     ConnectorCase {
         id: "CONNECTOR-005",
-        title: "Hermes restarts and forgets the run while the connector polls it",
+        title: "Hermes restarts and forgets the run while the connector follows it",
         kind: HermesKind::ForgetWhilePolling,
         requirements: &[Req::R010, Req::R011],
     },
@@ -109,12 +110,14 @@ impl HermesKind {
             ),
             HermesKind::LostStart => (Route::Start, Fault::CommitThenDrop),
             HermesKind::StartErrorAfterCommit => (Route::Start, Fault::CommitThen { status: 500 }),
-            HermesKind::ForgetWhilePolling => (Route::Status, Fault::Forget),
+            // The connector's next request after the start, its event stream or its status
+            // read, finds Hermes restarted.
+            HermesKind::ForgetWhilePolling => (Route::Any, Fault::Forget),
             HermesKind::ChangedInput => return None,
         };
         Some(Rule {
             route,
-            nth: 1,
+            nth: if route == Route::Any { 2 } else { 1 },
             times: 1,
             session_id: None,
             fault,
@@ -136,11 +139,8 @@ impl HermesKind {
 /// The action a run belongs to, by the declared rule (a template around `{occurrence}`).
 pub fn owner_of(d: &Loaded, r: &RunStarted) -> Option<String> {
     let a = d.file.attribution.as_ref()?;
-    let (template, value) = match (&a.session_id, &a.idempotency_key) {
-        (Some(t), _) => (t, Some(r.session_id.as_str())),
-        (None, Some(t)) => (t, r.idempotency_key.as_deref()),
-        (None, None) => return None,
-    };
+    let template = a.session_id.as_ref()?;
+    let value = Some(r.session_id.as_str());
     let (pre, post) = template.split_once("{occurrence}")?;
     let o = value?.strip_prefix(pre)?.strip_suffix(post)?;
     (!o.is_empty()).then(|| o.to_string())
@@ -158,7 +158,16 @@ struct Ctx<'a> {
     beats: Vec<Beat>,
     /// The runs already told on the timeline.
     runs_told: usize,
+    /// The HTTP status the connector answered a changed objective under the same id with.
+    changed_answer: Option<u16>,
 }
+
+static RUN_SCRIPT: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
+    serde_json::json!({"name": "aocheck-deploy", "steps": [
+        {"id": "think", "kind": "sleep", "ms": 1500},
+        {"id": "reply", "kind": "message", "text": "Done. I completed the objective.", "after": ["think"]}
+    ]})
+});
 
 const CLIENT: &str = "aocheck (the client)";
 const HERMES: &str = "fake-hermes";
@@ -190,13 +199,18 @@ impl Ctx<'_> {
     /// Every run fake-hermes started since the last look, on the timeline.
     fn tell_runs(&mut self) -> Ledger {
         let l = self.hermes.ledger();
-        let new: Vec<String> = l
+        // A run is the defect (red) when an earlier run has its session: a second run for one
+        // action.
+        let new: Vec<(bool, String)> = l
             .runs
             .iter()
+            .enumerate()
             .skip(self.runs_told)
-            .map(|r| {
-                format!(
-                    "run {} started for session {} (key {}{}); its reply {:?}",
+            .map(|(i, r)| {
+                let again = l.runs[..i].iter().any(|x| x.session_id == r.session_id);
+                let s = format!(
+                    "{}run {} started for session {} (key {}{}); its reply {:?}",
+                    if again { "SECOND " } else { "" },
                     r.run_id,
                     r.session_id,
                     r.idempotency_key.as_deref().unwrap_or("none"),
@@ -204,16 +218,13 @@ impl Ctx<'_> {
                         .as_deref()
                         .map_or(String::new(), |f| format!(", fault {f}")),
                     r.reply
-                )
+                );
+                (again, s)
             })
             .collect();
         self.runs_told = l.runs.len();
-        for (k, s) in new.into_iter().enumerate() {
-            let tone = if self.runs_told - k > 1 {
-                Tone::Defect
-            } else {
-                Tone::Settled
-            };
+        for (again, s) in new {
+            let tone = if again { Tone::Defect } else { Tone::Settled };
             self.told(HERMES, tone, s);
         }
         l
@@ -233,11 +244,17 @@ fn send(cx: &Ctx<'_>, base: &str, vars: &Vars) -> Sent {
 }
 
 async fn answer(s: Sent, wait: Duration) -> String {
+    answered(s, wait).await.1
+}
+
+/// The submission's HTTP status, if it got one (inside `accept` or not), and its words.
+async fn answered(s: Sent, wait: Duration) -> (Option<u16>, String) {
     match tokio::time::timeout(wait, s).await {
-        Err(_) => format!("no answer within {} s", wait.as_secs()),
-        Ok(Err(e)) => format!("lost ({e})"),
-        Ok(Ok(Ok(code))) => code.to_string(),
-        Ok(Ok(Err(e))) => e.to_string(),
+        Err(_) => (None, format!("no answer within {} s", wait.as_secs())),
+        Ok(Err(e)) => (None, format!("lost ({e})")),
+        Ok(Ok(Ok(code))) => (Some(code), code.to_string()),
+        Ok(Ok(Err(drive::DriveError::Status { status, .. }))) => (Some(status), status.to_string()),
+        Ok(Ok(Err(e))) => (None, e.to_string()),
     }
 }
 
@@ -273,6 +290,14 @@ pub async fn run_case(
         Err(e) => return report.harness_error(format!("http client: {e}"), Instant::now()),
     };
     hermes.reset();
+    // Each run takes 1.5 s, several status reads of the watch: a status the connector shows
+    // before Hermes ended the run is seen as such, never confirmed by luck.
+    if let Err(e) = hermes.set_scripts(Vec::new(), Some(RUN_SCRIPT.clone())) {
+        return report.harness_error(
+            format!("fake-hermes script: {}", e.join("; ")),
+            Instant::now(),
+        );
+    }
     let mut cx = Ctx {
         d,
         hermes,
@@ -290,6 +315,7 @@ pub async fn run_case(
         steps: Vec::new(),
         beats: Vec::new(),
         runs_told: 0,
+        changed_answer: None,
     };
     let occurrence = format!("{}-a1", c.id.to_lowercase());
     let vars = Vars {
@@ -319,18 +345,21 @@ pub async fn run_case(
                 if rule.route == Route::Start {
                     "run start"
                 } else {
-                    "first status read"
+                    "first request after the start"
                 },
                 c.kind.name(),
                 rule.fault
             ),
-            hermes.rules().iter().any(|r| r.fired > 0) && !mine.is_empty(),
+            hermes.rules().iter().any(|r| r.fired > 0)
+                && !mine.is_empty()
+                // A forgotten run is one that had not ended: one the restart found already
+                // ended exercised nothing.
+                && (c.kind != HermesKind::ForgetWhilePolling
+                    || mine.iter().any(|r| !ledger.terminal.contains_key(&r.run_id))),
         ),
         None => (
             format!("action {occurrence}: submitted again, settled, with another objective"),
-            cx.steps
-                .iter()
-                .any(|s| s.contains("submitted again with another objective")),
+            cx.changed_answer.is_some(),
         ),
     };
     let mut ran = Ran {
@@ -387,15 +416,22 @@ pub async fn run_case(
                 &[then],
                 &mut ran.facts,
             );
+            // A changed input under the same id is refused (AOC-REQ-010: "requests that change
+            // … exact request … are refused as conflicting"; seed 000: rejected): an answer
+            // of 2xx accepted it, whatever the connector then did with it.
+            if let Some(code) = cx.changed_answer {
+                ran.findings.extend(crate::check::connector::changed_input(
+                    &occurrence,
+                    code,
+                    &mut ran.facts,
+                ));
+            }
             ran.entries = vec![mine.len() as u32];
             ran.reported = vec![reported];
             ran.observed = vec![o];
         }
     }
-    let mut report = {
-        report.file_sha256 = d.sha256.clone();
-        super::case_report(d, report, c.requirements, ran)
-    };
+    let mut report = super::case_report(d, report, c.requirements, ran);
     report.logs = super::logs_under(out, &Path::new(LOGS).join(c.id));
     report
 }
@@ -502,7 +538,8 @@ async fn drive(
             };
             let base = live.last().map(|i| i.base.clone()).unwrap_or(base);
             let again = send(cx, &base, &other);
-            let said = answer(again, Duration::from_secs(60)).await;
+            let (code, said) = answered(again, Duration::from_secs(60)).await;
+            cx.changed_answer = code;
             cx.told(
                 CLIENT,
                 Tone::Fault,

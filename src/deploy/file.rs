@@ -405,6 +405,9 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         if !f.service.env.values().any(|v| v.contains("{hermes.url}")) {
             d.push("service.env: `provider: hermes` but no variable holds {hermes.url}; the connector must be pointed at fake-hermes (e.g. `HERMES_URL: \"{hermes.url}\"`)".into());
         }
+        if !f.service.env.values().any(|v| v.contains("{hermes.key}")) {
+            d.push("service.env: `provider: hermes` but no variable holds {hermes.key}; fake-hermes refuses a start without its API key (e.g. `HERMES_API_KEY: \"{hermes.key}\"`)".into());
+        }
         if f.webhook.is_some() {
             d.push("webhook: a Hermes connector receives no payment events; remove it".into());
         }
@@ -471,15 +474,15 @@ fn attribution_defects(provider: ProviderKind, a: &Attribution, d: &mut Vec<Stri
     .collect();
     let allowed: &[&str] = match provider {
         ProviderKind::Payments => &["idempotency_key", "metadata"],
-        ProviderKind::Hermes => &["session_id", "idempotency_key"],
+        // fake-hermes' pinned default mode ignores a start's Idempotency-Key and records none,
+        // so only the session id can place a run (D80).
+        ProviderKind::Hermes => &["session_id"],
     };
     let example = match provider {
         ProviderKind::Payments => {
             "`idempotency_key: \"order-{occurrence}\"` or `metadata: order_id`"
         }
-        ProviderKind::Hermes => {
-            "`session_id: \"aip-operator-{occurrence}\"` or `idempotency_key: \"{occurrence}\"`"
-        }
+        ProviderKind::Hermes => "`session_id: \"aip-operator-{occurrence}\"`",
     };
     match given.as_slice() {
         [] => d.push(format!(

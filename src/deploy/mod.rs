@@ -337,12 +337,7 @@ pub async fn run(
                 .into_iter()
                 .filter(|(id, _, _)| only.is_empty() || only.iter().any(|o| o == id))
             {
-                let c = CaseReport::new(
-                    id,
-                    title,
-                    &d.path,
-                    reqs.iter().map(|r| r.to_string()).collect(),
-                );
+                let c = connector_case(d, id, title, reqs);
                 cases.push(c.harness_error(format!("providers: {e}"), Instant::now()));
             }
         }
@@ -352,15 +347,8 @@ pub async fn run(
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
                 progress(format!("{} {} …", c.id, c.title));
-                let report = CaseReport::new(
-                    c.id,
-                    c.title,
-                    &d.path,
-                    c.requirements.iter().map(|r| r.to_string()).collect(),
-                );
-                let mut r = connector::run_case(d, c, &p, out, report).await;
-                r.key_rule = d.file.attribution.as_ref().map(file::Attribution::describe);
-                r.repro = format!("aocheck deploy run {} --case {}", d.path.display(), c.id);
+                let report = connector_case(d, c.id, c.title, c.requirements);
+                let r = connector::run_case(d, c, &p, out, report).await;
                 progress(ended(&r));
                 cases.push(r);
             }
@@ -381,6 +369,21 @@ pub async fn run(
     }
     cases.extend(history_case(d, &cases));
     assemble(d, cases, seen_agents, seen_versions)
+}
+
+/// A deployment case's report before it runs: its file's digest, the key rule, how to replay
+/// it (any case of either provider).
+fn connector_case(d: &Loaded, id: &str, title: &str, reqs: &[Req]) -> CaseReport {
+    let mut r = CaseReport::new(
+        id,
+        title,
+        &d.path,
+        reqs.iter().map(|r| r.to_string()).collect(),
+    );
+    r.file_sha256 = d.sha256.clone();
+    r.key_rule = d.file.attribution.as_ref().map(file::Attribution::describe);
+    r.repro = format!("aocheck deploy run {} --case {id}", d.path.display());
+    r
 }
 
 /// A case's closing progress line.
@@ -659,7 +662,11 @@ pub fn case_report(
         }
         let mut sources = vec![
             "the service's status route (drive.status)".to_string(),
-            "fake-payments ground-truth ledger".to_string(),
+            match d.file.provider {
+                file::ProviderKind::Payments => "fake-payments ground-truth ledger",
+                file::ProviderKind::Hermes => "fake-hermes ground-truth ledger",
+            }
+            .to_string(),
         ];
         if rec.is_some() {
             sources.push("the service's record (drive.report)".into());
@@ -734,7 +741,7 @@ pub fn case_report(
         // A case whose fault did not act is never a pass, whatever else held.
         report.verdict = Verdict::HarnessError;
         report.harness = Some(format!(
-            "a declared fault did not act on a charge ({}): the case exercised nothing",
+            "a declared fault did not act ({}): the case exercised nothing",
             f.what
         ));
         report.harness_cause = Some(HarnessCause::Undecided);

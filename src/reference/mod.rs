@@ -5,6 +5,7 @@
 pub(crate) mod dispatch;
 pub mod envelope;
 pub mod executor;
+pub mod front;
 pub(crate) mod in_process;
 mod knobs;
 pub mod payments;

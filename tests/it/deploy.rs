@@ -158,6 +158,7 @@ fn examples() -> Vec<std::path::PathBuf> {
         "shop-naive",
         "connector-keyed",
         "connector-naive",
+        "connector-reference",
     ]
     .iter()
     .map(|n| {
@@ -818,4 +819,49 @@ fn a_connector_deploy_file_is_checked_for_its_provider() {
         ),
         &["attribution.session_id: \"aip-operator\" must hold {occurrence}"],
     );
+}
+
+/// The same truth judged at two boundaries (issue 40): aocheck's reference connector
+/// (`src/operator/`, judged through the process protocol by the HERMES cases) behind its HTTP
+/// front (`aocheck sut connector`) passes every connector deployment case, with one run per
+/// action in fake-hermes' ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_connector_behind_its_http_front_passes_the_connector_cases() {
+    use aocheck::report::model::Verdict;
+    let f = examples()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("connector-reference"))
+        .expect("example");
+    let mut loaded = file::load(&f).expect("the example's deploy file loads");
+    // The example runs `aocheck` from the PATH; here, the binary under test.
+    loaded.file.service.command[0] = env!("CARGO_BIN_EXE_aocheck").into();
+    let out = tempfile::tempdir().expect("tempdir");
+    let r = aocheck::deploy::run(&loaded, out.path(), &[], &mut |_| {}).await;
+    let cases: Vec<_> = r
+        .cases
+        .iter()
+        .filter(|c| c.id.starts_with("CONNECTOR-"))
+        .collect();
+    assert_eq!(cases.len(), aocheck::deploy::connector::CASES.len());
+    for c in cases {
+        assert_eq!(
+            c.verdict,
+            Verdict::Pass,
+            "{}: {} {:?}",
+            c.id,
+            c.reasons(),
+            c.steps
+        );
+        assert!(
+            c.faults.iter().all(|f| f.fired) && !c.faults.is_empty(),
+            "{}",
+            c.id
+        );
+        assert!(
+            c.occurrences.iter().all(|o| o.provider_effects == 1),
+            "{}",
+            c.id
+        );
+    }
+    assert_eq!(aocheck::deploy::exit_code(&r), aocheck::exit::OK);
 }
