@@ -49,6 +49,10 @@ pub struct FrontArgs {
     /// The endpoint id (the capability `cap:hermes_agent:<endpoint>:operator`).
     #[arg(long, default_value = "primary")]
     pub endpoint: String,
+    /// How long an unbound start claim is held before a replay may call its start
+    /// `outcome_unknown` (never started again); the policy's bounds apply.
+    #[arg(long, env = "START_CLAIM_TTL_MS")]
+    pub start_claim_ttl_ms: Option<u64>,
 }
 
 struct Front {
@@ -260,7 +264,12 @@ pub async fn serve(a: FrontArgs) -> u8 {
         &a.endpoint,
         &a.hermes_url,
         &a.hermes_key,
-        Policy::default(),
+        Policy {
+            start_claim_ttl_ms: a
+                .start_claim_ttl_ms
+                .unwrap_or(Policy::default().start_claim_ttl_ms),
+            ..Policy::default()
+        },
         &a.instance,
         Arc::new(crate::clock::SystemClock),
     ) {
