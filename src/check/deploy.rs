@@ -126,55 +126,7 @@ pub fn judge(
         // One occurrence's entries counted: its identity held (002) and it entered once (010).
         facts.saw(Req::R010);
         facts.saw(Req::R002);
-        // Its create requests: the ones that made its entries, any other under the same key
-        // (a retry the provider answered from its idempotency store, or refused while the
-        // first was in flight), any whose reply named its payment, and (by a key rule) any
-        // under its key.
-        let keys: Vec<&str> = mine
-            .iter()
-            .filter_map(|e| e.idempotency_key.as_deref())
-            .collect();
-        let creates: Vec<_> = ledger
-            .requests
-            .iter()
-            .filter(|q| q.op == provider_model::payments::faults::Op::Create)
-            .filter(|q| {
-                mine.iter().any(|e| e.request_seq == q.seq)
-                    || q.idempotency_key
-                        .as_deref()
-                        .is_some_and(|k| keys.contains(&k))
-                    || q.refs
-                        .iter()
-                        .any(|x| mine.iter().any(|e| e.payment_id == *x))
-                    || q.idempotency_key.as_deref().is_some_and(|k| {
-                        owner("", Some(k)).as_deref() == Some(r.occurrence.as_str())
-                    })
-            })
-            .collect();
-        if mine.len() <= 1 && creates.len() > 1 {
-            let replayed = creates.iter().filter(|q| q.replayed).count();
-            out.push(
-                Finding::new(
-                    "deploy_one_entry",
-                    Req::R010,
-                    format!(
-                        "{} create requests reached the provider for one occurrence ({}; {replayed} answered from the provider's idempotency store) (ground truth): an occurrence enters the provider once, and a provider idempotency key is not permission for a second attempt (§4.10); after an ambiguous answer, look the payment up",
-                        creates.len(),
-                        creates
-                            .iter()
-                            .map(|q| format!(
-                                "request {} key {} answered {}",
-                                q.seq,
-                                q.idempotency_key.as_deref().unwrap_or("none"),
-                                q.status
-                            ))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                )
-                .about(Some(&r.occurrence)),
-            );
-        }
+        out.extend(second_attempt(ledger, owner, &mine, &r.occurrence));
         if mine.len() > 1 {
             let each = mine
                 .iter()
@@ -330,6 +282,62 @@ pub fn judge(
         }
     }
     out
+}
+
+/// `deploy_one_entry` (AOC-REQ-010, §4.10): an order with at most one entry still entered
+/// twice when two create requests reached the provider for it: the one that made its entry, any
+/// other under the same key (a retry the provider answered from its idempotency store, or
+/// refused while the first was in flight), any whose reply named its payment, and (by a key
+/// rule) any under its key. `mine`: the order's creation effects.
+fn second_attempt(
+    ledger: &Ledger,
+    owner: Owner<'_>,
+    mine: &[&provider_model::payments::ledger::Effect],
+    occurrence: &str,
+) -> Option<Finding> {
+    let keys: Vec<&str> = mine
+        .iter()
+        .filter_map(|e| e.idempotency_key.as_deref())
+        .collect();
+    let creates: Vec<_> = ledger
+        .requests
+        .iter()
+        .filter(|q| q.op == provider_model::payments::faults::Op::Create)
+        .filter(|q| {
+            mine.iter().any(|e| e.request_seq == q.seq)
+                || q.idempotency_key
+                    .as_deref()
+                    .is_some_and(|k| keys.contains(&k))
+                || q.refs
+                    .iter()
+                    .any(|x| mine.iter().any(|e| e.payment_id == *x))
+                || q.idempotency_key
+                    .as_deref()
+                    .is_some_and(|k| owner("", Some(k)).as_deref() == Some(occurrence))
+        })
+        .collect();
+    (mine.len() <= 1 && creates.len() > 1).then(|| {
+        let replayed = creates.iter().filter(|q| q.replayed).count();
+        Finding::new(
+            "deploy_one_entry",
+            Req::R010,
+            format!(
+                "{} create requests reached the provider for one occurrence ({}; {replayed} answered from the provider's idempotency store) (ground truth): an occurrence enters the provider once, and a provider idempotency key is not permission for a second attempt (§4.10); after an ambiguous answer, look the payment up",
+                creates.len(),
+                creates
+                    .iter()
+                    .map(|q| format!(
+                        "request {} key {} answered {}",
+                        q.seq,
+                        q.idempotency_key.as_deref().unwrap_or("none"),
+                        q.status
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .about(Some(occurrence))
+    })
 }
 
 /// AOC-REQ-011: the distinct terminal outcomes a service (or connector) reported for one
