@@ -167,12 +167,12 @@ impl Ctx<'_> {
             return;
         }
         self.events.held = false;
+        // Timed before the release: the events go out on a task of their own at once.
+        let ms = self.started.elapsed().as_millis() as u64;
         let n = self.p.payments.release_webhooks();
-        self.told(
-            WEBHOOKS,
-            Tone::Fault,
-            format!("the provider's {n} held event(s) released, {why}"),
-        );
+        let s = format!("the provider's {n} held event(s) released, {why}");
+        self.beat_at(ms, WEBHOOKS, Tone::Fault, s.clone());
+        self.steps.push(format!("{ms:>6} ms  {s}"));
     }
     fn fresh_label(&mut self) -> String {
         self.next_label += 1;
@@ -343,7 +343,10 @@ pub async fn run_schedule(
     logs: &Path,
     schedule: &Schedule,
 ) -> Ran {
+    // The case's two clocks read at one moment: steps count from `started`, the provider's
+    // wall-clock times (requests, charges, webhooks) from `started_wall_ms`.
     let started = Instant::now();
+    let started_wall_ms = wall_ms();
     let mut ran = Ran {
         steps: Vec::new(),
         faults: Vec::new(),
@@ -395,7 +398,7 @@ pub async fn run_schedule(
         logs: logs.to_path_buf(),
         steps: Vec::new(),
         started,
-        started_wall_ms: wall_ms(),
+        started_wall_ms,
         next_label: 0,
         events: Events::default(),
         records: super::record::Records::of(d, super::ACCOUNT),

@@ -251,7 +251,9 @@ async fn with_its_events_held_the_honest_shop_settles_by_its_own_path() {
             })
             .min()
             .unwrap_or_else(|| panic!("no event time: {}", explain(c)));
-        assert!(paid <= released && released <= sent, "{}", explain(c));
+        // The steps count on the case's monotonic clock, the provider's send times on the
+        // wall clock read at the same moment: 1 ms apart at most by rounding.
+        assert!(paid <= released && released <= sent + 1, "{}", explain(c));
     }
     assert_no_leftovers(&j);
 }
