@@ -449,7 +449,14 @@ async fn drive(
     if let Some(rule) = c.kind.rule(&hold) {
         cx.hermes
             .add_rule(rule)
-            .map_err(|e| unreachable(format!("fault plan: {}", e.join("; "))))?;
+            // A plan fake-hermes refuses is aocheck's own defect: undecided, never "the
+            // service could not be reached".
+            .map_err(|e| {
+                (
+                    HarnessCause::Undecided,
+                    format!("fault plan: {}", e.join("; ")),
+                )
+            })?;
     }
     live.push(cx.start("a").await?);
     let base = live[0].base.clone();
@@ -591,7 +598,7 @@ async fn parked(cx: &mut Ctx<'_>, hold: &str) -> Result<(), (HarnessCause, Strin
         }
         Err(_) => Err((
             HarnessCause::Undecided,
-            "the connector sent no POST /v1/runs within 30 s of the action (the hold never fired)"
+            "fake-hermes held no POST /v1/runs within 30 s of the action: none arrived, or it was refused before the fault plan (a wrong {hermes.key}, a bad body); the connector's log says which"
                 .into(),
         )),
     }
