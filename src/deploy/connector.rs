@@ -17,7 +17,6 @@ use super::schedule::Ran;
 use super::service::{self, Env, Instance};
 use super::{LOGS, Providers, WORK};
 use crate::aoc::requirement::Req;
-use crate::check::Facts;
 use crate::check::connector::RunsThen;
 use crate::check::deploy::{Ambiguity, Reported, Shown};
 use crate::providers::holds;
@@ -26,7 +25,6 @@ use crate::report::story::{Beat, Tone};
 use provider_model::hermes::faults::{Fault, Route, Rule};
 use provider_model::hermes::ledger::{Ledger, RunStarted};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -160,6 +158,8 @@ struct Ctx<'a> {
     runs_told: usize,
     /// The HTTP status the connector answered a changed objective under the same id with.
     changed_answer: Option<u16>,
+    /// The HTTP status the connector answered the replay of a held action with.
+    replay_answer: Option<u16>,
 }
 
 static RUN_SCRIPT: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(|| {
@@ -316,6 +316,7 @@ pub async fn run_case(
         beats: Vec::new(),
         runs_told: 0,
         changed_answer: None,
+        replay_answer: None,
     };
     let occurrence = format!("{}-a1", c.id.to_lowercase());
     let vars = Vars {
@@ -355,7 +356,9 @@ pub async fn run_case(
                 // A forgotten run is one that had not ended: one the restart found already
                 // ended exercised nothing.
                 && (c.kind != HermesKind::ForgetWhilePolling
-                    || mine.iter().any(|r| !ledger.terminal.contains_key(&r.run_id))),
+                    || mine.iter().any(|r| !ledger.terminal.contains_key(&r.run_id)))
+                // A replay that never reached the connector replayed nothing.
+                && (c.kind != HermesKind::ReplayWhileHeld || cx.replay_answer.is_some()),
         ),
         None => (
             format!("action {occurrence}: submitted again, settled, with another objective"),
@@ -365,18 +368,9 @@ pub async fn run_case(
     let mut ran = Ran {
         steps: std::mem::take(&mut cx.steps),
         faults: vec![FaultReport { what, fired }],
-        undecided: None,
-        not_earned: None,
-        reported: Vec::new(),
-        observed: Vec::new(),
-        findings: Vec::new(),
-        facts: Facts::default(),
-        entries: Vec::new(),
         millis: cx.started.elapsed().as_millis() as u64,
-        record: None,
         beats: std::mem::take(&mut cx.beats),
-        agents: BTreeSet::new(),
-        versions: BTreeSet::new(),
+        ..Ran::default()
     };
     if let Some(why) = crate::check::credentials::control_reached(&hermes.control_attempts(), None)
     {
@@ -522,7 +516,10 @@ async fn drive(
             );
             release(cx, &hold).await?;
             for (what, s) in [("first", first), ("second", again)] {
-                let said = answer(s, Duration::from_secs(60)).await;
+                let (code, said) = answered(s, Duration::from_secs(60)).await;
+                if what == "second" {
+                    cx.replay_answer = code;
+                }
                 cx.told(
                     CLIENT,
                     Tone::Plain,

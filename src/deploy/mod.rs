@@ -788,23 +788,12 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e:?}"));
         let ran = |findings: Vec<crate::check::Finding>| Ran {
-            steps: Vec::new(),
             faults: vec![FaultReport {
                 what: "order o1: its first payment creation meets lost_reply".into(),
                 fired: false,
             }],
-            undecided: None,
-            not_earned: None,
-            reported: Vec::new(),
-            observed: Vec::new(),
             findings,
-            facts: Facts::default(),
-            entries: Vec::new(),
-            millis: 0,
-            record: None,
-            beats: Vec::new(),
-            agents: BTreeSet::new(),
-            versions: BTreeSet::new(),
+            ..Ran::default()
         };
         let c = case_report(
             &d,

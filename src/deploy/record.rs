@@ -163,8 +163,17 @@ impl Records {
             retired: self.retired.clone(),
         };
         self.looks += 1;
-        if at == At::Open {
-            self.open.entry(watched).or_default().0 += 1;
+        // A look counts as one in flight only where the record it read was still unresolved:
+        // an order that settled between its status read and its record read was not judged
+        // in flight.
+        let in_flight = snap.occurrences.iter().any(|o| {
+            o.id == watched
+                && o.answer
+                    .as_ref()
+                    .is_ok_and(|a| a.report.state != crate::vocab::State::Resolved)
+        });
+        if at == At::Open && in_flight {
+            self.open.entry(watched.clone()).or_default().0 += 1;
         }
         for f in self.checker.check(&snap) {
             if !self.findings.iter().any(|x| x.line() == f.line()) {

@@ -55,7 +55,7 @@ pub struct Schedule {
 }
 
 /// What running a schedule gave.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Ran {
     pub steps: Vec<String>,
     pub faults: Vec<FaultReport>,
@@ -347,22 +347,7 @@ pub async fn run_schedule(
     // wall-clock times (requests, charges, webhooks) from `started_wall_ms`.
     let started = Instant::now();
     let started_wall_ms = wall_ms();
-    let mut ran = Ran {
-        steps: Vec::new(),
-        faults: Vec::new(),
-        undecided: None,
-        not_earned: None,
-        reported: Vec::new(),
-        observed: Vec::new(),
-        findings: Vec::new(),
-        facts: Facts::default(),
-        entries: Vec::new(),
-        millis: 0,
-        record: None,
-        beats: Vec::new(),
-        agents: BTreeSet::new(),
-        versions: BTreeSet::new(),
-    };
+    let mut ran = Ran::default();
     p.payments.reset();
     for dir in [work, logs] {
         if let Err(e) = std::fs::create_dir_all(dir) {
