@@ -2,9 +2,12 @@
 """connector-naive: a Hermes operator connector written the way many real ones are.
 
 An action (``action_id``, ``objective``) is taken over HTTP and stored in SQLite. A thread
-starts a Hermes run for it (``POST /v1/runs`` with session id ``aip-operator-<action_id>``) and
-polls the run (``GET /v1/runs/{run_id}``) until Hermes says it ended, copying the status,
-``output`` and ``error``.
+starts a Hermes run for it (``POST /v1/runs`` with session id ``aip-operator-<action_id>``),
+follows the run's event stream (``GET /v1/runs/{run_id}/events``) and then polls the run
+(``GET /v1/runs/{run_id}``) until Hermes says it ended, copying the status, ``output`` and
+``error``. A waiting approval is resumed with ``POST /actions`` and a ``resume`` object (the
+decision is forwarded to ``POST /v1/runs/{run_id}/approval``), and an action is cancelled with
+``POST /actions/{id}/cancel`` (forwarded to ``POST /v1/runs/{run_id}/stop``).
 
 Its defects, on purpose (each is a common pattern, and each is harmless on a good day):
 
@@ -21,8 +24,18 @@ Its defects, on purpose (each is a common pattern, and each is harmless on a goo
   and starts it, so one action gets a second run (seed 000 calls it a collision: no run).
 * A run Hermes no longer knows (``GET`` 404 after a Hermes restart) is taken to have finished:
   the action becomes ``completed``, a terminal status nobody reported.
+* A resume command is forwarded every time it is submitted, an exact replay included: the
+  handler keeps no record of what it already sent. Its outbox is "at least once": a command
+  whose answer was not recorded as applied (the process died waiting) is sent again at boot.
+  Hermes's approval route resolves whatever approval is pending now, so a second send of one
+  command answers the next approval with a choice nobody gave for it.
+* A cancellation is done when Hermes accepts the stop: a 2xx (``{"status": "stopping"}``) makes
+  the action ``cancelled`` and polling stops, even if the run then completes.
+* A stream that ends is taken as the run's end: when the event stream breaks off without a
+  terminal event, the last thing the model said (the message text, else its last reasoning) is
+  kept as the output and the action is ``completed``.
 
-Same API and configuration as connector-keyed: PORT, HERMES_URL, HERMES_API_KEY, CONNECTOR_DB,
+Same configuration as connector-keyed: PORT, HERMES_URL, HERMES_API_KEY, CONNECTOR_DB,
 INSTANCE. Python 3.9+, standard library only.
 """
 
@@ -47,8 +60,10 @@ START_RETRIES = 3           # further POSTs after a 5xx / connection error / tim
 RETRY_PAUSE_SECONDS = 0.5
 START_TIMEOUT_SECONDS = 30.0
 READ_TIMEOUT_SECONDS = 10.0
+STREAM_TIMEOUT_SECONDS = 75.0
 MAX_BODY = 1 << 20
-ACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+ACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+CHOICES = ("once", "session", "always", "deny")
 
 TERMINAL = ("completed", "failed", "cancelled", "outcome_unknown")
 FINAL_PROVIDER = ("completed", "failed", "cancelled")
@@ -59,12 +74,21 @@ CREATE TABLE IF NOT EXISTS actions (
     fingerprint TEXT NOT NULL,
     objective   TEXT NOT NULL,
     session_id  TEXT NOT NULL,
-    status      TEXT NOT NULL,   -- starting | running | completed | failed | cancelled
+    status      TEXT NOT NULL,   -- starting | running | waiting_for_approval | completed | failed | cancelled
     run_id      TEXT,
     output      TEXT,            -- JSON
     error       TEXT,            -- JSON
     created_at  REAL NOT NULL,
     updated_at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS commands (
+    action_id        TEXT PRIMARY KEY,   -- the resume command's id
+    source_action_id TEXT NOT NULL,
+    choice           TEXT NOT NULL,
+    resolve_all      INTEGER NOT NULL,
+    state            TEXT NOT NULL,      -- sending | applied | failed
+    sent             INTEGER NOT NULL DEFAULT 0,
+    updated_at       REAL NOT NULL
 );
 """
 
@@ -135,6 +159,30 @@ class Store:
         with self.conn() as c:
             return [r["action_id"] for r in c.execute(f"SELECT action_id FROM actions WHERE status IN ({q})", statuses)]
 
+    def command(self, action_id):
+        with self.conn() as c:
+            return c.execute("SELECT * FROM commands WHERE action_id = ?", (action_id,)).fetchone()
+
+    def save_command(self, action_id, source_action_id, choice, resolve_all):
+        with self.conn() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO commands (action_id, source_action_id, choice, resolve_all, state, sent,"
+                " updated_at) VALUES (?, ?, ?, ?, 'sending',"
+                " COALESCE((SELECT sent FROM commands WHERE action_id = ?), 0), ?)",
+                (action_id, source_action_id, choice, 1 if resolve_all else 0, action_id, now()),
+            )
+
+    def command_state(self, action_id, state):
+        with self.conn() as c:
+            c.execute(
+                "UPDATE commands SET state = ?, sent = sent + 1, updated_at = ? WHERE action_id = ?",
+                (state, now(), action_id),
+            )
+
+    def unfinished_commands(self):
+        with self.conn() as c:
+            return [r["action_id"] for r in c.execute("SELECT action_id FROM commands WHERE state != 'applied'")]
+
 
 class Collision(Exception):
     def __init__(self, row):
@@ -147,8 +195,7 @@ class Hermes:
         self.base = base.rstrip("/")
         self.key = key
 
-    def call(self, method, path, body=None, headers=None, timeout=READ_TIMEOUT_SECONDS):
-        """(status or None, parsed body or None, transport error or None)."""
+    def request(self, method, path, body=None, headers=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.key}")
@@ -156,6 +203,11 @@ class Hermes:
             req.add_header("Content-Type", "application/json")
         for k, v in (headers or {}).items():
             req.add_header(k, v)
+        return req
+
+    def call(self, method, path, body=None, headers=None, timeout=READ_TIMEOUT_SECONDS):
+        """(status or None, parsed body or None, transport error or None)."""
+        req = self.request(method, path, body, headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 status, raw = r.status, r.read()
@@ -180,21 +232,23 @@ class Runner:
         self.lock = threading.Lock()
         self.busy = set()
 
-    def spawn(self, action_id):
+    def spawn(self, action_id, follow=True):
         with self.lock:
             if action_id in self.busy:
                 return
             self.busy.add(action_id)
-        threading.Thread(target=self.run, args=(action_id,), name=f"action-{action_id}", daemon=True).start()
+        threading.Thread(target=self.run, args=(action_id, follow), name=f"action-{action_id}", daemon=True).start()
 
-    def run(self, action_id):
+    def run(self, action_id, follow):
         try:
             a = self.store.get(action_id)
             if a is None:
                 return
             if a["status"] == "starting":
                 a = self.start(a)
-            if a is not None and a["status"] == "running":
+                if a is not None and follow and self.follow(a):
+                    return
+            if a is not None and a["status"] not in TERMINAL:
                 self.poll(a)
         except Exception as e:  # noqa: BLE001
             log(f"{action_id}: {type(e).__name__}: {e}")
@@ -230,9 +284,56 @@ class Runner:
         log(f"{action_id}: giving up → failed")
         return None
 
+    def follow(self, a):
+        """Follows the run's event stream. True when the action is settled here; False to poll
+        (no stream, or the stream announced the run's end)."""
+        action_id, run_id = a["action_id"], a["run_id"]
+        req = self.hermes.request("GET", f"/v1/runs/{run_id}/events", headers={"Accept": "text/event-stream"})
+        try:
+            resp = urllib.request.urlopen(req, timeout=STREAM_TIMEOUT_SECONDS)
+        except Exception as e:  # noqa: BLE001 - no stream: poll instead
+            log(f"{action_id}: no event stream ({type(e).__name__}); polling")
+            return False
+        said = reasoning = ""
+        with resp:
+            try:
+                for raw in resp:
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    try:
+                        ev = json.loads(line[5:].strip())
+                    except ValueError:
+                        continue  # a bad frame: skip it, the next one will do
+                    name = ev.get("event")
+                    if name == "message.delta":
+                        said += ev.get("delta") or ""
+                    elif name == "reasoning.available":
+                        reasoning = ev.get("text") or reasoning
+                    elif name == "approval.request":
+                        self.store.update(action_id, status="waiting_for_approval")
+                    elif name == "approval.responded":
+                        self.store.update(action_id, status="running")
+                    elif name in ("run.completed", "run.failed", "run.cancelled"):
+                        return False  # the status read copies the ending
+                    cur = self.store.get(action_id)
+                    if cur is None or cur["status"] in TERMINAL:
+                        return True  # cancelled meanwhile
+            except Exception as e:  # noqa: BLE001 - the stream broke off: same as its end
+                log(f"{action_id}: event stream broke ({type(e).__name__})")
+        # The stream is over, so the run is over: what the model said last is the result.
+        cur = self.store.get(action_id)
+        if cur is not None and cur["status"] not in TERMINAL:
+            self.store.update(action_id, status="completed", output=json.dumps(said.strip() or reasoning))
+            log(f"{action_id}: event stream ended; {run_id} taken as completed")
+        return True
+
     def poll(self, a):
         action_id, run_id = a["action_id"], a["run_id"]
         while not self.stop.is_set():
+            cur = self.store.get(action_id)
+            if cur is None or cur["status"] in TERMINAL:
+                return  # cancelled meanwhile: nothing left to watch
             status, doc, _ = self.hermes.call("GET", f"/v1/runs/{run_id}")
             if status == 404:
                 # Hermes no longer knows the run: it must have finished.
@@ -247,7 +348,34 @@ class Runner:
                     )
                     log(f"{action_id}: {run_id} {st}")
                     return
+                shown = "waiting_for_approval" if st == "waiting_for_approval" else "running"
+                if cur["status"] != shown:
+                    self.store.update(action_id, status=shown)
             self.stop.wait(POLL_SECONDS)
+
+    def send_command(self, action_id):
+        """Forwards a resume command's decision to Hermes: (HTTP status or None, body)."""
+        cmd = self.store.command(action_id)
+        src = self.store.get(cmd["source_action_id"]) if cmd is not None else None
+        if src is None or not src["run_id"]:
+            return None, None
+        body = {"choice": cmd["choice"]}
+        if cmd["resolve_all"]:
+            body["resolve_all"] = True
+        log(f"{action_id}: POST /v1/runs/{src['run_id']}/approval ({cmd['choice']})")
+        status, doc, transport = self.hermes.call("POST", f"/v1/runs/{src['run_id']}/approval", body)
+        ok = status is not None and 200 <= status < 300
+        self.store.command_state(action_id, "applied" if ok else "failed")
+        if ok and src["status"] == "waiting_for_approval":
+            self.store.update(src["action_id"], status="running")
+        log(f"{action_id}: approval answered {status or transport}")
+        return status, doc
+
+    def resend_commands(self):
+        # Resume interrupted work: a command not known to be applied is sent (again).
+        for action_id in self.store.unfinished_commands():
+            log(f"{action_id}: resume command not confirmed before the restart; sending it again")
+            self.send_command(action_id)
 
 
 def view(a):
@@ -260,6 +388,16 @@ def view(a):
         "run_id": a["run_id"],
         "output": decoded(a["output"]),
         "error": decoded(a["error"]),
+    }
+
+
+def command_view(cmd, src):
+    return {
+        "action_id": cmd["action_id"],
+        "source_action_id": cmd["source_action_id"],
+        "command_status": cmd["state"],
+        "choice": cmd["choice"],
+        "status": src["status"] if src is not None else None,
     }
 
 
@@ -288,10 +426,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200 if app.ready.is_set() else 503, {"ok": app.ready.is_set()})
         m = re.fullmatch(r"/actions/([^/]+)", path)
         if m:
-            a = app.store.get(unquote(m.group(1)))
-            if a is None:
-                return self.error_reply(404, "not_found", "no such action")
-            return self.reply(200, view(a))
+            action_id = unquote(m.group(1))
+            a = app.store.get(action_id)
+            if a is not None:
+                return self.reply(200, view(a))
+            cmd = app.store.command(action_id)
+            if cmd is not None:
+                return self.reply(200, command_view(cmd, app.store.get(cmd["source_action_id"])))
+            return self.error_reply(404, "not_found", "no such action")
         self.error_reply(404, "not_found", "no such route")
 
     def do_POST(self):
@@ -305,6 +447,9 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self.error_reply(413 if n > MAX_BODY else 400, "bad_request", f"a body of at most {MAX_BODY} bytes")
         raw = self.rfile.read(n)
+        m = re.fullmatch(r"/actions/([^/]+)/cancel", path)
+        if m:
+            return self.cancel(unquote(m.group(1)))
         if path != "/actions":
             return self.error_reply(404, "not_found", "no such route")
         try:
@@ -316,6 +461,8 @@ class Handler(BaseHTTPRequestHandler):
         action_id, objective = req.get("action_id"), req.get("objective")
         if not isinstance(action_id, str) or not ACTION_ID.fullmatch(action_id):
             return self.error_reply(400, "bad_request", "action_id: 1-200 of [A-Za-z0-9._:-], starting alphanumeric")
+        if isinstance(req.get("resume"), dict):
+            return self.resume(action_id, req["resume"])
         if not isinstance(objective, str) or not objective.strip():
             return self.error_reply(400, "bad_request", "objective: a non-empty string")
         try:
@@ -329,6 +476,44 @@ class Handler(BaseHTTPRequestHandler):
             app.runner.spawn(action_id)
             return self.reply(202, view(a))
         return self.reply(200, view(a))
+
+    def resume(self, action_id, spec):
+        """Records the command and forwards its decision to Hermes, every time it is asked."""
+        app = self.server.app
+        source, choice = spec.get("source_action_id"), spec.get("choice")
+        if choice not in CHOICES:
+            return self.error_reply(400, "bad_request", "resume.choice: one of once, session, always, deny")
+        src = app.store.get(source) if isinstance(source, str) else None
+        if src is None:
+            return self.error_reply(404, "not_found", "no such source action")
+        if not src["run_id"]:
+            return self.error_reply(409, "not_started", "the source action has no run yet")
+        app.store.save_command(action_id, source, choice, bool(spec.get("resolve_all")))
+        status, doc = app.runner.send_command(action_id)
+        cmd = app.store.command(action_id)
+        if status is not None and 200 <= status < 300:
+            return self.reply(200, command_view(cmd, app.store.get(source)))
+        return self.reply(502, {"error": {"code": "approval_failed", "message": f"Hermes answered {status}", "provider": doc},
+                                "command": command_view(cmd, app.store.get(source))})
+
+    def cancel(self, action_id):
+        """Forwards the stop; Hermes accepting it means the action is cancelled."""
+        app = self.server.app
+        a = app.store.get(action_id)
+        if a is None:
+            return self.error_reply(404, "not_found", "no such action")
+        if a["status"] in TERMINAL:
+            return self.reply(200, view(a))
+        if not a["run_id"]:
+            app.store.update(action_id, status="cancelled")
+            return self.reply(200, view(app.store.get(action_id)))
+        status, doc, transport = app.runner.hermes.call("POST", f"/v1/runs/{a['run_id']}/stop", {})
+        if status is not None and 200 <= status < 300:
+            # Hermes said "stopping": as good as done.
+            app.store.update(action_id, status="cancelled")
+            log(f"{action_id}: stop accepted ({(doc or {}).get('status')}) → cancelled")
+            return self.reply(200, view(app.store.get(action_id)))
+        return self.reply(502, {"error": {"code": "stop_failed", "message": f"Hermes answered {status or transport}"}})
 
 
 class Server(ThreadingHTTPServer):
@@ -361,11 +546,13 @@ def main():
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, shutdown)
-    # Resume interrupted work: an action still `starting` is started (again), a `running` one
-    # is polled. (This is the defect: nothing says whether a start already went out.)
-    for action_id in store.with_status("starting", "running"):
+    # Resume interrupted work: an action still `starting` is started (again), a live one is
+    # polled, and a resume command not known to be applied is sent (again). (This is the
+    # defect: nothing says whether a start or a decision already went out.)
+    for action_id in store.with_status("starting", "running", "waiting_for_approval"):
         log(f"{action_id}: resuming after boot")
-        runner.spawn(action_id)
+        runner.spawn(action_id, follow=False)
+    threading.Thread(target=runner.resend_commands, name="resend", daemon=True).start()
     server.app.ready.set()
     log(f"listening on 127.0.0.1:{port}, hermes {os.environ['HERMES_URL']}")
     server.serve_forever(poll_interval=0.2)

@@ -15,7 +15,7 @@
 use super::deploy::{Ambiguity, Reported};
 use super::{Facts, Finding};
 use crate::aoc::requirement::Req;
-use provider_model::hermes::ledger::{Ledger, RunStarted};
+use provider_model::hermes::ledger::{ApprovalApplied, Ledger, RunStarted};
 
 /// Attributes a run to an action by the declared rule.
 pub type RunOwner<'a> = &'a dyn Fn(&RunStarted) -> Option<String>;
@@ -196,6 +196,41 @@ pub fn changed_input(occurrence: &str, code: u16, facts: &mut Facts) -> Option<F
     })
 }
 
+/// `deploy_one_decision` (AOC-REQ-010): the decisions fake-hermes applied to an action's runs
+/// against the resume commands the case sent. A resume command is a consequential effect of
+/// its own: "exact resume replay sends one provider command" (seed 000), and a decision applied
+/// again resolves a later approval with a choice nobody gave for it. One fact.
+pub fn one_decision_per_command(
+    occurrence: &str,
+    applied: &[&ApprovalApplied],
+    commands: usize,
+    facts: &mut Facts,
+) -> Option<Finding> {
+    facts.saw(Req::R010);
+    (applied.len() > commands).then(|| {
+        Finding::new(
+            "deploy_one_decision",
+            Req::R010,
+            format!(
+                "fake-hermes applied {} approval decisions to the action's run for {commands} resume command(s) (ground truth: {}): a resume command reaches the provider once; its exact replay returns the stored progress, and one whose answer was lost is approval_outcome_unknown, never sent again (seed 000)",
+                applied.len(),
+                applied
+                    .iter()
+                    .map(|a| format!(
+                        "{:?} on {} (reply {:?}{})",
+                        a.choice,
+                        a.run_id,
+                        a.reply,
+                        a.fault.as_deref().map_or(String::new(), |f| format!(", fault {f}"))
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+        .about(Some(occurrence))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +342,37 @@ mod tests {
             &mut Facts::default(),
         );
         assert!(found.iter().any(|f| f.checker() == checker), "{found:?}");
+    }
+
+    fn decision(run: &str) -> ApprovalApplied {
+        ApprovalApplied {
+            run_id: run.into(),
+            session_id: "aip-operator-a1".into(),
+            choice: "once".into(),
+            resolved: 1,
+            request_id: None,
+            fault: None,
+            reply: Reply::Written,
+        }
+    }
+
+    /// Both ways: one decision for one command passes (none too: a command refused or never
+    /// sent); a second decision for it fails AOC-REQ-010 under `deploy_one_decision`.
+    #[rstest]
+    #[case::none(0, false)]
+    #[case::one(1, false)]
+    #[case::the_replay_applied_again(2, true)]
+    fn one_decision_per_resume_command(#[case] n: usize, #[case] fails: bool) {
+        let d: Vec<ApprovalApplied> = (0..n).map(|_| decision("r1")).collect();
+        let refs: Vec<&ApprovalApplied> = d.iter().collect();
+        let mut facts = Facts::default();
+        let f = one_decision_per_command("a1", &refs, 1, &mut facts);
+        assert_eq!(f.is_some(), fails, "{f:?}");
+        assert!(
+            f.iter()
+                .all(|x| x.requirement() == Req::R010 && x.checker() == "deploy_one_decision")
+        );
+        assert_eq!(facts.count(Req::R010), 1);
     }
 
     /// Both ways: a refusal of a changed input passes, a 2xx fails AOC-REQ-010.

@@ -34,9 +34,10 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 54] = [
+pub const CHECKERS: [(&str, &[Req]); 55] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
     ("deploy_one_run", &[Req::R010, Req::R002]),
+    ("deploy_one_decision", &[Req::R010]),
     ("deploy_result_from_provider", &[Req::R011, Req::R009]),
     ("deploy_entry_matches_order", &[Req::R003]),
     ("deploy_outcome_from_ledger", &[Req::R011, Req::R009]),

@@ -7,13 +7,16 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The values a template's placeholders take for one occurrence.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Vars {
     pub occurrence: String,
     pub amount: i64,
     pub currency: String,
     /// A connector's objective for the action (empty for a payment).
     pub objective: String,
+    /// A connector's resume command id and its choice (empty elsewhere).
+    pub command: String,
+    pub choice: String,
 }
 
 impl Vars {
@@ -23,6 +26,8 @@ impl Vars {
             "amount" | "amount:int" => Some(self.amount.to_string()),
             "currency" => Some(self.currency.clone()),
             "objective" => Some(self.objective.clone()),
+            "command" => Some(self.command.clone()),
+            "choice" => Some(self.choice.clone()),
             _ => None,
         }
     }
@@ -147,6 +152,18 @@ pub async fn submit(
     t: &Request,
     vars: &Vars,
 ) -> Result<u16, DriveError> {
+    request(client, base, "submit", t, vars).await
+}
+
+/// Sends one of the deploy file's request templates (`name` is its key under `drive`, for the
+/// error): the HTTP status, when it is one of the template's `accept`.
+pub async fn request(
+    client: &reqwest::Client,
+    base: &str,
+    name: &'static str,
+    t: &Request,
+    vars: &Vars,
+) -> Result<u16, DriveError> {
     let url = format!("{base}{}", fill(&t.path, vars, true));
     let method = reqwest::Method::from_bytes(t.method.as_bytes()).unwrap_or(reqwest::Method::POST);
     let mut rb = client.request(method, &url);
@@ -156,7 +173,7 @@ pub async fn submit(
             .body(render_body(b, vars).to_string());
     }
     let unreachable = |why: String| DriveError::Unreachable {
-        template: "submit",
+        template: name,
         method: t.method.clone(),
         url: url.clone(),
         why,
@@ -167,7 +184,7 @@ pub async fn submit(
     let _ = r.bytes().await;
     if !t.accept.contains(&status) {
         return Err(DriveError::Status {
-            template: "submit",
+            template: name,
             method: t.method.clone(),
             url,
             status,
@@ -270,7 +287,7 @@ mod tests {
             occurrence: "o/1 x".into(),
             amount: 2000,
             currency: "usd".into(),
-            objective: String::new(),
+            ..Vars::default()
         }
     }
 

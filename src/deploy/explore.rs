@@ -1,9 +1,11 @@
-//! `aocheck deploy explore FILE`: seeded random schedules against a deployment (orders one after
-//! another, each meeting one fault or none at its first payment creation), each judged by the
-//! ledger (`check::deploy`); the first failing schedule is shrunk (orders dropped, faults
-//! removed or simplified, while the same requirement still fails) and written as a schedule
-//! file that `aocheck deploy run FILE --schedule S` replays, with the run's reports.
+//! `aocheck deploy explore FILE`: seeded random schedules against a deployment (a payment
+//! service's orders one after another, each meeting one fault or none at its first payment
+//! creation; a connector's actions, each meeting one of the connector faults or none), each
+//! judged by the provider's ledger; the first failing schedule is shrunk (orders or actions
+//! dropped, faults removed or simplified, while the same checker still fails) and written as a
+//! schedule file that `aocheck deploy run FILE --schedule S` replays, with the run's reports.
 
+use super::explorer::Explorer;
 use super::file::Loaded;
 use super::{Kind, Providers, Ran, Schedule, Step, run_schedule};
 use crate::aoc::requirement::Req;
@@ -106,9 +108,54 @@ fn signature(r: &Ran) -> BTreeSet<(&'static str, Req)> {
         .collect()
 }
 
+/// A payment service's schedules: orders one after another, each with a fault or none.
+#[derive(Debug)]
+pub struct Orders<'a> {
+    pub d: &'a Loaded,
+    pub p: &'a Providers,
+}
+
+impl Explorer for Orders<'_> {
+    type S = Schedule;
+    fn generate(&self, seed: u64, index: u64, size: u64) -> Schedule {
+        generate(
+            seed,
+            index,
+            size,
+            self.d.file.service.instances,
+            self.d.file.webhook.is_some(),
+        )
+    }
+    async fn run(&self, s: &Schedule, work: &Path, logs: &Path) -> Ran {
+        run_schedule(self.d, self.p, work, logs, s).await
+    }
+    fn describe(&self, s: &Schedule) -> String {
+        describe(s)
+    }
+    fn yaml(&self, s: &Schedule) -> String {
+        schedule_yaml(s)
+    }
+    fn report(&self, s: &Schedule, ran: Ran, file: &Path) -> crate::report::model::Report {
+        super::schedule_report(self.d, s, ran, file)
+    }
+    fn read(&self, f: &Path) -> Result<Schedule, String> {
+        let s = super::read_schedule(f)?;
+        for (i, st) in s.steps.iter().enumerate() {
+            if let Some(why) = st.fault.and_then(|k| super::cannot_take(self.d, k)) {
+                return Err(format!("{}: steps[{i}].fault: {why}", f.display()));
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// The first finding's checker and requirement.
+fn first_signature(r: &Ran) -> Option<(&'static str, Req)> {
+    r.findings.first().map(|f| (f.checker(), f.requirement()))
+}
+
 /// `aocheck deploy explore`; returns the exit code.
 pub async fn explore_cmd(a: ExploreArgs) -> u8 {
-    let started = std::time::Instant::now();
     let loaded = match super::file::load(&a.file) {
         Ok(l) => l,
         Err(d) => {
@@ -120,14 +167,6 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
     };
     if a.runs == 0 || a.orders == 0 {
         eprintln!("--runs and --orders: give at least 1");
-        return crate::exit::INVALID_INPUT;
-    }
-    if loaded.file.provider == super::file::ProviderKind::Hermes {
-        eprintln!(
-            "{}: deploy explore draws payment faults; it does not draw a Hermes connector's yet (judge it with `aocheck deploy run {}`)",
-            a.file.display(),
-            a.file.display()
-        );
         return crate::exit::INVALID_INPUT;
     }
     let out = a.out.clone().unwrap_or_else(|| {
@@ -144,24 +183,41 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             return crate::exit::UNREACHABLE;
         }
     };
+    match loaded.file.provider {
+        super::file::ProviderKind::Payments => {
+            explore_with(&Orders { d: &loaded, p: &p }, &loaded, &a, &out).await
+        }
+        super::file::ProviderKind::Hermes => {
+            let e = super::connector::explore::Actions { d: &loaded, p: &p };
+            explore_with(&e, &loaded, &a, &out).await
+        }
+    }
+}
+
+/// Draws `a.runs` schedules, runs each until one fails, shrinks that one and writes it with
+/// its reports.
+async fn explore_with<E: Explorer>(e: &E, loaded: &Loaded, a: &ExploreArgs, out: &Path) -> u8 {
+    let started = std::time::Instant::now();
+    let run_at = async |name: &str, s: &E::S| {
+        e.run(
+            s,
+            &out.join(super::WORK).join(name),
+            &out.join(super::LOGS).join(name),
+        )
+        .await
+    };
     let mut tried = Vec::new();
-    let mut found: Option<(Schedule, Ran)> = None;
+    let mut found: Option<(E::S, Ran)> = None;
     let mut undecided = 0;
     for i in 0..a.runs {
-        let s = generate(
-            a.seed,
-            i,
-            a.orders,
-            loaded.file.service.instances,
-            loaded.file.webhook.is_some(),
-        );
-        let ran = run_at(&loaded, &p, &out, &format!("run-{i}"), &s).await;
+        let s = e.generate(a.seed, i, a.orders);
+        let ran = run_at(&format!("run-{i}"), &s).await;
         let verdict = verdict_word(&ran);
         eprintln!(
             "run {}/{} {} → {verdict} ({:.1} s)",
             i + 1,
             a.runs,
-            describe(&s),
+            e.describe(&s),
             ran.millis as f64 / 1000.0
         );
         tried.push(serde_json::json!({"index": i, "schedule": s, "verdict": verdict}));
@@ -174,24 +230,23 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         }
     }
     let Some((original, first)) = found else {
-        return no_finding(&loaded, &a, &out, &tried, undecided, started);
+        return no_finding(loaded, a, out, &tried, undecided, started);
     };
     // Shrink through explore's shrinker: keep the first smaller schedule that still fails the
-    // same way (checker and requirement) and is decided, until none does or the budget is spent.
-    let target = signature(&first);
+    // way the found one failed first (its first finding's checker and requirement: the defect
+    // found, not another one met on the way) and is decided, until none does or the budget is
+    // spent.
+    let target: BTreeSet<(&'static str, Req)> = first_signature(&first).into_iter().collect();
     let mut step = 0;
     let mut kept_ran: Option<Ran> = None;
-    let shrunk = crate::explore::shrink::shrink(
-        original.clone(),
-        a.shrink_runs,
-        None,
-        async |c: &Schedule| {
+    let shrunk =
+        crate::explore::shrink::shrink(original.clone(), a.shrink_runs, None, async |c: &E::S| {
             step += 1;
-            let ran = run_at(&loaded, &p, &out, &format!("shrink-{step}"), c).await;
+            let ran = run_at(&format!("shrink-{step}"), c).await;
             let still = !signature(&ran).is_disjoint(&target) && ran.undecided.is_none();
             eprintln!(
                 "shrink {step}: {} → {}",
-                describe(c),
+                e.describe(c),
                 if still {
                     "still fails: kept"
                 } else {
@@ -202,15 +257,13 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
                 kept_ran = Some(ran);
             }
             still
-        },
-    )
-    .await;
+        })
+        .await;
     let best = shrunk.case;
     let best_ran = kept_ran.unwrap_or(first);
     let schedule_file = out.join("shrunk.yaml");
-    let yaml = schedule_yaml(&best);
-    if let Err(e) = std::fs::write(&schedule_file, &yaml) {
-        eprintln!("{}: {e}", schedule_file.display());
+    if let Err(err) = std::fs::write(&schedule_file, e.yaml(&best)) {
+        eprintln!("{}: {err}", schedule_file.display());
         return crate::exit::UNREACHABLE;
     }
     let doc = serde_json::json!({
@@ -227,16 +280,16 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             "replay": format!("aocheck deploy run {} --schedule {}", loaded.path.display(), schedule_file.display()),
         },
     });
-    if let Err(e) = write_json(&out.join("explore.json"), &doc) {
-        eprintln!("{e}");
+    if let Err(err) = write_json(&out.join("explore.json"), &doc) {
+        eprintln!("{err}");
         return crate::exit::UNREACHABLE;
     }
     // The shrunk schedule's reports, as a run writes them.
-    let mut report = super::schedule_report(&loaded, &best, best_ran, &schedule_file);
+    let mut report = e.report(&best, best_ran, &schedule_file);
     // The exploration's seed, so the summary names the run it came from.
     report.seed = a.seed;
-    if let Err(e) = crate::ci::write_reports(&report, &out, None) {
-        eprintln!("cannot write the reports in {}: {e}", out.display());
+    if let Err(err) = crate::ci::write_reports(&report, out, None) {
+        eprintln!("cannot write the reports in {}: {err}", out.display());
         return crate::exit::UNREACHABLE;
     }
     println!(
@@ -244,8 +297,8 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
         loaded.file.name,
         tried.len(),
         a.seed,
-        describe(&original),
-        describe(&best)
+        e.describe(&original),
+        e.describe(&best)
     );
     for c in &report.cases {
         for f in &c.failures {
@@ -295,17 +348,6 @@ fn no_finding(
     }
 }
 
-async fn run_at(d: &Loaded, p: &Providers, out: &Path, name: &str, s: &Schedule) -> Ran {
-    run_schedule(
-        d,
-        p,
-        &out.join(super::WORK).join(name),
-        &out.join(super::LOGS).join(name),
-        s,
-    )
-    .await
-}
-
 fn verdict_word(r: &Ran) -> String {
     match (&r.undecided, r.findings.is_empty()) {
         (Some((_, why)), _) => format!("undecided: {why}"),
@@ -323,32 +365,21 @@ fn verdict_word(r: &Ran) -> String {
 
 /// A schedule in one line: `order(fault) → …`.
 pub fn describe(s: &Schedule) -> String {
-    s.steps
-        .iter()
-        .map(|st| {
-            format!(
-                "{}({})",
-                st.occurrence,
-                st.fault.map_or("no fault", Kind::name)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" → ")
+    super::explorer::describe_steps(
+        s.steps
+            .iter()
+            .map(|st| (st.occurrence.as_str(), st.fault.map(Kind::name))),
+    )
 }
 
 /// A schedule file (YAML), as `--schedule` reads it.
 pub fn schedule_yaml(s: &Schedule) -> String {
-    let mut out = String::from(
-        "# aocheck deploy schedule: orders one after another, each with the fault its first payment\n# creation meets. Replay: aocheck deploy run DEPLOY_FILE --schedule THIS_FILE\nsteps:\n",
-    );
-    for st in &s.steps {
-        out.push_str(&format!(
-            "  - {{occurrence: {}, fault: {}}}\n",
-            serde_json::Value::String(st.occurrence.clone()),
-            st.fault.map_or("null", Kind::name)
-        ));
-    }
-    out
+    super::explorer::steps_yaml(
+        "orders one after another, each with the fault its first payment creation meets.",
+        s.steps
+            .iter()
+            .map(|st| (st.occurrence.as_str(), st.fault.map(Kind::name))),
+    )
 }
 
 fn write_json(p: &Path, v: &serde_json::Value) -> Result<(), String> {

@@ -22,12 +22,14 @@ pub const ENV_PLACEHOLDERS: [&str; 9] = [
 ];
 
 /// Placeholders a request template may hold (`{amount:int}` writes a JSON number).
-pub const DRIVE_PLACEHOLDERS: [&str; 5] = [
+pub const DRIVE_PLACEHOLDERS: [&str; 7] = [
     "occurrence",
     "amount",
     "amount:int",
     "currency",
     "objective",
+    "command",
+    "choice",
 ];
 
 #[derive(Clone, Debug, Deserialize)]
@@ -144,6 +146,15 @@ pub struct Drive {
     /// judges; without it those requirements stay `unsupported`.
     #[serde(default)]
     pub report: Option<RecordRoute>,
+    /// A connector's resume of an action waiting for a provider approval (optional): a new
+    /// resume command `{command}` with `{choice}` for the source action `{occurrence}` (seed
+    /// 000's `resume` branch). Without it the approval case is `unsupported`.
+    #[serde(default)]
+    pub resume: Option<Request>,
+    /// A connector's cancellation of the action `{occurrence}` (optional). Without it the
+    /// cancellation case is `unsupported`.
+    #[serde(default)]
+    pub cancel: Option<Request>,
     /// How long to keep watching after the outcome is final, so that a late duplicate entry is
     /// seen (a job queue's retry after a lease expires).
     #[serde(default = "settle_ms")]
@@ -414,15 +425,39 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         if f.drive.report.is_some() {
             d.push("drive.report: a connector's record is not read yet (the payment services' record shape only); remove it".into());
         }
+        if let Some(r) = &f.drive.resume {
+            request_defects("resume", &r.method, &r.path, r.body.as_ref(), &mut d);
+            let mut all = vec![r.path.clone()];
+            if let Some(b) = &r.body {
+                strings(b, &mut all);
+            }
+            for p in ["occurrence", "command", "choice"] {
+                if !all.iter().any(|s| placeholders(s).contains(&p)) {
+                    d.push(format!("drive.resume: holds no {{{p}}}; a resume names its command ({{command}}), the action it resumes ({{occurrence}}) and the choice ({{choice}})"));
+                }
+            }
+            accept_defects("resume", &r.accept, &mut d);
+        }
+        if let Some(r) = &f.drive.cancel {
+            request_defects("cancel", &r.method, &r.path, r.body.as_ref(), &mut d);
+            let mut all = vec![r.path.clone()];
+            if let Some(b) = &r.body {
+                strings(b, &mut all);
+            }
+            if !all.iter().any(|s| placeholders(s).contains(&"occurrence")) {
+                d.push(
+                    "drive.cancel: holds no {occurrence} (the cancellation of which action?)"
+                        .into(),
+                );
+            }
+            accept_defects("cancel", &r.accept, &mut d);
+        }
+    } else if f.drive.resume.is_some() || f.drive.cancel.is_some() {
+        d.push("drive.resume / drive.cancel: a payment service has no approval or cancellation case; they belong to `provider: hermes`".into());
     }
     let r = &f.drive.submit;
     request_defects("submit", &r.method, &r.path, r.body.as_ref(), &mut d);
-    if r.accept.is_empty() || r.accept.iter().any(|s| !(100..=599).contains(s)) {
-        d.push(
-            "drive.submit.accept: list the HTTP statuses that mean accepted, e.g. [200, 202]"
-                .into(),
-        );
-    }
+    accept_defects("submit", &r.accept, &mut d);
     let s = &f.drive.status;
     request_defects("status", &s.method, &s.path, None, &mut d);
     if !s.path.contains("{occurrence}") {
@@ -557,6 +592,14 @@ fn request_defects(
                 ));
             }
         }
+    }
+}
+
+fn accept_defects(name: &str, accept: &[u16], d: &mut Vec<String>) {
+    if accept.is_empty() || accept.iter().any(|s| !(100..=599).contains(s)) {
+        d.push(format!(
+            "drive.{name}.accept: list the HTTP statuses that mean accepted, e.g. [200, 202]"
+        ));
     }
 }
 

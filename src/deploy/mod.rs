@@ -16,6 +16,7 @@ pub mod cases;
 pub mod connector;
 pub mod drive;
 pub mod explore;
+pub mod explorer;
 pub mod file;
 pub mod record;
 pub mod schedule;
@@ -173,13 +174,6 @@ async fn run_cmd(a: RunArgs) -> u8 {
             return crate::exit::INVALID_INPUT;
         }
     }
-    if a.schedule.is_some() && loaded.file.provider == file::ProviderKind::Hermes {
-        eprintln!(
-            "--schedule: a schedule replays payment faults; a Hermes connector is judged by its cases (`aocheck deploy run {}`)",
-            a.file.display()
-        );
-        return crate::exit::INVALID_INPUT;
-    }
     let out = a
         .out
         .clone()
@@ -250,35 +244,34 @@ async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, 
     let Some(f) = &a.schedule else {
         return Ok(run(loaded, out, &a.cases, &mut |line| eprintln!("{line}")).await);
     };
-    let schedule = read_schedule(f).map_err(|e| {
-        eprintln!("{e}");
-        crate::exit::INVALID_INPUT
-    })?;
-    for (i, st) in schedule.steps.iter().enumerate() {
-        if let Some(why) = st.fault.and_then(|k| cannot_take(loaded, k)) {
-            eprintln!("{}: steps[{i}].fault: {why}", f.display());
-            return Err(crate::exit::INVALID_INPUT);
-        }
-    }
     let p = start_providers(loaded).await.map_err(|e| {
         eprintln!("providers: {e}");
         crate::exit::UNREACHABLE
     })?;
-    eprintln!("schedule {} …", explore::describe(&schedule));
-    let ran = run_schedule(
-        loaded,
-        &p,
-        &out.join(WORK).join("schedule"),
-        &out.join(LOGS).join("schedule"),
-        &schedule,
-    )
-    .await;
-    let mut report = schedule_report(loaded, &schedule, ran, f);
-    for c in report
-        .cases
-        .iter_mut()
-        .filter(|c| c.id == "DEPLOY-SCHEDULE")
-    {
+    match loaded.file.provider {
+        file::ProviderKind::Payments => replay(&explore::Orders { d: loaded, p: &p }, out, f).await,
+        file::ProviderKind::Hermes => {
+            replay(&connector::explore::Actions { d: loaded, p: &p }, out, f).await
+        }
+    }
+}
+
+/// `deploy run --schedule F`: the schedule's orders or actions, as one case.
+async fn replay<E: explorer::Explorer>(e: &E, out: &Path, f: &Path) -> Result<Report, u8> {
+    let schedule = e.read(f).map_err(|e| {
+        eprintln!("{e}");
+        crate::exit::INVALID_INPUT
+    })?;
+    eprintln!("schedule {} …", e.describe(&schedule));
+    let ran = e
+        .run(
+            &schedule,
+            &out.join(WORK).join("schedule"),
+            &out.join(LOGS).join("schedule"),
+        )
+        .await;
+    let mut report = e.report(&schedule, ran, f);
+    for c in report.cases.iter_mut().filter(|c| c.id != "DEPLOY-HISTORY") {
         c.logs = logs_under(out, &Path::new(LOGS).join("schedule"));
     }
     Ok(report)
@@ -347,7 +340,10 @@ pub async fn run(
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
                 progress(format!("{} {} …", c.id, c.title));
-                let report = connector_case(d, c.id, c.title, c.requirements);
+                let mut report = connector_case(d, c.id, c.title, c.requirements);
+                if !c.verify.is_empty() {
+                    report.title = format!("{} ({})", c.title, c.verify);
+                }
                 let r = connector::run_case(d, c, &p, out, report).await;
                 progress(ended(&r));
                 cases.push(r);
@@ -635,10 +631,16 @@ pub fn case_report(
             );
         }
         if r.outcome.is_none() {
-            missing.push(format!(
-                "the service still reported {:?} at the deadline ({} ms)",
-                r.label, d.file.drive.deadline_ms
-            ));
+            missing.push(match ran.watched_ms {
+                Some(ms) => format!(
+                    "the service still reported {:?} when the case's watch ended ({ms} ms, before the file's deadline)",
+                    r.label
+                ),
+                None => format!(
+                    "the service still reported {:?} at the deadline ({} ms)",
+                    r.label, d.file.drive.deadline_ms
+                ),
+            });
         }
         if r.outcome == Some("unknown") {
             missing.push(format!(

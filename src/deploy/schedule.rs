@@ -9,7 +9,7 @@ mod events;
 mod watch;
 
 use super::*;
-use crate::report::story::{Beat, Tone};
+use crate::report::story::{Beat, Telling, Tone};
 use charges::{faults_acted, unattributed};
 use events::{events_seen, wall_ms};
 use watch::{
@@ -78,6 +78,9 @@ pub struct Ran {
     /// The clients (`User-Agent`) and API versions (`Stripe-Version`) seen on the wire.
     pub agents: BTreeSet<String>,
     pub versions: BTreeSet<String>,
+    /// When the case's watch ended before the file's deadline (a case whose run waits for a
+    /// decision nobody gives), how long it watched, in ms.
+    pub watched_ms: Option<u64>,
 }
 
 /// How the provider's events are delivered: late by `delay_ms`, twice, or held until released.
@@ -94,9 +97,9 @@ struct Ctx<'a> {
     client: reqwest::Client,
     env: Env,
     logs: PathBuf,
-    steps: Vec<String>,
-    started: Instant,
-    /// `started` on the wall clock (milliseconds since the Unix epoch), for the provider's event
+    /// The case as it happens (its steps and the timeline's beats).
+    t: Telling,
+    /// `t.started` on the wall clock (milliseconds since the Unix epoch), for the provider's event
     /// times.
     started_wall_ms: u64,
     next_label: u8,
@@ -106,39 +109,26 @@ struct Ctx<'a> {
     records: Option<super::record::Records>,
     orders: Vec<Vars>,
     last_skip: Option<String>,
-    beats: Vec<Beat>,
 }
 
 impl Ctx<'_> {
     fn step(&mut self, s: impl Into<String>) {
-        let s = s.into();
-        self.steps
-            .push(format!("{:>6} ms  {s}", self.started.elapsed().as_millis()));
+        self.t.step(s);
     }
     /// A step that is also a beat of the page's timeline, by `actor`.
     fn told(&mut self, actor: &str, tone: Tone, s: impl Into<String>) {
-        let s = s.into();
-        let ms = self.started.elapsed().as_millis() as u64;
-        self.beat_at(ms, actor, tone, s.clone());
-        self.step(s);
-    }
-    fn beat_at(&mut self, ms: u64, actor: &str, tone: Tone, text: String) {
-        self.beats.push(Beat {
-            ms,
-            actor: actor.to_string(),
-            tone,
-            text,
-        });
+        self.t.told(actor, tone, s);
     }
     async fn start(&mut self, label: &str) -> Result<Instance, (HarnessCause, String)> {
-        let i = service::start(self.d, &self.env, label, &self.logs, &self.client)
-            .await
-            .map_err(|e| (HarnessCause::Unreachable, e))?;
-        self.told(
-            &format!("instance {label}"),
-            Tone::Plain,
-            format!("instance {label} started on port {} and ready", i.port),
-        );
+        let i = service::start_told(
+            self.d,
+            &self.env,
+            label,
+            &self.logs,
+            &self.client,
+            &mut self.t,
+        )
+        .await?;
         let events = self.events;
         self.point_webhook(&i.base, events);
         Ok(i)
@@ -168,11 +158,14 @@ impl Ctx<'_> {
         }
         self.events.held = false;
         // Timed before the release: the events go out on a task of their own at once.
-        let ms = self.started.elapsed().as_millis() as u64;
+        let ms = self.t.ms();
         let n = self.p.payments.release_webhooks();
-        let s = format!("the provider's {n} held event(s) released, {why}");
-        self.beat_at(ms, WEBHOOKS, Tone::Fault, s.clone());
-        self.steps.push(format!("{ms:>6} ms  {s}"));
+        self.t.told_at(
+            ms,
+            WEBHOOKS,
+            Tone::Fault,
+            format!("the provider's {n} held event(s) released, {why}"),
+        );
     }
     fn fresh_label(&mut self) -> String {
         self.next_label += 1;
@@ -381,15 +374,17 @@ pub async fn run_schedule(
             store_dir,
         },
         logs: logs.to_path_buf(),
-        steps: Vec::new(),
-        started,
+        t: Telling {
+            started,
+            steps: Vec::new(),
+            beats: Vec::new(),
+        },
         started_wall_ms,
         next_label: 0,
         events: Events::default(),
         records: super::record::Records::of(d, super::ACCOUNT),
         orders: Vec::new(),
         last_skip: None,
-        beats: Vec::new(),
     };
     let control_before = p.payments.control_attempts().len();
     let mut live: Vec<Instance> = Vec::new();
@@ -397,8 +392,8 @@ pub async fn run_schedule(
     for i in live.drain(..) {
         i.stop().await;
     }
-    ran.steps = std::mem::take(&mut cx.steps);
-    ran.beats = std::mem::take(&mut cx.beats);
+    ran.steps = std::mem::take(&mut cx.t.steps);
+    ran.beats = std::mem::take(&mut cx.t.beats);
     let record = cx.records.take().map(super::record::Records::finish);
     ran.millis = started.elapsed().as_millis() as u64;
     // One reading of the ground truth, with every instance stopped: the faults, the clients
@@ -599,7 +594,7 @@ async fn drive_schedule(
             occurrence: st.occurrence.clone(),
             amount: 2000,
             currency: "usd".into(),
-            objective: String::new(),
+            ..Vars::default()
         };
         let before = cx.p.payments.ledger().effects.len();
         let Some(target) = live.last() else {

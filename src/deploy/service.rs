@@ -130,6 +130,26 @@ fn own_cgroup() -> Result<PathBuf, String> {
     Ok(unified_mount()?.join(rel.trim_start_matches('/')))
 }
 
+/// [`start`], told: the instance's start a step and a beat of `t` (its row the instance's).
+pub async fn start_told(
+    d: &Loaded,
+    e: &Env,
+    label: &str,
+    logs: &Path,
+    client: &reqwest::Client,
+    t: &mut crate::report::story::Telling,
+) -> Result<Instance, (crate::report::model::HarnessCause, String)> {
+    let i = start(d, e, label, logs, client)
+        .await
+        .map_err(|e| (crate::report::model::HarnessCause::Unreachable, e))?;
+    t.told(
+        &format!("instance {label}"),
+        crate::report::story::Tone::Plain,
+        format!("instance {label} started on port {} and ready", i.port),
+    );
+    Ok(i)
+}
+
 /// Starts instance `label` and waits until its ready check answers 2xx.
 pub async fn start(
     d: &Loaded,

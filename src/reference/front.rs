@@ -4,9 +4,13 @@
 //! judged at two boundaries (the process protocol's HERMES cases and the deployment's CONNECTOR
 //! cases).
 //!
-//! - `POST /actions` `{action_id, objective}`: the Action is recorded in the store (created
-//!   once), then invoked on a task of its own; 202. The same action again: 200 with its status.
-//!   Another objective under the same id: 409, no run (the connector's fingerprint).
+//! - `POST /actions` `{action_id, objective}` or `{action_id, resume: {source_action_id,
+//!   choice, resolve_all?}}` (seed 000's two input branches): the Action is recorded in the
+//!   store (created once), then invoked on a task of its own; 202. The same action again: 200
+//!   with its status, nothing invoked. Another input under the same id: 409, no run and no
+//!   command (the connector's fingerprint).
+//! - `POST /actions/{action_id}/cancel`: the connector's cancellation (its intent durable
+//!   first, then the stop, reconciled from the provider) on a task of its own; 202.
 //! - `GET /actions/{action_id}`: `{action_id, status, run_id, output, error}` from the binding
 //!   (`status` in seed 000's words: `starting` … `outcome_unknown`).
 //! - `GET /healthz`.
@@ -71,12 +75,12 @@ fn say(status: StatusCode, body: Value) -> Response {
 }
 
 impl Front {
-    fn action(&self, id: &str, objective: &str) -> Action {
+    fn action(&self, id: &str, input: Value) -> Action {
         Action {
             id: id.to_string(),
             idempotency_key: format!("idem-{id}"),
             capability: format!("cap:hermes_agent:{}:operator", self.endpoint),
-            input: json!({"objective": objective}),
+            input,
             deadline_ms: Some(60_000),
             identity: None,
             approval: None,
@@ -199,20 +203,28 @@ fn invoke(f: &Shared, a: Action) {
 }
 
 async fn submit(State(f): State<Shared>, Json(body): Json<Value>) -> Response {
-    let (Some(id), Some(objective)) = (body["action_id"].as_str(), body["objective"].as_str())
-    else {
+    let input = match (body.get("objective"), body.get("resume")) {
+        (Some(o), None) => json!({"objective": o}),
+        (None, Some(r)) => json!({"resume": r}),
+        _ => Value::Null,
+    };
+    let Some(id) = body["action_id"].as_str().filter(|_| !input.is_null()) else {
         return say(
             StatusCode::BAD_REQUEST,
-            json!({"error": "give {action_id: string, objective: string}"}),
+            json!({"error": "give {action_id: string, objective: string} or {action_id: string, resume: {source_action_id, choice, resolve_all?}}"}),
         );
     };
-    if id.is_empty() || id.len() > 200 || objective.trim().is_empty() {
+    if id.is_empty() || id.len() > 200 {
         return say(
             StatusCode::BAD_REQUEST,
-            json!({"error": "action_id: 1 to 200 characters; objective: not empty"}),
+            json!({"error": "action_id: 1 to 200 characters"}),
         );
     }
-    let a = f.action(id, objective);
+    // The connector's own input schema, before anything is recorded.
+    if let Err(e) = crate::operator::input::OperatorInput::parse(&input) {
+        return say(StatusCode::BAD_REQUEST, json!({"error": e.to_string()}));
+    }
+    let a = f.action(id, input);
     match f.record(&a).await {
         Err(e) => say(StatusCode::SERVICE_UNAVAILABLE, json!({"error": e})),
         Ok(true) => {
@@ -237,6 +249,29 @@ async fn submit(State(f): State<Shared>, Json(body): Json<Value>) -> Response {
                     json!({"error": "this action_id was submitted with another objective", "action": now}),
                 )
             }
+        }
+    }
+}
+
+async fn cancel(State(f): State<Shared>, Path(id): Path<String>) -> Response {
+    match f.connector.binding(&id).await {
+        Err(e) => say(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"error": e.to_string()}),
+        ),
+        Ok(None) => say(StatusCode::NOT_FOUND, json!({"error": "no such action"})),
+        Ok(Some(_)) => {
+            let g = f.clone();
+            let action = id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = g.connector.cancel(&action).await {
+                    eprintln!("aocheck sut connector: cancel {action}: {e}");
+                }
+            });
+            say(
+                StatusCode::ACCEPTED,
+                json!({"action_id": id, "cancel_requested": true}),
+            )
         }
     }
 }
@@ -298,6 +333,7 @@ pub async fn serve(a: FrontArgs) -> u8 {
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
         .route("/actions", post(submit))
         .route("/actions/{id}", get(status))
+        .route("/actions/{id}/cancel", post(cancel))
         .with_state(front);
     let listener = match tokio::net::TcpListener::bind(("127.0.0.1", a.port)).await {
         Ok(l) => l,

@@ -33,6 +33,55 @@ pub struct Beat {
     pub text: String,
 }
 
+/// A case told as it happens: each step with its time since the start, and the beats of the
+/// page's timeline (the deploy cases of either provider tell theirs through one).
+#[derive(Debug)]
+pub struct Telling {
+    pub started: std::time::Instant,
+    pub steps: Vec<String>,
+    pub beats: Vec<Beat>,
+}
+
+impl Telling {
+    /// A telling that starts now.
+    pub fn now() -> Telling {
+        Telling {
+            started: std::time::Instant::now(),
+            steps: Vec::new(),
+            beats: Vec::new(),
+        }
+    }
+    /// Milliseconds since the start.
+    pub fn ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+    /// A step of the report's list only.
+    pub fn step(&mut self, s: impl Into<String>) {
+        let ms = self.ms();
+        self.steps.push(format!("{ms:>6} ms  {}", s.into()));
+    }
+    /// A step that is also a beat of the timeline, by `actor`, now.
+    pub fn told(&mut self, actor: &str, tone: Tone, s: impl Into<String>) {
+        let ms = self.ms();
+        self.told_at(ms, actor, tone, s);
+    }
+    /// A step and a beat timed at `ms` (a moment read before the thing was done).
+    pub fn told_at(&mut self, ms: u64, actor: &str, tone: Tone, s: impl Into<String>) {
+        let s = s.into();
+        self.steps.push(format!("{ms:>6} ms  {s}"));
+        self.beat_at(ms, actor, tone, s);
+    }
+    /// A beat of the timeline only.
+    pub fn beat_at(&mut self, ms: u64, actor: &str, tone: Tone, text: String) {
+        self.beats.push(Beat {
+            ms,
+            actor: actor.to_string(),
+            tone,
+            text,
+        });
+    }
+}
+
 /// Characters per line of a beat's words.
 const WRAP: usize = 22;
 

@@ -417,6 +417,10 @@ async fn every_checker_fires_for_some_broken_implementation() {
             "deploy_result_from_provider",
             "check::connector::each_connector_checker_fires_by_name",
         ),
+        (
+            "deploy_one_decision",
+            "check::connector::one_decision_per_resume_command",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

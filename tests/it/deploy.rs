@@ -17,7 +17,7 @@ fn vars() -> Vars {
         occurrence: "o-1".into(),
         amount: 2000,
         currency: "usd".into(),
-        objective: String::new(),
+        ..Vars::default()
     }
 }
 
@@ -568,16 +568,7 @@ fn exploring_the_naive_example_shrinks_to_one_order_charged_twice_and_replays() 
         ),
         "{said}"
     );
-    let explored: Value = serde_json::from_str(
-        &std::fs::read_to_string(out.path().join("explore.json")).expect("explore.json"),
-    )
-    .expect("json");
-    assert!(
-        explored["finding"]["failures"][0]["line"]
-            .as_str()
-            .is_some_and(|l| l.contains("recorded 2 entries")),
-        "{explored}"
-    );
+    assert!(first_finding(out.path()).contains("recorded 2 entries"));
     // The reports written beside it name the exploration's seed (issue 39: it said 0).
     let written: Value = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
@@ -585,27 +576,44 @@ fn exploring_the_naive_example_shrinks_to_one_order_charged_twice_and_replays() 
     .expect("json");
     assert_eq!(written["seed"], 1, "{written}");
     // The shrunk schedule replays as a run, and fails the same way.
-    let again = tempfile::tempdir().expect("tempdir");
-    let r = crate::support::aocheck_bin(&[
-        "deploy",
-        "run",
-        crate::support::utf8(f),
-        "--schedule",
-        crate::support::utf8(&out.path().join("shrunk.yaml")),
-        "--out",
-        crate::support::utf8(again.path()),
-    ]);
-    assert_eq!(r.status.code(), Some(1), "{}", crate::support::said(&r));
-    let report: Value = serde_json::from_str(
-        &std::fs::read_to_string(again.path().join("report.json")).expect("report.json"),
-    )
-    .expect("json");
+    let report = replay_shrunk(f, out.path());
     assert_eq!(report["cases"][0]["id"], "DEPLOY-SCHEDULE");
     assert_eq!(report["cases"][0]["verdict"], "fail");
     assert_eq!(
         report["cases"][0]["failures"][0]["requirement"],
         "AOC-REQ-010"
     );
+}
+
+/// The first finding `deploy explore` wrote to `out/explore.json`, in its words.
+fn first_finding(out: &std::path::Path) -> String {
+    let explored: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("explore.json")).expect("explore.json"),
+    )
+    .expect("json");
+    explored["finding"]["failures"][0]["line"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `deploy run F --schedule out/shrunk.yaml`, which must fail (exit 1): its report.
+fn replay_shrunk(f: &std::path::Path, out: &std::path::Path) -> Value {
+    let again = tempfile::tempdir().expect("tempdir");
+    let r = crate::support::aocheck_bin(&[
+        "deploy",
+        "run",
+        crate::support::utf8(f),
+        "--schedule",
+        crate::support::utf8(&out.join("shrunk.yaml")),
+        "--out",
+        crate::support::utf8(again.path()),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", crate::support::said(&r));
+    serde_json::from_str(
+        &std::fs::read_to_string(again.path().join("report.json")).expect("report.json"),
+    )
+    .expect("json")
 }
 
 #[test]
@@ -690,14 +698,20 @@ async fn a_cgroup_kill_is_confirmed_or_refused_naming_the_fix() {
 }
 
 /// Issue 40, both ways: the keyed connector (a start claim before `POST /v1/runs`, an
-/// ambiguous start left `outcome_unknown`, never started again) passes every connector case
-/// with one run per action in fake-hermes' ledger; the naive one (it starts again after a 5xx,
-/// a lost reply or a restart) fails AOC-REQ-010 with two runs in the lost-start, 5xx and crash
-/// cases.
+/// ambiguous start left `outcome_unknown`, never started again; a resume command claimed
+/// before its decision is sent and never resent; `cancelled` only from Hermes; polling when
+/// the event stream breaks) passes every connector case with one run per action in
+/// fake-hermes' ledger; the naive one (it starts again after a 5xx, a lost reply or a restart,
+/// resends a resume command, takes `stopping` for cancelled and a broken stream for the end)
+/// fails AOC-REQ-010 with two runs or two decisions, and AOC-REQ-011 for what it invented.
+/// The two deployments are judged at once (each on a fake-hermes of its own).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
     use aocheck::report::model::Verdict;
-    let keyed = judge_example("connector-keyed").await;
+    let (keyed, naive) = tokio::join!(
+        judge_example("connector-keyed"),
+        judge_example("connector-naive")
+    );
     for c in keyed
         .cases
         .iter()
@@ -729,7 +743,7 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
             .iter()
             .filter(|c| c.id.starts_with("CONNECTOR-"))
             .count(),
-        6
+        aocheck::deploy::connector::CASES.len()
     );
     // After an ambiguous start the honest answer is outcome_unknown: a pass, said as such.
     let lost = keyed
@@ -746,7 +760,6 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
         lost.occurrences
     );
     assert_eq!(aocheck::deploy::exit_code(&keyed), aocheck::exit::OK);
-    let naive = judge_example("connector-naive").await;
     for id in ["CONNECTOR-001", "CONNECTOR-002", "CONNECTOR-003"] {
         let c = naive.cases.iter().find(|c| c.id == id).expect("case");
         assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
@@ -788,9 +801,70 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
         "{}",
         forgot.reasons()
     );
+    // One resume command, two decisions: the replay resolved the second approval.
+    let fails_with = |id: &str, req: &str, words: &str| {
+        let c = naive.cases.iter().find(|c| c.id == id).expect("case");
+        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
+        assert!(
+            c.failures
+                .iter()
+                .any(|f| f.requirement.to_string() == req && f.msg.contains(words)),
+            "{id}: {:?}",
+            c.failures
+        );
+    };
+    fails_with(
+        "CONNECTOR-007",
+        "AOC-REQ-010",
+        "[deploy_one_decision] act_connector007a1: fake-hermes applied 2 approval decisions",
+    );
+    // `cancelled` on a stop's `stopping` receipt, while Hermes completed the run.
+    fails_with("CONNECTOR-008", "AOC-REQ-011", "reported \"cancelled\"");
+    // `completed` when the event stream broke, before Hermes ended the run.
+    fails_with("CONNECTOR-009", "AOC-REQ-011", "not ended");
     assert_eq!(
         aocheck::deploy::exit_code(&naive),
         aocheck::exit::REQUIREMENT_FAILED
+    );
+}
+
+/// Issue 40's done-when: `deploy explore` over the naive connector finds its second run for one
+/// action and shrinks the schedule to the one action and fault that make it; the shrunk
+/// schedule replays as a run and fails the same way.
+#[test]
+fn exploring_the_naive_connector_shrinks_to_one_action_started_twice_and_replays() {
+    let f = examples()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("connector-naive"))
+        .expect("example");
+    let (out, o) = explore(&f, "2");
+    let said = crate::support::said(&o);
+    assert_eq!(o.status.code(), Some(1), "{said}");
+    let loaded = file::load(&f).expect("loads");
+    let shrunk = aocheck::deploy::connector::explore::read_schedule(
+        &loaded,
+        &out.path().join("shrunk.yaml"),
+    )
+    .expect("shrunk schedule");
+    assert_eq!(shrunk.steps.len(), 1, "{said}");
+    use aocheck::deploy::connector::HermesKind as K;
+    assert!(
+        matches!(
+            shrunk.steps[0].fault,
+            Some(K::CrashAtHeldStart | K::LostStart | K::StartErrorAfterCommit)
+        ),
+        "{said}"
+    );
+    assert!(first_finding(out.path()).contains("started 2 runs for one action"));
+    let report = replay_shrunk(&f, out.path());
+    let case = report["cases"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == "CONNECTOR-SCHEDULE"))
+        .expect("the schedule's case");
+    assert_eq!(case["verdict"], "fail", "{case}");
+    assert!(
+        case["failures"].to_string().contains("started 2 runs"),
+        "{case}"
     );
 }
 
@@ -818,6 +892,51 @@ fn a_connector_deploy_file_is_checked_for_its_provider() {
             "version: 1\nname: x\nprovider: hermes\n{service}\nattribution: {{session_id: \"aip-operator\"}}\n{drive}"
         ),
         &["attribution.session_id: \"aip-operator\" must hold {occurrence}"],
+    );
+    // A resume names its command, its source and the choice; a cancellation its action; and
+    // neither belongs to a payment service.
+    let hermes_service = "service: {command: [a], env: {P: \"{port}\", U: \"{hermes.url}\", K: \"{hermes.key}\"}, ready: {path: /h}}";
+    check_refuses(
+        &format!(
+            "version: 1\nname: x\nprovider: hermes\n{hermes_service}\nattribution: {{session_id: \"aip-operator-{{occurrence}}\"}}\n{drive}  resume: {{path: /a, body: {{source: \"{{occurrence}}\", choice: \"{{choice}}\"}}}}\n  cancel: {{path: /a/cancel}}\n"
+        ),
+        &[
+            "drive.resume: holds no {command}",
+            "drive.cancel: holds no {occurrence}",
+        ],
+    );
+    check_refuses(
+        &format!(
+            "version: 1\nname: x\n{service}\nattribution: {{idempotency_key: \"k-{{occurrence}}\"}}\n{drive}  cancel: {{path: \"/a/{{occurrence}}/cancel\"}}\n"
+        ),
+        &["a payment service has no approval or cancellation case"],
+    );
+}
+
+/// A connector file without `drive.resume` or `drive.cancel` cannot take the approval or the
+/// cancellation case, and says which template is missing; one with both takes every case.
+#[test]
+fn a_connector_case_needs_its_template() {
+    use aocheck::deploy::connector::{HermesKind, cannot_take};
+    let f = examples()
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("connector-keyed"))
+        .expect("example");
+    let mut loaded = file::load(&f).expect("loads");
+    assert!(
+        HermesKind::ALL
+            .iter()
+            .all(|k| cannot_take(&loaded, *k).is_none())
+    );
+    loaded.file.drive.resume = None;
+    loaded.file.drive.cancel = None;
+    assert!(
+        cannot_take(&loaded, HermesKind::ResumeAfterRestart)
+            .is_some_and(|w| w.contains("no drive.resume"))
+    );
+    assert!(
+        cannot_take(&loaded, HermesKind::CancelRacesCompletion)
+            .is_some_and(|w| w.contains("no drive.cancel"))
     );
 }
 

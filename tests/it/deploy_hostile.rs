@@ -851,6 +851,28 @@ async fn a_record_refused_while_the_order_is_open_is_no_pass(
     assert_no_leftovers(&j);
 }
 
+/// Issue 40, the liar's direction for one decision per resume command: a twin of
+/// `examples/connector-keyed` that answers the replay of a resume command with its stored
+/// state, as the keyed connector does, and sends the decision again 5 s later
+/// (`deploy_hostile/connector_liar.py`). Its labels are honest; fake-hermes's ledger shows the
+/// second decision, because the case watches (and keeps the connector running) to its own end
+/// whatever the labels say. The honest direction is the keyed example (tests/it/deploy.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connector_that_resends_a_decision_late_fails() {
+    let j = judge("connector-late-resend", &["CONNECTOR-007"]).await;
+    let c = j.case("CONNECTOR-007");
+    assert_fails_for(c, &["AOC-REQ-010"]);
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.msg.contains("[deploy_one_decision]")
+                && f.msg.contains("applied 2 approval decisions")),
+        "{}",
+        explain(c)
+    );
+    assert_no_leftovers(&j);
+}
+
 async fn lies_in_case(name: &str, case: &str, req: &str, checker: &str) {
     let j = judge(name, &[case]).await;
     let c = j.case(case);

@@ -27,6 +27,25 @@ pub(super) async fn approval(
         Ok(x) => x,
         Err(r) => return r,
     };
+    // The rest runs in its own task, as a start does: a held decision is still applied when
+    // released, even if the client that sent it has died meanwhile.
+    let (client, mut watch) = s.holds.watch();
+    match tokio::spawn(approval_after_read(s, id, bytes, drop, client)).await {
+        Ok(r) => {
+            watch.answered();
+            r
+        }
+        Err(e) => error(500, &format!("approval task failed: {e}"), None),
+    }
+}
+
+async fn approval_after_read(
+    s: Arc<Shared>,
+    id: String,
+    bytes: Bytes,
+    drop: Option<DropConn>,
+    client: fake_control::holds::ClientFlag,
+) -> Response {
     let body: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(_) => return error(400, "Invalid JSON", None),
@@ -63,7 +82,7 @@ pub(super) async fn approval(
         return not_found(&id);
     };
     let session = lock(&cell.info).session_id.clone();
-    let fault = match prelude(&s, Route::Approval, Some(&session), None).await {
+    let fault = match prelude(&s, Route::Approval, Some(&session), Some(client)).await {
         Pre::Go(f) => f,
         Pre::Respond(r) => return r,
     };

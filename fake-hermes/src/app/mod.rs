@@ -347,6 +347,13 @@ impl Handle {
         }
         self.0.holds.reject_all();
     }
+    /// A run as this process holds it: its status and whether an approval waits for a
+    /// decision (`None`: no such run in memory, never started or forgotten).
+    pub fn run_state(&self, run_id: &str) -> Option<(String, bool)> {
+        let cell = lock(&self.0.data).runs.get(run_id).cloned()?;
+        let pending = lock(&cell.approval).is_some();
+        Some((cell.status(), pending))
+    }
     /// Releases every request parked under `name`; returns how many.
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
         self.0.holds.release(name, action)

@@ -39,7 +39,7 @@ pub(super) fn events_seen(
         .collect();
     for (ms, forged, l) in lines {
         let tone = if forged { Tone::Fault } else { Tone::Plain };
-        cx.beat_at(ms, WEBHOOKS, tone, l.clone());
+        cx.t.beat_at(ms, WEBHOOKS, tone, l.clone());
         cx.step(l);
     }
     if !held {
