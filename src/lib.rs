@@ -57,6 +57,7 @@ pub mod setup;
 pub mod store;
 pub mod sut;
 pub mod vocab;
+pub mod workflow;
 
 pub use aoc::{Domain, DomainConfig, DomainError, Refusal, Req};
 pub use case::{LoadedCase, load as load_cases};

@@ -6,6 +6,8 @@
 //! - [`rules`]: targeted fault rules ("the nth … of the matching requests") every fake shares;
 //! - [`holds`]: what a held request is and how it is released;
 //! - [`clock`]: what the case's simulated clock saw of each participant;
+//! - [`graph`]: a step graph's shared rules (whole numbers, cycles, stable order), for Hermes's
+//!   run scripts and seed 002's workflow designs;
 //! - [`control`]: what a fake's control log records;
 //! - [`payments`]: fake-payments's ledger, fault vocabulary, configuration, wire contract
 //!   (signatures, keys) and published profile (its status list);
@@ -16,6 +18,7 @@
 
 pub mod clock;
 pub mod control;
+pub mod graph;
 pub mod holds;
 pub mod rules;
 

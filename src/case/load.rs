@@ -259,7 +259,9 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) {
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "schema") {
+                // Not cases: the case schema, and conformance sets (data a test reads, such as
+                // seed 002's validator table in cases/workflow/sets/).
+                if p.file_name().is_some_and(|n| n != "schema" && n != "sets") {
                     collect(&p, out);
                 }
             } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {

@@ -156,8 +156,9 @@ const FLOORS: &[&[&str]] = &[
     &["aoc"],
     // The stores, which implement the domain's port.
     &["store"],
-    // The Hermes operator connector (seed 000), written against the domain and a store.
-    &["operator"],
+    // The Hermes operator connector (seed 000), written against the domain and a store; seed
+    // 002's Hermes Workflow (its rulebook and plan), on the base alone.
+    &["operator", "workflow"],
     // Case files: what a case declares.
     &["case"],
     // The judge: facts, checkers, verdicts and the evidence tape.

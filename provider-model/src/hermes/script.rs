@@ -54,13 +54,7 @@ fn defect(step: &str, field: &str, msg: impl Into<String>) -> Defect {
     }
 }
 
-/// A whole number, rejecting `2.5` and `true` (which a lax cast would accept).
-fn whole(v: &Value) -> Option<i64> {
-    match v {
-        Value::Number(n) => n.as_i64(),
-        _ => None,
-    }
-}
+use crate::graph::whole;
 
 /// A parsed condition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,58 +313,12 @@ pub fn validate(script: &Value) -> Vec<Defect> {
         }
     }
     // Acyclicity: DFS over `after`, reporting the cycle path.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        Active,
-        Done,
-    }
-    let mut marks: HashMap<&str, Mark> = edges.keys().map(|k| (*k, Mark::New)).collect();
-    fn dfs<'a>(
-        n: &'a str,
-        edges: &'a BTreeMap<&'a str, Vec<String>>,
-        marks: &mut HashMap<&'a str, Mark>,
-        path: &mut Vec<&'a str>,
-    ) -> Option<Vec<String>> {
-        marks.insert(n, Mark::Active);
-        path.push(n);
-        for m in edges.get(n).into_iter().flatten() {
-            let m = m.as_str();
-            match marks.get(m).copied() {
-                Some(Mark::Active) => {
-                    let start = path.iter().position(|x| *x == m).unwrap_or(0);
-                    let mut cycle: Vec<String> =
-                        path[start..].iter().map(|s| s.to_string()).collect();
-                    cycle.push(m.to_string());
-                    return Some(cycle);
-                }
-                Some(Mark::New) => {
-                    if let Some((k, _)) = edges.get_key_value(m)
-                        && let Some(c) = dfs(k, edges, marks, path)
-                    {
-                        return Some(c);
-                    }
-                }
-                _ => {}
-            }
-        }
-        path.pop();
-        marks.insert(n, Mark::Done);
-        None
-    }
-    let keys: Vec<&str> = edges.keys().copied().collect();
-    for k in keys {
-        if marks.get(k) == Some(&Mark::New) {
-            let mut path = Vec::new();
-            if let Some(cycle) = dfs(k, &edges, &mut marks, &mut path) {
-                out.push(defect(
-                    &cycle[0],
-                    "after",
-                    format!("cycle: {}", cycle.join(" -> ")),
-                ));
-                break;
-            }
-        }
+    if let Some(cycle) = crate::graph::cycle(&edges) {
+        out.push(defect(
+            &cycle[0],
+            "after",
+            format!("cycle: {}", cycle.join(" -> ")),
+        ));
     }
     out
 }
@@ -519,21 +467,14 @@ pub fn build_plan(script: &Value) -> Result<Vec<Step>, Vec<Defect>> {
         });
     }
     // Kahn's algorithm, always taking the earliest ready step in script order.
-    let mut done: BTreeSet<String> = BTreeSet::new();
-    let mut plan = Vec::with_capacity(typed.len());
-    while plan.len() < typed.len() {
-        let next = typed
+    let order = crate::graph::stable_order(
+        &typed
             .iter()
-            .find(|st| !done.contains(&st.id) && st.after.iter().all(|a| done.contains(a)))
-            .cloned();
-        match next {
-            Some(st) => {
-                done.insert(st.id.clone());
-                plan.push(st);
-            }
-            None => return Err(vec![defect("", "after", "no executable order (cycle)")]),
-        }
-    }
+            .map(|st| (st.id.as_str(), st.after.as_slice()))
+            .collect::<Vec<_>>(),
+    )
+    .ok_or_else(|| vec![defect("", "after", "no executable order (cycle)")])?;
+    let plan: Vec<Step> = order.into_iter().map(|i| typed[i].clone()).collect();
     Ok(plan)
 }
 
