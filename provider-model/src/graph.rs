@@ -14,6 +14,34 @@ pub fn whole(v: &Value) -> Option<i64> {
     }
 }
 
+/// Each item's `id` (a non-empty string), or its place in the list (`<list>[i]`) where it has
+/// none, and the defects as `(name, message)`: a duplicate id, or an id missing. `what` names
+/// an item in the messages ("step", "node").
+pub fn identities(items: &[Value], list: &str, what: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let mut ids = Vec::with_capacity(items.len());
+    let mut defects = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.get("id") {
+            Some(Value::String(id)) if !id.trim().is_empty() => {
+                if !seen.insert(id.clone()) {
+                    defects.push((id.clone(), format!("duplicate {what} id")));
+                }
+                ids.push(id.clone());
+            }
+            _ => {
+                let place = format!("{list}[{i}]");
+                defects.push((
+                    place.clone(),
+                    format!("every {what} needs a unique, non-empty string id"),
+                ));
+                ids.push(place);
+            }
+        }
+    }
+    (ids, defects)
+}
+
 /// The first cycle a depth-first walk over `edges` (each node's `after` list) meets, as the
 /// path `a -> b -> … -> a`; `None` when the relation is acyclic. Nodes are walked in key order,
 /// so the same graph always reports the same cycle.

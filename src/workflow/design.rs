@@ -142,27 +142,8 @@ pub fn validate(graph: &Value) -> Vec<Defect> {
     }
     let mut out = Vec::new();
     // Identity: each node's id, or its place in the list where it has none.
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (i, n) in nodes.iter().enumerate() {
-        match n.get("id") {
-            Some(Value::String(id)) if !id.trim().is_empty() => {
-                if !seen.insert(id.clone()) {
-                    out.push(defect(id, "id", "duplicate node id"));
-                }
-                ids.push(id.clone());
-            }
-            _ => {
-                let label = format!("nodes[{i}]");
-                out.push(defect(
-                    &label,
-                    "id",
-                    "every node needs a unique, non-empty string id",
-                ));
-                ids.push(label);
-            }
-        }
-    }
+    let (ids, bad) = provider_model::graph::identities(nodes, "nodes", "node");
+    out.extend(bad.into_iter().map(|(n, m)| defect(&n, "id", m)));
     let kinds: BTreeMap<&str, &str> = nodes
         .iter()
         .zip(&ids)

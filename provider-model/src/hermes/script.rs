@@ -122,27 +122,8 @@ pub fn validate(script: &Value) -> Vec<Defect> {
             }
         }
     }
-    let mut ids: Vec<String> = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (i, s) in steps.iter().enumerate() {
-        let label = format!("steps[{i}]");
-        match s.get("id") {
-            Some(Value::String(id)) if !id.trim().is_empty() => {
-                if !seen.insert(id.clone()) {
-                    out.push(defect(id, "id", "duplicate step id"));
-                }
-                ids.push(id.clone());
-            }
-            _ => {
-                out.push(defect(
-                    &label,
-                    "id",
-                    "every step needs a unique, non-empty string id",
-                ));
-                ids.push(label);
-            }
-        }
-    }
+    let (ids, bad) = crate::graph::identities(steps, "steps", "step");
+    out.extend(bad.into_iter().map(|(n, m)| defect(&n, "id", m)));
     let id_set: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
     let mut kinds: HashMap<&str, &str> = HashMap::new();
     let mut edges: BTreeMap<&str, Vec<String>> = BTreeMap::new();
