@@ -17,6 +17,7 @@ pub mod replay;
 pub mod statements;
 pub mod steps;
 pub mod verdict;
+pub mod workflow;
 
 use crate::aoc::domain::Limits;
 use crate::aoc::ids::Generation;
@@ -34,8 +35,12 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 55] = [
+pub const CHECKERS: [(&str, &[Req]); 58] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
+    // Seed 002's workflow runner (check/workflow.rs: against fake-hermes and the channel).
+    ("workflow_one_run_per_step", &[Req::R010]),
+    ("workflow_one_delivery_per_output", &[Req::R010]),
+    ("workflow_cursor_recorded", &[Req::R005]),
     ("deploy_one_run", &[Req::R010, Req::R002]),
     ("deploy_one_decision", &[Req::R010]),
     ("deploy_result_from_provider", &[Req::R011, Req::R009]),

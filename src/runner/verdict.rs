@@ -56,7 +56,8 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
                 Verdict::Pass
             };
             // A deployment is judged by the deploy checkers only (`aocheck deploy`), a suite run by
-            // the others: each report names the checkers that could have judged it.
+            // the others: each report names the checkers that could have judged it. The workflow
+            // checkers judge a workflow runner (seed 002), which no suite case runs yet.
             let deployment = cases.iter().any(|c| c.id.starts_with("DEPLOY-"));
             RequirementReport {
                 id: *r,
@@ -64,7 +65,11 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
                 cases: evaluating.iter().map(|c| c.id.clone()).collect(),
                 checkers: crate::check::CHECKERS
                     .iter()
-                    .filter(|(n, rs)| rs.contains(r) && n.starts_with("deploy_") == deployment)
+                    .filter(|(n, rs)| {
+                        rs.contains(r)
+                            && n.starts_with("deploy_") == deployment
+                            && !n.starts_with("workflow_")
+                    })
                     .map(|(n, _)| n.to_string())
                     .collect(),
             }

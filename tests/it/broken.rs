@@ -421,6 +421,18 @@ async fn every_checker_fires_for_some_broken_implementation() {
             "deploy_one_decision",
             "check::connector::one_decision_per_resume_command",
         ),
+        (
+            "workflow_one_run_per_step",
+            "check::workflow::one_run_per_step_reads_the_correlation",
+        ),
+        (
+            "workflow_one_delivery_per_output",
+            "check::workflow::one_delivery_per_output_reads_the_channel",
+        ),
+        (
+            "workflow_cursor_recorded",
+            "check::workflow::the_cursor_never_passes_an_unrecorded_step",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

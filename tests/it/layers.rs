@@ -156,9 +156,11 @@ const FLOORS: &[&[&str]] = &[
     &["aoc"],
     // The stores, which implement the domain's port.
     &["store"],
-    // The Hermes operator connector (seed 000), written against the domain and a store; seed
-    // 002's Hermes Workflow (its rulebook and plan), on the base alone.
-    &["operator", "workflow"],
+    // The Hermes operator connector (seed 000), written against the domain and a store.
+    &["operator"],
+    // Seed 002's Hermes Workflow: its rulebook, plan and runner, and a host that reaches Hermes
+    // through the connector's client.
+    &["workflow"],
     // Case files: what a case declares.
     &["case"],
     // The judge: facts, checkers, verdicts and the evidence tape.
@@ -249,7 +251,7 @@ fn every_import_goes_down_a_floor() {
     );
     assert_eq!(
         against_the_floors(&one("report::html", "sut::message"), FLOORS),
-        ["report::html (floor 6) -> sut::message (floor 6): sideways"]
+        ["report::html (floor 7) -> sut::message (floor 7): sideways"]
     );
     assert_eq!(
         against_the_floors(&one("mcp::server", "aoc"), FLOORS),

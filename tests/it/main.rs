@@ -32,3 +32,4 @@ mod successor_process;
 #[allow(dead_code)]
 mod support;
 mod vacuous;
+mod workflow;

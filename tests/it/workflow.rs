@@ -1,0 +1,228 @@
+//! Seed 002's runner over fake-hermes (issue 41): an agent step's run held at Hermes, the runner
+//! killed (its future dropped, its connection closed), the run then started; the runner resumed
+//! from its saved state. Judged from fake-hermes's ledger: one run per step correlation
+//! (`workflow:<run_id>:<node_id>`), whatever the kill; and both ways, a runner that forgets its
+//! attempt on resume (the naive one) launches the step a second time.
+
+use aocheck::workflow::design::{PlanStep, build_run_plan};
+use aocheck::workflow::host::{Channel, HermesSeam, drive};
+use aocheck::workflow::run::{Delivery, Status};
+use aocheck::workflow::store::Home;
+use provider_model::hermes::faults::{Fault, Route, Rule};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A channel that keeps its own ground truth: every delivery it took, by receipt id.
+#[derive(Default)]
+struct Ledgered {
+    got: BTreeMap<String, u32>,
+}
+
+impl Channel for Ledgered {
+    async fn deliver(&mut self, d: &Delivery) -> Result<(), String> {
+        *self.got.entry(d.id.clone()).or_insert(0) += 1;
+        Ok(())
+    }
+}
+
+fn plan() -> Vec<PlanStep> {
+    let g = json!({"nodes": [
+        {"id": "start", "type": "trigger"},
+        {"id": "draft", "type": "agent", "prompt": "Draft the release note", "after": ["start"]},
+        {"id": "review", "type": "agent", "prompt": "Review the draft", "after": ["draft"]},
+        {"id": "send", "type": "output", "deliver": "channel", "target": "chat:releases", "after": ["review"]},
+    ]});
+    assert!(aocheck::workflow::design::validate(&g).is_empty());
+    build_run_plan(&g).expect("plan")
+}
+
+async fn hermes() -> (
+    aocheck::providers::Served<aocheck::providers::Hermes>,
+    HermesSeam,
+) {
+    let config = provider_model::hermes::config::Config {
+        api_key: "hk_workflow_test".into(),
+        control_token: "ctl_workflow_test".into(),
+        ..provider_model::hermes::config::Config::default()
+    };
+    let h = aocheck::providers::start_hermes(config, None)
+        .await
+        .expect("fake-hermes");
+    let client = aocheck::operator::hermes::HermesClient::new(
+        &h.url,
+        "hk_workflow_test",
+        Duration::from_secs(10),
+    )
+    .expect("client");
+    let seam = HermesSeam {
+        client,
+        poll: Duration::from_millis(50),
+        patience: Duration::from_secs(30),
+    };
+    (h, seam)
+}
+
+/// Runs per correlation in fake-hermes's ledger.
+fn runs_by_session(h: &aocheck::providers::Hermes) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for r in h.ledger().runs {
+        *m.entry(r.session_id).or_insert(0) += 1;
+    }
+    m
+}
+
+/// What the checkers find of a run: its steps' runs in fake-hermes's ledger and its saved state.
+fn judged(
+    h: &aocheck::providers::Hermes,
+    p: &[PlanStep],
+    st: &aocheck::workflow::run::RunState,
+) -> Vec<aocheck::check::Finding> {
+    let ledger = h.ledger();
+    let mut facts = aocheck::check::Facts::default();
+    let mut f = aocheck::check::workflow::one_run_per_step(p, &ledger, &st.run_id, &mut facts);
+    f.extend(aocheck::check::workflow::cursor_recorded(
+        p, st, &ledger, &mut facts,
+    ));
+    f
+}
+
+type Killed = (
+    BTreeMap<String, usize>,
+    Status,
+    Vec<aocheck::check::Finding>,
+);
+
+/// The runner killed while Hermes holds the start of `review`; the start then goes on. `forget`:
+/// the resumed runner forgets its attempt (the naive runner's defect). The runs per correlation,
+/// the run's status, and what the checkers find.
+async fn killed_at_review(forget: bool) -> Killed {
+    let (h, mut seam) = hermes().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = Home(dir.path().to_path_buf());
+    let p = plan();
+    let run_id = "a1b2c3d4e5f6";
+    let review = format!("workflow:{run_id}:review");
+    h.handle
+        .add_rule(Rule {
+            route: Route::Start,
+            nth: 1,
+            times: 1,
+            session_id: Some(review.clone()),
+            fault: Fault::Hold {
+                name: "review-start".into(),
+            },
+        })
+        .expect("rule");
+    let mut channel = Ledgered::default();
+    {
+        let first = drive(
+            &home,
+            &p,
+            run_id,
+            "release-note",
+            Some(&mut seam),
+            &mut channel,
+        );
+        tokio::pin!(first);
+        tokio::select! {
+            _ = &mut first => panic!("the run ended while its start should be held"),
+            parked = h.handle.wait_parked("review-start", 1, Duration::from_secs(20)) => {
+                assert!(parked, "the review step's start was never held");
+            }
+        }
+        // The kill: the runner's future is dropped with its connection.
+    }
+    assert!(
+        h.handle
+            .wait_client_gone("review-start", Duration::from_secs(10))
+            .await
+    );
+    h.handle.release(
+        "review-start",
+        provider_model::holds::ReleaseAction::Proceed,
+    );
+    // The held start goes on: its run exists at Hermes.
+    for _ in 0..100 {
+        if runs_by_session(&h.handle).get(&review) == Some(&1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(runs_by_session(&h.handle).get(&review), Some(&1));
+    if forget {
+        let mut st = home.load_run(run_id).expect("saved");
+        st.attempts.remove("review");
+        home.save_run(&st).expect("saved");
+    }
+    let st = drive(
+        &home,
+        &p,
+        run_id,
+        "release-note",
+        Some(&mut seam),
+        &mut channel,
+    )
+    .await
+    .expect("resumed");
+    let found = judged(&h.handle, &p, &st);
+    (runs_by_session(&h.handle), st.status, found)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_killed_after_a_launch_never_launches_the_step_again() {
+    let (runs, status, found) = killed_at_review(false).await;
+    assert!(runs.values().all(|n| *n == 1), "{runs:?}");
+    assert!(found.is_empty(), "{found:?}");
+    // The step parks, saying a run may exist under its correlation.
+    assert_eq!(status, Status::AwaitingAgent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_that_forgets_its_attempt_launches_twice() {
+    let (runs, _status, found) = killed_at_review(true).await;
+    assert_eq!(
+        runs.get("workflow:a1b2c3d4e5f6:review"),
+        Some(&2),
+        "{runs:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|f| f.checker() == "workflow_one_run_per_step"
+                && f.requirement().to_string() == "AOC-REQ-010"),
+        "{found:?}"
+    );
+}
+
+/// Without a kill the run goes through: one run per agent step, one delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_goes_through_hermes_and_delivers_once() {
+    let (h, mut seam) = hermes().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = Home(dir.path().to_path_buf());
+    let mut channel = Ledgered::default();
+    let st = drive(
+        &home,
+        &plan(),
+        "abcdef12",
+        "release-note",
+        Some(&mut seam),
+        &mut channel,
+    )
+    .await
+    .expect("ran");
+    assert_eq!(st.status, Status::Completed, "{st:?}");
+    let runs = runs_by_session(&h.handle);
+    assert_eq!(runs.len(), 2);
+    assert!(runs.values().all(|n| *n == 1), "{runs:?}");
+    assert_eq!(channel.got.get("workflow:abcdef12:send"), Some(&1));
+    assert_eq!(st.deliveries[0].ok, Some(true));
+    let p = plan();
+    assert!(judged(&h.handle, &p, &st).is_empty());
+    let mut facts = aocheck::check::Facts::default();
+    assert!(
+        aocheck::check::workflow::one_delivery_per_output(&p, &channel.got, "abcdef12", &mut facts)
+            .is_empty()
+    );
+}
