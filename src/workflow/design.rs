@@ -120,6 +120,17 @@ pub fn parse_condition(expr: &str) -> Result<Condition, String> {
 
 /// `validate_designer_graph`: every defect of `graph` (empty: valid).
 pub fn validate(graph: &Value) -> Vec<Defect> {
+    check(graph, None)
+}
+
+/// [`validate`] with one deliberate defect (test builds only).
+#[cfg(feature = "test-knobs")]
+pub fn validate_broken(graph: &Value, d: super::WorkflowDefect) -> Vec<Defect> {
+    check(graph, Some(d))
+}
+
+fn check(graph: &Value, broken: Option<super::WorkflowDefect>) -> Vec<Defect> {
+    let lax = broken == Some(super::WorkflowDefect::TruncateRetries);
     let nodes = match graph.get("nodes") {
         Some(Value::Array(n)) if graph.is_object() => n,
         _ => {
@@ -192,7 +203,7 @@ pub fn validate(graph: &Value) -> Vec<Defect> {
             }
         };
         edges.insert(id, after_defects(n, id, &kinds, &mut out));
-        node_defects(n, id, kind, &mut out);
+        node_defects(n, id, kind, lax, &mut out);
     }
     if let Some(c) = cycle(&edges) {
         out.push(defect(&c[0], "after", format!("cycle: {}", c.join(" -> "))));
@@ -243,7 +254,7 @@ fn after_defects(
 }
 
 /// A node's payload rules: what its kind needs, and the ranges and words of what it carries.
-fn node_defects(n: &Value, id: &str, kind: Option<&str>, out: &mut Vec<Defect>) {
+fn node_defects(n: &Value, id: &str, kind: Option<&str>, lax: bool, out: &mut Vec<Defect>) {
     let required = match kind {
         Some("agent") => Some("prompt"),
         Some("condition") => Some("expression"),
@@ -270,9 +281,9 @@ fn node_defects(n: &Value, id: &str, kind: Option<&str>, out: &mut Vec<Defect>) 
         out.push(defect(id, "expression", m));
     }
     if kind == Some("agent") {
-        range(n, id, "retries", 0, 3, out);
+        range(n, id, "retries", 0, 3, lax, out);
     }
-    range(n, id, "timeout_minutes", 1, 4320, out);
+    range(n, id, "timeout_minutes", 1, 4320, false, out);
     words(n, id, "on_timeout", &ON_TIMEOUT, out);
     words(n, id, "deliver", &DELIVERIES, out);
     if n.get("deliver").and_then(Value::as_str) == Some("channel") {
@@ -300,10 +311,15 @@ fn node_defects(n: &Value, id: &str, kind: Option<&str>, out: &mut Vec<Defect>) 
     }
 }
 
-/// A whole number in `lo..=hi`, where the field is present.
-fn range(n: &Value, id: &str, field: &str, lo: i64, hi: i64, out: &mut Vec<Defect>) {
+/// A whole number in `lo..=hi`, where the field is present (`lax`: the broken variant's cast).
+fn range(n: &Value, id: &str, field: &str, lo: i64, hi: i64, lax: bool, out: &mut Vec<Defect>) {
     if let Some(v) = n.get(field) {
-        match whole(v) {
+        let cast = || match v {
+            Value::Number(x) => x.as_f64().map(|f| f.trunc() as i64),
+            Value::Bool(b) => Some(i64::from(*b)),
+            _ => None,
+        };
+        match if lax { cast() } else { whole(v) } {
             Some(x) if (lo..=hi).contains(&x) => {}
             Some(x) => out.push(defect(id, field, format!("must be {lo}–{hi}, got {x}"))),
             None => out.push(defect(

@@ -44,17 +44,53 @@ pub async fn drive<S: Seam, C: Channel>(
     plan: &[PlanStep],
     run_id: &str,
     name: &str,
-    mut seam: Option<&mut S>,
+    seam: Option<&mut S>,
     channel: &mut C,
 ) -> Result<RunState, StoreError> {
+    drive_as(home, plan, run_id, name, seam, channel, None).await
+}
+
+/// [`drive`], or with one deliberate defect (test builds only).
+#[cfg(feature = "test-knobs")]
+pub async fn drive_with<S: Seam, C: Channel>(
+    home: &Home,
+    plan: &[PlanStep],
+    (run_id, name): (&str, &str),
+    seam: Option<&mut S>,
+    channel: &mut C,
+    defect: Option<super::WorkflowDefect>,
+) -> Result<RunState, StoreError> {
+    drive_as(home, plan, run_id, name, seam, channel, defect).await
+}
+
+async fn drive_as<S: Seam, C: Channel>(
+    home: &Home,
+    plan: &[PlanStep],
+    run_id: &str,
+    name: &str,
+    mut seam: Option<&mut S>,
+    channel: &mut C,
+    defect: Option<super::WorkflowDefect>,
+) -> Result<RunState, StoreError> {
+    let save = |st: &RunState| -> Result<(), StoreError> {
+        match defect {
+            #[cfg(feature = "test-knobs")]
+            Some(d) => home.save_run_broken(st, d),
+            _ => home.save_run(st),
+        }
+    };
     let mut st = match home.load_run(run_id) {
         Ok(st) => st,
         Err(StoreError::Missing(_)) => RunState::new(run_id, name),
         Err(e) => return Err(e),
     };
     loop {
-        let n = run::next(plan, &mut st, seam.is_some());
-        home.save_run(&st)?;
+        let n = match defect {
+            #[cfg(feature = "test-knobs")]
+            Some(d) => run::next_broken(plan, &mut st, seam.is_some(), d),
+            _ => run::next(plan, &mut st, seam.is_some()),
+        };
+        save(&st)?;
         match n {
             Next::Stepped => {}
             Next::Parked | Next::Finished => return Ok(st),
@@ -68,7 +104,7 @@ pub async fn drive<S: Seam, C: Channel>(
                     // The attempt stays `launching`: the next decision parks the step.
                     AgentOutcome::Unknown(_) => {}
                 }
-                home.save_run(&st)?;
+                save(&st)?;
             }
             Next::Deliver(d) => {
                 let (ok, detail) = match channel.deliver(&d).await {
@@ -76,7 +112,7 @@ pub async fn drive<S: Seam, C: Channel>(
                     Err(why) => (false, Some(why)),
                 };
                 run::delivered(plan, &mut st, &d.node, ok, detail);
-                home.save_run(&st)?;
+                save(&st)?;
             }
         }
     }

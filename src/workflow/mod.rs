@@ -15,3 +15,18 @@ pub mod host;
 pub mod names;
 pub mod run;
 pub mod store;
+
+/// A deliberately broken runner, one defect each (issue 41), to show that the checks catch it:
+/// reachable only in test builds (`test-knobs`: `design::validate_broken`, `run::next_broken`,
+/// `store::Home::save_run_broken`, `host::drive_with`), never from a configuration.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkflowDefect {
+    /// Launches an agent step again on resume when its launch has no recorded result.
+    RelaunchOnResume,
+    /// Writes the run file in place (truncate, then write) instead of a temp file and a rename.
+    WriteInPlace,
+    /// Takes a fractional or boolean count as the whole number a cast makes of it (2.5 → 2,
+    /// true → 1) instead of refusing it.
+    TruncateRetries,
+}

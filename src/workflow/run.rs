@@ -137,6 +137,26 @@ pub enum Next {
 /// Decides the run's next step. `seam`: whether an agent step can be launched (without one the
 /// run parks at `awaiting_agent`, seed 002).
 pub fn next(plan: &[PlanStep], st: &mut RunState, seam: bool) -> Next {
+    decide(plan, st, seam, None)
+}
+
+/// [`next`] with one deliberate defect (test builds only).
+#[cfg(feature = "test-knobs")]
+pub fn next_broken(
+    plan: &[PlanStep],
+    st: &mut RunState,
+    seam: bool,
+    d: super::WorkflowDefect,
+) -> Next {
+    decide(plan, st, seam, Some(d))
+}
+
+fn decide(
+    plan: &[PlanStep],
+    st: &mut RunState,
+    seam: bool,
+    defect: Option<super::WorkflowDefect>,
+) -> Next {
     if matches!(st.status, Status::Completed | Status::Failed) {
         return Next::Finished;
     }
@@ -156,7 +176,12 @@ pub fn next(plan: &[PlanStep], st: &mut RunState, seam: bool) -> Next {
         return Next::Stepped;
     }
     match step.kind.as_str() {
-        "agent" => agent(step, st, seam),
+        "agent" => agent(
+            step,
+            st,
+            seam,
+            defect == Some(super::WorkflowDefect::RelaunchOnResume),
+        ),
         "condition" => {
             let holds = text(&step.node, "expression")
                 .and_then(|e| parse_condition(&e).ok())
@@ -194,14 +219,14 @@ pub fn next(plan: &[PlanStep], st: &mut RunState, seam: bool) -> Next {
     }
 }
 
-fn agent(step: &PlanStep, st: &mut RunState, seam: bool) -> Next {
+fn agent(step: &PlanStep, st: &mut RunState, seam: bool, relaunch: bool) -> Next {
     let id = step.id.clone();
     let correlation = st.correlation(&id);
     let prompt = text(&step.node, "prompt").unwrap_or_default();
     match st.attempts.get(&id).map(|a| a.state.as_str()) {
         // Launched before and its result never recorded: a run may exist under the
         // correlation. Never launched again; the step waits for its result to be given.
-        Some("launching") => {
+        Some("launching") if !relaunch => {
             st.status = Status::AwaitingAgent;
             st.pending = Some(json!({
                 "node": id,

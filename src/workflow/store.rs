@@ -115,6 +115,27 @@ impl Home {
         write_atomic(&path, &bytes)
     }
 
+    /// [`Home::save_run`] with one deliberate defect (test builds only): `WriteInPlace`
+    /// truncates the run file and writes it where it is.
+    #[cfg(feature = "test-knobs")]
+    pub fn save_run_broken(
+        &self,
+        st: &RunState,
+        d: super::WorkflowDefect,
+    ) -> Result<(), StoreError> {
+        if d != super::WorkflowDefect::WriteInPlace {
+            return self.save_run(st);
+        }
+        let path = self.run_path(&st.run_id)?;
+        let bytes = serde_json::to_vec_pretty(st)
+            .map_err(|e| StoreError::Io(format!("run {}: {e}", st.run_id)))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Io(format!("{}: {e}", dir.display())))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))
+    }
+
     pub fn load_run(&self, run_id: &str) -> Result<RunState, StoreError> {
         let path = self.run_path(run_id)?;
         let v = read(&path, &format!("run {run_id}"))?;

@@ -4,6 +4,7 @@
 //! (`workflow:<run_id>:<node_id>`), whatever the kill; and both ways, a runner that forgets its
 //! attempt on resume (the naive one) launches the step a second time.
 
+use aocheck::workflow::WorkflowDefect;
 use aocheck::workflow::design::{PlanStep, build_run_plan};
 use aocheck::workflow::host::{Channel, HermesSeam, drive};
 use aocheck::workflow::run::{Delivery, Status};
@@ -93,10 +94,10 @@ type Killed = (
     Vec<aocheck::check::Finding>,
 );
 
-/// The runner killed while Hermes holds the start of `review`; the start then goes on. `forget`:
-/// the resumed runner forgets its attempt (the naive runner's defect). The runs per correlation,
-/// the run's status, and what the checkers find.
-async fn killed_at_review(forget: bool) -> Killed {
+/// The runner killed while Hermes holds the start of `review`; the start then goes on, and the
+/// runner is resumed: the reference, or the broken variant `resumed_by`. The runs per
+/// correlation, the run's status, and what the checkers find.
+async fn killed_at_review(resumed_by: Option<WorkflowDefect>) -> Killed {
     let (h, mut seam) = hermes().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let home = Home(dir.path().to_path_buf());
@@ -150,18 +151,13 @@ async fn killed_at_review(forget: bool) -> Killed {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(runs_by_session(&h.handle).get(&review), Some(&1));
-    if forget {
-        let mut st = home.load_run(run_id).expect("saved");
-        st.attempts.remove("review");
-        home.save_run(&st).expect("saved");
-    }
-    let st = drive(
+    let st = aocheck::workflow::host::drive_with(
         &home,
         &p,
-        run_id,
-        "release-note",
+        (run_id, "release-note"),
         Some(&mut seam),
         &mut channel,
+        resumed_by,
     )
     .await
     .expect("resumed");
@@ -171,16 +167,18 @@ async fn killed_at_review(forget: bool) -> Killed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_after_a_launch_never_launches_the_step_again() {
-    let (runs, status, found) = killed_at_review(false).await;
+    let (runs, status, found) = killed_at_review(None).await;
     assert!(runs.values().all(|n| *n == 1), "{runs:?}");
     assert!(found.is_empty(), "{found:?}");
     // The step parks, saying a run may exist under its correlation.
     assert_eq!(status, Status::AwaitingAgent);
 }
 
+/// The broken variant that launches a step again on resume when its launch has no recorded
+/// result: two runs for one correlation, caught by `workflow_one_run_per_step`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_that_forgets_its_attempt_launches_twice() {
-    let (runs, _status, found) = killed_at_review(true).await;
+async fn a_runner_that_relaunches_on_resume_launches_twice() {
+    let (runs, _status, found) = killed_at_review(Some(WorkflowDefect::RelaunchOnResume)).await;
     assert_eq!(
         runs.get("workflow:a1b2c3d4e5f6:review"),
         Some(&2),
@@ -224,5 +222,73 @@ async fn a_run_goes_through_hermes_and_delivers_once() {
     assert!(
         aocheck::check::workflow::one_delivery_per_output(&p, &channel.got, "abcdef12", &mut facts)
             .is_empty()
+    );
+}
+
+/// Both ways for the atomic save: the reference replaces the run file at every save (a new
+/// file renamed over the old, so a reader sees the old state or the new, whole); the variant
+/// that writes in place rewrites the same file, which a reader can catch truncated.
+#[test]
+fn a_save_replaces_the_run_file_and_the_in_place_writer_does_not() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = Home(dir.path().to_path_buf());
+    let st = aocheck::workflow::run::RunState::new("abcdef", "x");
+    let file = dir.path().join("workflow-runs/abcdef.json");
+    let ino = || std::fs::metadata(&file).expect("the run file").ino();
+    home.save_run(&st).expect("saved");
+    let first = ino();
+    home.save_run(&st).expect("saved");
+    assert_ne!(
+        ino(),
+        first,
+        "a save must replace the file, never rewrite it"
+    );
+    home.save_run_broken(&st, WorkflowDefect::WriteInPlace)
+        .expect("saved");
+    let before = ino();
+    home.save_run_broken(&st, WorkflowDefect::WriteInPlace)
+        .expect("saved");
+    assert_eq!(ino(), before, "the in-place writer rewrites the same file");
+}
+
+/// The refusal rows of the conformance set a validator misses (a defect it must report and
+/// does not), by rule.
+fn rows_missed(
+    validate: &dyn Fn(&serde_json::Value) -> Vec<aocheck::workflow::design::Defect>,
+) -> Vec<String> {
+    let set: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../../cases/workflow/sets/validator.yaml"))
+            .expect("the set reads");
+    let mut rows = Vec::new();
+    for row in set["rows"].as_array().into_iter().flatten() {
+        let missed = row["refuse"].as_array().into_iter().flatten().any(|x| {
+            let found = validate(&x["graph"]);
+            x["defects"].as_array().into_iter().flatten().any(|w| {
+                !found.iter().any(|f| {
+                    f.node == w["node"].as_str().unwrap_or_default()
+                        && f.field == w["field"].as_str().unwrap_or_default()
+                })
+            })
+        });
+        if missed {
+            rows.push(row["rule"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    rows
+}
+
+/// Both ways for the whole-number rule: the reference validator reports every refusal of the
+/// conformance set; the variant that truncates a retry count misses exactly the retries row
+/// (2.5 and true taken as 2 and 1).
+#[test]
+fn the_truncating_validator_misses_the_retries_row_of_the_conformance_set() {
+    assert!(rows_missed(&aocheck::workflow::design::validate).is_empty());
+    assert_eq!(
+        rows_missed(&|g| aocheck::workflow::design::validate_broken(
+            g,
+            WorkflowDefect::TruncateRetries
+        )),
+        ["retries"]
     );
 }
