@@ -292,3 +292,83 @@ fn the_truncating_validator_misses_the_retries_row_of_the_conformance_set() {
         ["retries"]
     );
 }
+
+/// A seam that answers every launch at once, counting launches by step.
+#[derive(Default)]
+struct Counted {
+    launched: BTreeMap<String, u32>,
+}
+
+impl aocheck::workflow::host::Seam for Counted {
+    async fn launch(
+        &mut self,
+        l: &aocheck::workflow::run::Launch,
+    ) -> aocheck::workflow::host::AgentOutcome {
+        *self.launched.entry(l.node.clone()).or_insert(0) += 1;
+        aocheck::workflow::host::AgentOutcome::Returned(
+            json!({"output": format!("did {}", l.node)}),
+        )
+    }
+}
+
+/// An approval answered after the runner restarted: the run goes on from its saved state,
+/// without launching the step before the approval again, and delivers once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_after_a_restart_goes_on_from_the_saved_state() {
+    let g = json!({"nodes": [
+        {"id": "start", "type": "trigger"},
+        {"id": "ask", "type": "agent", "prompt": "Draft", "after": ["start"]},
+        {"id": "hold", "type": "approval", "question": "Ship it?", "after": ["ask"]},
+        {"id": "send", "type": "output", "deliver": "notification", "after": ["hold", "ask"]},
+    ]});
+    let p = build_run_plan(&g).expect("plan");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = Home(dir.path().to_path_buf());
+    let (mut seam, mut channel) = (Counted::default(), Ledgered::default());
+    let st = drive(&home, &p, "abcdef", "ship", Some(&mut seam), &mut channel)
+        .await
+        .expect("ran");
+    assert_eq!(st.status, Status::AwaitingApproval);
+    // The restart: nothing in memory, the state from disk; the answer recorded there.
+    let mut st = home.load_run("abcdef").expect("saved");
+    aocheck::workflow::run::answer(&p, &mut st, "hold", json!("approve")).expect("answered");
+    home.save_run(&st).expect("saved");
+    let mut seam = Counted {
+        launched: seam.launched,
+    };
+    let st = drive(&home, &p, "abcdef", "ship", Some(&mut seam), &mut channel)
+        .await
+        .expect("resumed");
+    assert_eq!(st.status, Status::Completed, "{st:?}");
+    assert_eq!(seam.launched.get("ask"), Some(&1));
+    assert_eq!(channel.got.get("workflow:abcdef:send"), Some(&1));
+    assert_eq!(
+        st.outputs["send"],
+        json!({"hold": "approve", "ask": "did ask"})
+    );
+}
+
+/// A corrupt run file is named and left as it is: the runner never starts the run again over
+/// it (only a missing file starts a run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_run_file_is_named_and_never_started_over() {
+    let p = plan();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = Home(dir.path().to_path_buf());
+    let file = dir.path().join("workflow-runs/abcdef.json");
+    std::fs::create_dir_all(file.parent().expect("folder")).expect("folder");
+    std::fs::write(&file, b"{\"run_id\": \"abcdef\", \"cur").expect("write");
+    let (mut seam, mut channel) = (Counted::default(), Ledgered::default());
+    let r = drive(&home, &p, "abcdef", "x", Some(&mut seam), &mut channel).await;
+    match r {
+        Err(aocheck::workflow::store::StoreError::Corrupt(m)) => {
+            assert!(m.contains("run abcdef"), "{m}")
+        }
+        other => panic!("a corrupt file must be refused, named: {other:?}"),
+    }
+    assert!(seam.launched.is_empty());
+    assert_eq!(
+        std::fs::read(&file).expect("still there"),
+        b"{\"run_id\": \"abcdef\", \"cur"
+    );
+}
