@@ -14,6 +14,36 @@ pub fn whole(v: &Value) -> Option<i64> {
     }
 }
 
+/// An item's `after`: the strings its list holds (nothing where there is none; what is not a
+/// string is the validator's to refuse).
+pub fn after(item: &Value) -> Vec<String> {
+    item.get("after")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The graph's list under `key` (`steps`, `nodes`): `Err` with what is wrong when it is not a
+/// non-empty list of at most `max` items (the one shape failure that short-circuits a validator).
+pub fn list_of<'a>(graph: &'a Value, key: &str, max: usize) -> Result<&'a Vec<Value>, String> {
+    let items = match graph.get(key) {
+        Some(Value::Array(n)) if graph.is_object() => n,
+        _ => return Err(format!("an object with a non-empty `{key}` list is needed")),
+    };
+    if items.is_empty() {
+        return Err(format!("the `{key}` list is empty"));
+    }
+    if items.len() > max {
+        return Err(format!("at most {max} {key}, got {}", items.len()));
+    }
+    Ok(items)
+}
+
 /// Each item's `id` (a non-empty string), or its place in the list (`<list>[i]`) where it has
 /// none, and the defects as `(name, message)`: a duplicate id, or an id missing. `what` names
 /// an item in the messages ("step", "node").

@@ -239,18 +239,7 @@ mod tests {
     use rstest::rstest;
 
     fn run(id: &str, action: &str) -> RunStarted {
-        RunStarted {
-            run_id: id.into(),
-            session_id: format!("aip-operator-{action}"),
-            body_digest: "sha256:00".into(),
-            prompt: "p".into(),
-            idempotency_key: None,
-            session_key: None,
-            fault: None,
-            reply: Reply::Written,
-            script: "default".into(),
-            credential: "api_key".into(),
-        }
+        RunStarted::example(id, &format!("aip-operator-{action}"))
     }
 
     fn by_session(r: &RunStarted) -> Option<String> {

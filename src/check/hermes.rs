@@ -769,16 +769,10 @@ mod oracle_tests {
     ) {
         use provider_model::hermes::ledger::{ApprovalApplied, Ledger, Reply, RunStarted};
         let run = RunStarted {
-            run_id: "r1".into(),
-            session_id: "aip-operator-act_1".into(),
             body_digest: "d".into(),
             prompt: "p".into(),
-            idempotency_key: None,
-            session_key: None,
-            fault: None,
-            reply: Reply::Written,
-            script: "default".into(),
             credential: "c1".into(),
+            ..RunStarted::example("r1", "aip-operator-act_1")
         };
         let ledger = Ledger {
             runs: vec![run],

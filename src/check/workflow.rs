@@ -148,7 +148,7 @@ mod tests {
     use super::*;
     use crate::workflow::design::build_run_plan;
     use crate::workflow::run::{Attempt, RunState};
-    use provider_model::hermes::ledger::{Reply, RunStarted};
+    use provider_model::hermes::ledger::RunStarted;
     use serde_json::json;
 
     fn plan() -> Vec<PlanStep> {
@@ -165,18 +165,7 @@ mod tests {
             runs: sessions
                 .iter()
                 .enumerate()
-                .map(|(i, s)| RunStarted {
-                    run_id: format!("run_{i}"),
-                    session_id: s.to_string(),
-                    body_digest: String::new(),
-                    prompt: String::new(),
-                    idempotency_key: None,
-                    session_key: None,
-                    fault: None,
-                    reply: Reply::Written,
-                    script: "default".into(),
-                    credential: "api_key".into(),
-                })
+                .map(|(i, s)| RunStarted::example(&format!("run_{i}"), s))
                 .collect(),
             ..Ledger::default()
         }

@@ -141,6 +141,38 @@ pub struct Observed {
     pub outcome: Outcome,
 }
 
+/// What a service reported of an occurrence, from the labels its status route showed in
+/// order (each with the provider's effects for it then): its last label, and every final one.
+pub fn reported<'a>(
+    occurrence: &str,
+    seen: impl IntoIterator<Item = (&'a Observed, usize)>,
+    ambiguity: crate::check::deploy::Ambiguity,
+    amount: i64,
+    currency: &str,
+) -> crate::check::deploy::Reported {
+    let seen: Vec<(&Observed, usize)> = seen.into_iter().collect();
+    let last = seen.last().map(|(o, _)| *o);
+    crate::check::deploy::Reported {
+        occurrence: occurrence.to_string(),
+        outcome: last
+            .filter(|o| o.outcome.is_final())
+            .map(|o| o.outcome.label()),
+        label: last.map_or("(none)".into(), |o| o.label.clone()),
+        finals: seen
+            .iter()
+            .filter(|(o, _)| o.outcome.is_final())
+            .map(|(o, effects)| crate::check::deploy::Shown {
+                label: o.label.clone(),
+                outcome: o.outcome.label(),
+                effects_then: *effects,
+            })
+            .collect(),
+        ambiguity,
+        amount,
+        currency: currency.to_string(),
+    }
+}
+
 fn excerpt(bytes: &[u8]) -> String {
     crate::report::model::one_line(&String::from_utf8_lossy(bytes), 200)
 }

@@ -138,10 +138,10 @@ impl Explorer for Orders<'_> {
     fn report(&self, s: &Schedule, ran: Ran, file: &Path) -> crate::report::model::Report {
         super::schedule_report(self.d, s, ran, file)
     }
-    fn read(&self, f: &Path) -> Result<Schedule, String> {
+    fn read(d: &Loaded, f: &Path) -> Result<Schedule, String> {
         let s = super::read_schedule(f)?;
         for (i, st) in s.steps.iter().enumerate() {
-            if let Some(why) = st.fault.and_then(|k| super::cannot_take(self.d, k)) {
+            if let Some(why) = st.fault.and_then(|k| super::cannot_take(d, k)) {
                 return Err(format!("{}: steps[{i}].fault: {why}", f.display()));
             }
         }

@@ -18,8 +18,11 @@ pub trait Explorer {
     fn yaml(&self, s: &Self::S) -> String;
     /// The reports of a schedule's run, as `deploy run --schedule FILE` writes them.
     fn report(&self, s: &Self::S, ran: Ran, file: &Path) -> crate::report::model::Report;
-    /// Reads a schedule file, every defect named with its step.
-    fn read(&self, f: &Path) -> Result<Self::S, String>;
+    /// Reads a schedule file for deploy file `d`, every defect named with its step (before any
+    /// provider starts).
+    fn read(d: &super::file::Loaded, f: &Path) -> Result<Self::S, String>
+    where
+        Self: Sized;
 }
 
 /// A schedule in one line: `id(fault) → …`, from each step's id and fault name.

@@ -183,6 +183,17 @@ pub struct Request {
     pub accept: Vec<u16>,
 }
 
+impl Request {
+    /// Whether the template holds the placeholder `{p}`, in its path or any string of its body.
+    pub fn holds(&self, p: &str) -> bool {
+        let mut all = vec![self.path.clone()];
+        if let Some(b) = &self.body {
+            strings(b, &mut all);
+        }
+        all.iter().any(|s| placeholders(s).contains(&p))
+    }
+}
+
 fn post() -> String {
     "POST".into()
 }
@@ -425,32 +436,27 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         if f.drive.report.is_some() {
             d.push("drive.report: a connector's record is not read yet (the payment services' record shape only); remove it".into());
         }
-        if let Some(r) = &f.drive.resume {
-            request_defects("resume", &r.method, &r.path, r.body.as_ref(), &mut d);
-            let mut all = vec![r.path.clone()];
-            if let Some(b) = &r.body {
-                strings(b, &mut all);
+        let templates = [
+            (
+                "resume",
+                &f.drive.resume,
+                &["occurrence", "command", "choice"][..],
+                "a resume names its command ({command}), the action it resumes ({occurrence}) and the choice ({choice})",
+            ),
+            (
+                "cancel",
+                &f.drive.cancel,
+                &["occurrence"][..],
+                "the cancellation of which action?",
+            ),
+        ];
+        for (name, r, needs, why) in templates {
+            let Some(r) = r else { continue };
+            request_defects(name, &r.method, &r.path, r.body.as_ref(), &mut d);
+            for p in needs.iter().filter(|p| !r.holds(p)) {
+                d.push(format!("drive.{name}: holds no {{{p}}}; {why}"));
             }
-            for p in ["occurrence", "command", "choice"] {
-                if !all.iter().any(|s| placeholders(s).contains(&p)) {
-                    d.push(format!("drive.resume: holds no {{{p}}}; a resume names its command ({{command}}), the action it resumes ({{occurrence}}) and the choice ({{choice}})"));
-                }
-            }
-            accept_defects("resume", &r.accept, &mut d);
-        }
-        if let Some(r) = &f.drive.cancel {
-            request_defects("cancel", &r.method, &r.path, r.body.as_ref(), &mut d);
-            let mut all = vec![r.path.clone()];
-            if let Some(b) = &r.body {
-                strings(b, &mut all);
-            }
-            if !all.iter().any(|s| placeholders(s).contains(&"occurrence")) {
-                d.push(
-                    "drive.cancel: holds no {occurrence} (the cancellation of which action?)"
-                        .into(),
-                );
-            }
-            accept_defects("cancel", &r.accept, &mut d);
+            accept_defects(name, &r.accept, &mut d);
         }
     } else if f.drive.resume.is_some() || f.drive.cancel.is_some() {
         d.push("drive.resume / drive.cancel: a payment service has no approval or cancellation case; they belong to `provider: hermes`".into());

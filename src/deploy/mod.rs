@@ -244,24 +244,40 @@ async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, 
     let Some(f) = &a.schedule else {
         return Ok(run(loaded, out, &a.cases, &mut |line| eprintln!("{line}")).await);
     };
-    let p = start_providers(loaded).await.map_err(|e| {
-        eprintln!("providers: {e}");
-        crate::exit::UNREACHABLE
-    })?;
+    use explorer::Explorer;
+    let refused = |e: String| {
+        eprintln!("{e}");
+        crate::exit::INVALID_INPUT
+    };
+    // The schedule is read (and refused) before any provider starts.
     match loaded.file.provider {
-        file::ProviderKind::Payments => replay(&explore::Orders { d: loaded, p: &p }, out, f).await,
+        file::ProviderKind::Payments => {
+            let s = explore::Orders::read(loaded, f).map_err(refused)?;
+            let p = providers_for_replay(loaded).await?;
+            replay(&explore::Orders { d: loaded, p: &p }, s, out, f).await
+        }
         file::ProviderKind::Hermes => {
-            replay(&connector::explore::Actions { d: loaded, p: &p }, out, f).await
+            let s = connector::explore::Actions::read(loaded, f).map_err(refused)?;
+            let p = providers_for_replay(loaded).await?;
+            replay(&connector::explore::Actions { d: loaded, p: &p }, s, out, f).await
         }
     }
 }
 
+async fn providers_for_replay(loaded: &Loaded) -> Result<Providers, u8> {
+    start_providers(loaded).await.map_err(|e| {
+        eprintln!("providers: {e}");
+        crate::exit::UNREACHABLE
+    })
+}
+
 /// `deploy run --schedule F`: the schedule's orders or actions, as one case.
-async fn replay<E: explorer::Explorer>(e: &E, out: &Path, f: &Path) -> Result<Report, u8> {
-    let schedule = e.read(f).map_err(|e| {
-        eprintln!("{e}");
-        crate::exit::INVALID_INPUT
-    })?;
+async fn replay<E: explorer::Explorer>(
+    e: &E,
+    schedule: E::S,
+    out: &Path,
+    f: &Path,
+) -> Result<Report, u8> {
     eprintln!("schedule {} …", e.describe(&schedule));
     let ran = e
         .run(

@@ -374,11 +374,7 @@ pub async fn run_schedule(
             store_dir,
         },
         logs: logs.to_path_buf(),
-        t: Telling {
-            started,
-            steps: Vec::new(),
-            beats: Vec::new(),
-        },
+        t: Telling::at(started),
         started_wall_ms,
         next_label: 0,
         events: Events::default(),
@@ -706,26 +702,13 @@ async fn drive_schedule(
             let base = live[live.len() - 1].base.clone();
             cx.point_webhook(&base, Events::default());
         }
-        ran.reported.push(Reported {
-            occurrence: st.occurrence.clone(),
-            outcome: o
-                .as_ref()
-                .filter(|o| o.outcome.is_final())
-                .map(|o| o.outcome.label()),
-            label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
-            finals: seen
-                .iter()
-                .filter(|(o, _)| o.outcome.is_final())
-                .map(|(o, effects)| crate::check::deploy::Shown {
-                    label: o.label.clone(),
-                    outcome: o.outcome.label(),
-                    effects_then: *effects,
-                })
-                .collect(),
-            ambiguity: st.fault.map_or(Ambiguity::None, Kind::ambiguity),
-            amount: vars.amount,
-            currency: vars.currency.clone(),
-        });
+        ran.reported.push(super::drive::reported(
+            &st.occurrence,
+            seen.iter().map(|(o, effects)| (o, *effects)),
+            st.fault.map_or(Ambiguity::None, Kind::ambiguity),
+            vars.amount,
+            &vars.currency,
+        ));
         ran.observed.push(o);
     }
     Ok(())

@@ -43,10 +43,10 @@ pub struct Telling {
 }
 
 impl Telling {
-    /// A telling that starts now.
-    pub fn now() -> Telling {
+    /// A telling whose times count from `started`.
+    pub fn at(started: std::time::Instant) -> Telling {
         Telling {
-            started: std::time::Instant::now(),
+            started,
             steps: Vec::new(),
             beats: Vec::new(),
         }

@@ -131,26 +131,10 @@ pub fn validate_broken(graph: &Value, d: super::WorkflowDefect) -> Vec<Defect> {
 
 fn check(graph: &Value, broken: Option<super::WorkflowDefect>) -> Vec<Defect> {
     let lax = broken == Some(super::WorkflowDefect::TruncateRetries);
-    let nodes = match graph.get("nodes") {
-        Some(Value::Array(n)) if graph.is_object() => n,
-        _ => {
-            return vec![defect(
-                "",
-                "nodes",
-                "a graph is an object with a `nodes` list",
-            )];
-        }
+    let nodes = match provider_model::graph::list_of(graph, "nodes", MAX_NODES) {
+        Ok(n) => n,
+        Err(m) => return vec![defect("", "nodes", m)],
     };
-    if nodes.is_empty() {
-        return vec![defect("", "nodes", "the `nodes` list is empty")];
-    }
-    if nodes.len() > MAX_NODES {
-        return vec![defect(
-            "",
-            "nodes",
-            format!("at most {MAX_NODES} nodes, got {}", nodes.len()),
-        )];
-    }
     let mut out = Vec::new();
     // Identity: each node's id, or its place in the list where it has none.
     let (ids, bad) = provider_model::graph::identities(nodes, "nodes", "node");
@@ -397,16 +381,7 @@ pub fn build_run_plan(graph: &Value) -> Result<Vec<PlanStep>, Vec<Defect>> {
         if kind == "trigger" || kind == "note" {
             continue;
         }
-        let after = n
-            .get("after")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let after = provider_model::graph::after(n);
         steps.push(PlanStep {
             id,
             kind: kind.to_string(),

@@ -259,6 +259,30 @@ async fn judge_example(name: &str) -> aocheck::report::model::Report {
     aocheck::deploy::run(&loaded, out.path(), &[], &mut |_| {}).await
 }
 
+/// Case `id` of `r`, which must fail `req` with a failure that says `words`.
+fn fails_with<'a>(
+    r: &'a aocheck::report::model::Report,
+    id: &str,
+    req: &str,
+    words: &str,
+) -> &'a aocheck::report::model::CaseReport {
+    let c = r.cases.iter().find(|c| c.id == id).expect("case");
+    assert_eq!(
+        c.verdict,
+        aocheck::report::model::Verdict::Fail,
+        "{id}: {}",
+        c.reasons()
+    );
+    assert!(
+        c.failures
+            .iter()
+            .any(|f| f.requirement.to_string() == req && f.msg.contains(words)),
+        "{id}: {:?}",
+        c.failures
+    );
+    c
+}
+
 fn verdict_of(r: &aocheck::report::model::Report, id: &str) -> aocheck::report::model::Verdict {
     r.cases
         .iter()
@@ -371,15 +395,11 @@ async fn the_naive_example_fails_for_the_duplicate_charge_in_the_ledger() {
     use aocheck::report::model::Verdict;
     let r = judge_example("shop-naive").await;
     for id in ["DEPLOY-001", "DEPLOY-003", "DEPLOY-005"] {
-        let c = r.cases.iter().find(|c| c.id == id).expect("case");
-        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
-        assert!(
-            c.failures
-                .iter()
-                .any(|f| f.requirement.to_string() == "AOC-REQ-010"
-                    && f.msg.contains("recorded 2 entries for one occurrence")),
-            "{id}: {:?}",
-            c.failures
+        let c = fails_with(
+            &r,
+            id,
+            "AOC-REQ-010",
+            "recorded 2 entries for one occurrence",
         );
         assert_eq!(c.occurrences[0].provider_effects, 2);
     }
@@ -761,15 +781,11 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
     );
     assert_eq!(aocheck::deploy::exit_code(&keyed), aocheck::exit::OK);
     for id in ["CONNECTOR-001", "CONNECTOR-002", "CONNECTOR-003"] {
-        let c = naive.cases.iter().find(|c| c.id == id).expect("case");
-        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
-        assert!(
-            c.failures
-                .iter()
-                .any(|f| f.requirement.to_string() == "AOC-REQ-010"
-                    && f.msg.contains("fake-hermes started 2 runs for one action")),
-            "{id}: {:?}",
-            c.failures
+        let c = fails_with(
+            &naive,
+            id,
+            "AOC-REQ-010",
+            "fake-hermes started 2 runs for one action",
         );
         assert_eq!(c.occurrences[0].provider_effects, 2, "{id}");
     }
@@ -802,26 +818,21 @@ async fn the_keyed_connector_passes_and_the_naive_one_starts_twice() {
         forgot.reasons()
     );
     // One resume command, two decisions: the replay resolved the second approval.
-    let fails_with = |id: &str, req: &str, words: &str| {
-        let c = naive.cases.iter().find(|c| c.id == id).expect("case");
-        assert_eq!(c.verdict, Verdict::Fail, "{id}: {}", c.reasons());
-        assert!(
-            c.failures
-                .iter()
-                .any(|f| f.requirement.to_string() == req && f.msg.contains(words)),
-            "{id}: {:?}",
-            c.failures
-        );
-    };
     fails_with(
+        &naive,
         "CONNECTOR-007",
         "AOC-REQ-010",
         "[deploy_one_decision] act_connector007a1: fake-hermes applied 2 approval decisions",
     );
     // `cancelled` on a stop's `stopping` receipt, while Hermes completed the run.
-    fails_with("CONNECTOR-008", "AOC-REQ-011", "reported \"cancelled\"");
+    fails_with(
+        &naive,
+        "CONNECTOR-008",
+        "AOC-REQ-011",
+        "reported \"cancelled\"",
+    );
     // `completed` when the event stream broke, before Hermes ended the run.
-    fails_with("CONNECTOR-009", "AOC-REQ-011", "not ended");
+    fails_with(&naive, "CONNECTOR-009", "AOC-REQ-011", "not ended");
     assert_eq!(
         aocheck::deploy::exit_code(&naive),
         aocheck::exit::REQUIREMENT_FAILED

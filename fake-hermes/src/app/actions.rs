@@ -27,16 +27,11 @@ pub(super) async fn approval(
         Ok(x) => x,
         Err(r) => return r,
     };
-    // The rest runs in its own task, as a start does: a held decision is still applied when
-    // released, even if the client that sent it has died meanwhile.
-    let (client, mut watch) = s.holds.watch();
-    match tokio::spawn(approval_after_read(s, id, bytes, drop, client)).await {
-        Ok(r) => {
-            watch.answered();
-            r
-        }
-        Err(e) => error(500, &format!("approval task failed: {e}"), None),
-    }
+    // A held decision is still applied when released, as a held start still starts its run.
+    committed_whatever_the_client(&s.clone(), "approval", move |client| {
+        approval_after_read(s, id, bytes, drop, client)
+    })
+    .await
 }
 
 async fn approval_after_read(

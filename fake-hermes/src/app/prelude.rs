@@ -115,3 +115,24 @@ pub(super) async fn read_body(
     let drop = parts.extensions.get::<DropConn>().cloned();
     Ok((parts.headers, bytes, drop))
 }
+
+/// Finishes a mutation in a task of its own once its body is read: a held request still
+/// commits when released, even if the client that sent it has died meanwhile (the harness
+/// kills senders on purpose). `what` names it in the 500 a failed task is answered with.
+pub(super) async fn committed_whatever_the_client<F>(
+    s: &Arc<Shared>,
+    what: &str,
+    rest: impl FnOnce(fake_control::holds::ClientFlag) -> F,
+) -> Response
+where
+    F: std::future::Future<Output = Response> + Send + 'static,
+{
+    let (client, mut watch) = s.holds.watch();
+    match tokio::spawn(rest(client)).await {
+        Ok(r) => {
+            watch.answered();
+            r
+        }
+        Err(e) => error(500, &format!("{what} task failed: {e}"), None),
+    }
+}

@@ -35,19 +35,10 @@ pub(super) async fn start(State(s): State<Arc<Shared>>, req: Request) -> Respons
         Ok(x) => x,
         Err(r) => return r,
     };
-    // The rest runs in its own task: a held start still starts the run when released, even if
-    // the client that sent it has died meanwhile (the harness kills senders on purpose).
-    let (client, mut watch) = s.holds.watch();
-    match tokio::spawn(start_after_read(s, headers, bytes, drop, client)).await {
-        Ok(r) => {
-            watch.answered();
-            r
-        }
-        Err(e) => plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("start task failed: {e}"),
-        ),
-    }
+    committed_whatever_the_client(&s.clone(), "start", move |client| {
+        start_after_read(s, headers, bytes, drop, client)
+    })
+    .await
 }
 
 pub(super) async fn start_after_read(

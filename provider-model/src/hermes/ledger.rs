@@ -34,6 +34,25 @@ pub struct RunStarted {
     pub credential: String,
 }
 
+impl RunStarted {
+    /// A run known by its id and session alone, its reply written, by the configured key (for
+    /// tests and examples of the judges; fake-hermes records every field itself).
+    pub fn example(run_id: &str, session_id: &str) -> RunStarted {
+        RunStarted {
+            run_id: run_id.to_string(),
+            session_id: session_id.to_string(),
+            body_digest: String::new(),
+            prompt: String::new(),
+            idempotency_key: None,
+            session_key: None,
+            fault: None,
+            reply: Reply::Written,
+            script: "default".into(),
+            credential: "api_key".into(),
+        }
+    }
+}
+
 /// An approval decision that was really applied to a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ApprovalApplied {

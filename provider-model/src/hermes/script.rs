@@ -94,23 +94,10 @@ fn parse_condition(expr: &str) -> Result<Condition, String> {
 /// Validates a script: every defect at once (only a wrong overall shape short-circuits).
 pub fn validate(script: &Value) -> Vec<Defect> {
     let mut out = Vec::new();
-    let Some(steps) = script.get("steps").and_then(Value::as_array) else {
-        return vec![defect(
-            "",
-            "steps",
-            "a script is an object with a non-empty `steps` list",
-        )];
+    let steps = match crate::graph::list_of(script, "steps", MAX_STEPS) {
+        Ok(s) => s,
+        Err(m) => return vec![defect("", "steps", m)],
     };
-    if steps.is_empty() {
-        return vec![defect("", "steps", "the `steps` list is empty")];
-    }
-    if steps.len() > MAX_STEPS {
-        return vec![defect(
-            "",
-            "steps",
-            format!("at most {MAX_STEPS} steps, got {}", steps.len()),
-        )];
-    }
     if let Some(obj) = script.as_object() {
         for k in obj.keys() {
             if k != "steps" && k != "name" {
@@ -431,16 +418,7 @@ pub fn build_plan(script: &Value) -> Result<Vec<Step>, Vec<Defect>> {
                 )]);
             }
         };
-        let after = v
-            .get("after")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let after = crate::graph::after(v);
         typed.push(Step {
             id: s(v, "id"),
             after,

@@ -160,7 +160,17 @@ pub async fn run_schedule(
             b.ms += offset;
             all.beats.push(b);
         }
-        all.faults.append(&mut r.faults);
+        match &a.beyond_reach {
+            // A fault the connector's own choice keeps away from it (a broken stream it never
+            // asks for) is no fault of this schedule: said in the steps, neither a pass for it
+            // nor an undecided schedule (the choice is a conforming one).
+            Some(why) => all.steps.push(format!(
+                "{}: its {} fault was not drawn against this connector: {why}",
+                st.occurrence,
+                st.fault.map_or("", HermesKind::name)
+            )),
+            None => all.faults.append(&mut r.faults),
+        }
         all.findings.append(&mut r.findings);
         all.facts.absorb(&r.facts);
         all.reported.append(&mut r.reported);
@@ -170,14 +180,6 @@ pub async fn run_schedule(
         all.watched_ms = all.watched_ms.or(r.watched_ms);
         if let Some((_, why)) = r.undecided {
             undecided.push(format!("{}: {why}", st.occurrence));
-        }
-        if let Some(why) = a.beyond_reach {
-            // A fault the connector's own choice keeps away from it acted on nothing: the
-            // schedule says so, as a fault that did not act.
-            if let Some(f) = all.faults.last_mut() {
-                f.fired = false;
-                f.what = format!("{} ({why})", f.what);
-            }
         }
     }
     // A fault that did not act exercised nothing: with no failure anywhere, the schedule is
@@ -232,7 +234,19 @@ pub fn schedule_report(
         d.path.display(),
         file.display()
     );
-    let mut cases = vec![super::super::case_report(d, c, &reqs, ran)];
+    // Faults were drawn and none could reach the connector (its own choice): no pass.
+    let beyond_reach = s.steps.iter().any(|st| st.fault.is_some()) && ran.faults.is_empty();
+    let why = ran
+        .steps
+        .iter()
+        .find(|x| x.contains("was not drawn against"))
+        .cloned();
+    let mut c = super::super::case_report(d, c, &reqs, ran);
+    if beyond_reach && c.verdict == crate::report::model::Verdict::Pass {
+        c.verdict = crate::report::model::Verdict::Unsupported;
+        c.unsupported = why;
+    }
+    let mut cases = vec![c];
     cases.extend(super::super::history_case(d, &cases));
     super::super::assemble(d, cases, BTreeSet::new(), BTreeSet::new())
 }
@@ -261,8 +275,8 @@ impl Explorer for Actions<'_> {
     fn report(&self, s: &ActionSchedule, ran: Ran, file: &Path) -> crate::report::model::Report {
         schedule_report(self.d, s, ran, file)
     }
-    fn read(&self, f: &Path) -> Result<ActionSchedule, String> {
-        read_schedule(self.d, f)
+    fn read(d: &Loaded, f: &Path) -> Result<ActionSchedule, String> {
+        read_schedule(d, f)
     }
 }
 

@@ -20,7 +20,7 @@ use super::schedule::Ran;
 use super::service::{Env, Instance};
 use super::{LOGS, Providers, WORK};
 use crate::aoc::requirement::Req;
-use crate::check::deploy::{Ambiguity, Reported, Shown};
+use crate::check::deploy::Ambiguity;
 use crate::report::model::{CaseReport, FaultReport, HarnessCause};
 use provider_model::hermes::faults::{Fault, Route, Rule};
 use provider_model::hermes::ledger::RunStarted;
@@ -327,11 +327,7 @@ pub async fn run_action(
             store_dir: std::fs::canonicalize(work).unwrap_or(work.to_path_buf()),
         },
         logs: logs.to_path_buf(),
-        t: crate::report::story::Telling {
-            started,
-            steps: Vec::new(),
-            beats: Vec::new(),
-        },
+        t: crate::report::story::Telling::at(started),
         runs_told: 0,
         changed_answer: None,
         replay_answer: None,
@@ -425,26 +421,13 @@ pub async fn run_action(
     };
     let (seen, then) = result;
     let o = seen.last().cloned();
-    let reported = Reported {
-        occurrence: occurrence.to_string(),
-        outcome: o
-            .as_ref()
-            .filter(|o| o.outcome.is_final())
-            .map(|o| o.outcome.label()),
-        label: o.as_ref().map_or("(none)".into(), |o| o.label.clone()),
-        finals: seen
-            .iter()
-            .filter(|o| o.outcome.is_final())
-            .map(|o| Shown {
-                label: o.label.clone(),
-                outcome: o.outcome.label(),
-                effects_then: 0,
-            })
-            .collect(),
-        ambiguity: kind.map_or(Ambiguity::None, HermesKind::ambiguity),
-        amount: 0,
-        currency: String::new(),
-    };
+    let reported = super::drive::reported(
+        occurrence,
+        seen.iter().map(|o| (o, 0)),
+        kind.map_or(Ambiguity::None, HermesKind::ambiguity),
+        0,
+        "",
+    );
     let owner = |r: &RunStarted| owner_of(d, r);
     let owner_ref: Option<crate::check::connector::RunOwner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
@@ -506,11 +489,7 @@ pub async fn run_action(
 /// Why this deploy file cannot take a connector case (`None`: it can): a changed input needs
 /// the submit template to carry `{objective}`.
 pub fn cannot_take(d: &Loaded, kind: HermesKind) -> Option<String> {
-    let t = &d.file.drive.submit;
-    let carries = t.path.contains("{objective}")
-        || t.body
-            .as_ref()
-            .is_some_and(|b| b.to_string().contains("{objective}"));
+    let carries = d.file.drive.submit.holds("objective");
     match kind {
         HermesKind::ChangedInput if !carries => Some(
             "drive.submit holds no {objective}: the same action cannot be submitted with another objective".into(),
