@@ -5,6 +5,7 @@
 pub mod load;
 pub mod model;
 pub mod validate;
+pub mod workflow;
 
 pub use load::load;
 pub use model::*;

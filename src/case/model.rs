@@ -391,6 +391,47 @@ pub enum Step {
         reject: Option<u16>,
     },
     HermesForget {},
+    /// Starts a run of a Hermes Workflow design (seed 002) and drives it until it parks or ends,
+    /// or until `kill` stops the runner. `status` is the run status it must be left in.
+    WorkflowStart {
+        design: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill: Option<WorkflowKill>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<OneOrMany>,
+    },
+    /// Resumes the run from its saved state. `error: missing | corrupt`: the resume must be
+    /// refused so, naming the run (and start nothing).
+    WorkflowResume {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill: Option<WorkflowKill>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<OneOrMany>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// Answers the step the run waits for (an approval's choice, or an agent step's result, as
+    /// `workflow_design_respond` does), then resumes it.
+    WorkflowAnswer {
+        node: String,
+        answer: serde_json::Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kill: Option<WorkflowKill>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<OneOrMany>,
+    },
+    /// Damages the run's saved state (`corrupt`: not JSON; `remove`: no file).
+    WorkflowDamage {
+        how: String,
+    },
+    /// Adds a fault rule to the delivery channel.
+    ChannelFault {
+        fault: crate::providers::channel::ChannelFault,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nth: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        times: Option<u32>,
+    },
     /// Sends its steps at once, each before any answers (AOC-REQ-001: admissions of one
     /// occurrence are serialised by its coordination domain, whatever the order). The steps are
     /// requests to executors that already joined; which of them wins depends on the order, so
@@ -572,9 +613,61 @@ impl Step {
             | HermesWaitParked { .. }
             | HermesRelease { .. }
             | HermesForget {}
+            | WorkflowStart { .. }
+            | WorkflowResume { .. }
+            | WorkflowAnswer { .. }
+            | WorkflowDamage { .. }
+            | ChannelFault { .. }
             | Race { .. } => None,
         }
     }
+
+    /// A step of a Hermes Workflow case (`runner::workflow` runs such a case).
+    pub fn is_workflow(&self) -> bool {
+        matches!(
+            self,
+            Step::WorkflowStart { .. }
+                | Step::WorkflowResume { .. }
+                | Step::WorkflowAnswer { .. }
+                | Step::WorkflowDamage { .. }
+                | Step::ChannelFault { .. }
+        )
+    }
+}
+
+/// Where the harness kills a workflow runner: right after its nth save (counted from 1 in the
+/// step), in the middle of its nth save (the run file is as it was; part of the new state is in
+/// a temp file), or while a provider holds its request under `hold` (fake-hermes's start of an
+/// agent step, or the channel's delivery); the held request then goes on, so its effect is made
+/// with nobody left to hear of it. Exactly one of the three.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowKill {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mid_write: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+}
+
+/// What a workflow run must look like at the end, read from the state the runner saved and
+/// judged against the ledgers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowExpect {
+    /// `running`, `awaiting_agent`, `awaiting_approval`, `completed` or `failed`; or a list.
+    #[serde(default)]
+    pub status: Option<OneOrMany>,
+    /// The steps skipped, in any order.
+    #[serde(default)]
+    pub skipped: Option<Vec<String>>,
+    /// Output step → how many deliveries the channel took for it (ground truth).
+    #[serde(default)]
+    pub deliveries: BTreeMap<String, u32>,
+    /// Agent step → how many runs fake-hermes started under its correlation (ground truth).
+    #[serde(default)]
+    pub runs: BTreeMap<String, u32>,
 }
 
 /// What one occurrence must look like at the end.
@@ -674,6 +767,9 @@ pub struct FinalExpect {
     /// Bypass-path kinds the report must disclose.
     #[serde(default)]
     pub bypass_disclosed: Vec<String>,
+    /// A Hermes Workflow run (seed 002).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowExpect>,
 }
 
 /// Per-case domain and provider settings.
@@ -707,6 +803,13 @@ pub struct Case {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub expect: FinalExpect,
+}
+
+impl Case {
+    /// A Hermes Workflow case: one with a workflow step.
+    pub fn is_workflow(&self) -> bool {
+        self.steps.iter().any(Step::is_workflow)
+    }
 }
 
 /// A loaded case and where it came from.

@@ -714,6 +714,9 @@ pub fn validate(file: &str, c: &Case) -> Vec<CaseDefect> {
             "use supported or unsupported",
         );
     }
+    for (f, m, fix) in super::workflow::validate(c) {
+        d(f, m, fix);
+    }
     out
 }
 

@@ -35,12 +35,16 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 58] = [
+pub const CHECKERS: [(&str, &[Req]); 61] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
     // Seed 002's workflow runner (check/workflow.rs: against fake-hermes and the channel).
     ("workflow_one_run_per_step", &[Req::R010]),
     ("workflow_one_delivery_per_output", &[Req::R010]),
     ("workflow_cursor_recorded", &[Req::R005]),
+    ("workflow_outcome_from_ledgers", &[Req::R011]),
+    ("workflow_state_whole", &[Req::R005]),
+    // A workflow case's expectations (runner::workflow), under the requirement the case picks.
+    ("workflow_expected", &[Req::R005, Req::R010, Req::R011]),
     ("deploy_one_run", &[Req::R010, Req::R002]),
     ("deploy_one_decision", &[Req::R010]),
     ("deploy_result_from_provider", &[Req::R011, Req::R009]),

@@ -11,6 +11,7 @@
 //! - [`holds`]: the one hold choreography (arm, parked, kill → landed, release, bypassed) the
 //!   cases, the operator steps and `aocheck deploy` all use.
 
+pub mod channel;
 pub mod holds;
 
 pub use fake_control::clock::{Busy, ClockGate, SimClock};

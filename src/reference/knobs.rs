@@ -14,13 +14,40 @@ pub struct Knobs {
     variant: Variant,
     #[cfg(feature = "test-knobs")]
     connector: Option<ConnectorDefect>,
+    #[cfg(feature = "test-knobs")]
+    workflow: Option<crate::workflow::WorkflowDefect>,
 }
 
 impl Knobs {
     /// A broken reference: a domain variant and a connector defect (test builds only).
     #[cfg(feature = "test-knobs")]
     pub fn broken(variant: Variant, connector: Option<ConnectorDefect>) -> Knobs {
-        Knobs { variant, connector }
+        Knobs {
+            variant,
+            connector,
+            workflow: None,
+        }
+    }
+
+    /// A broken workflow runner (test builds only).
+    #[cfg(feature = "test-knobs")]
+    pub fn workflow_broken(d: crate::workflow::WorkflowDefect) -> Knobs {
+        Knobs {
+            workflow: Some(d),
+            ..Knobs::default()
+        }
+    }
+
+    /// The workflow runner's defect (none without `test-knobs`).
+    pub fn workflow(&self) -> Option<crate::workflow::WorkflowDefect> {
+        #[cfg(feature = "test-knobs")]
+        {
+            self.workflow
+        }
+        #[cfg(not(feature = "test-knobs"))]
+        {
+            None
+        }
     }
 
     /// The executor's variant (`conforming` without `test-knobs`).

@@ -20,6 +20,7 @@ mod credentials;
 mod events;
 mod operator_steps;
 mod verdict;
+mod workflow;
 mod world;
 
 use connectors::OperatorWorld;
@@ -344,6 +345,10 @@ pub async fn run_case(
             .repro
             .push_str(&format!(" --sut '{}'", spec.shown().replace('\'', "'\\''")));
     }
+    // A Hermes Workflow case (seed 002) has a world of its own.
+    if case.is_workflow() {
+        return workflow::run_case(lc, opts, report, emit).await;
+    }
     let (mut world, server, provider) = match setup(store, lc, opts, &mut report).await {
         Ok(x) => x,
         Err((cause, m)) => return report.harness_error_because(cause, m, started),
@@ -631,22 +636,7 @@ pub async fn run_case(
             replayed_lines,
         );
     }
-    report.verdict = verdict::case_verdict(
-        !failures.is_empty(),
-        harness.is_some(),
-        report.unsupported.is_some(),
-        world_facts,
-        !report.not_established.is_empty(),
-    );
-    report.failures = failures;
-    report.millis = started.elapsed().as_millis() as u64;
-    emit(RunEvent::CaseFinished {
-        case: case.id.clone(),
-        verdict: report.verdict,
-        millis: report.millis,
-        why: verdict::why_not_decided(&report),
-    });
-    report
+    verdict::close(report, failures, world_facts, started, emit)
 }
 
 /// The case's evidence (`check::replay::Tape`): what its checkers were given at every look, and

@@ -57,8 +57,9 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
             };
             // A deployment is judged by the deploy checkers only (`aocheck deploy`), a suite run by
             // the others: each report names the checkers that could have judged it. The workflow
-            // checkers judge a workflow runner (seed 002), which no suite case runs yet.
+            // checkers judge a workflow runner (seed 002): named where a workflow case ran.
             let deployment = cases.iter().any(|c| c.id.starts_with("DEPLOY-"));
+            let workflow = evaluating.iter().any(|c| c.id.starts_with("WORKFLOW-"));
             RequirementReport {
                 id: *r,
                 verdict,
@@ -68,7 +69,7 @@ pub fn aggregate(cases: &[CaseReport]) -> Vec<RequirementReport> {
                     .filter(|(n, rs)| {
                         rs.contains(r)
                             && n.starts_with("deploy_") == deployment
-                            && !n.starts_with("workflow_")
+                            && (workflow || !n.starts_with("workflow_"))
                     })
                     .map(|(n, _)| n.to_string())
                     .collect(),
@@ -319,6 +320,56 @@ pub(super) fn judge_step(
     }
 }
 
+/// Each fake-hermes fault rule as a report says it; a rule that never fired adds its reason to
+/// `unfired`.
+pub(super) fn hermes_faults(
+    rules: Vec<provider_model::hermes::faults::RuleState>,
+    faults: &mut Vec<FaultReport>,
+    unfired: &mut Vec<String>,
+) {
+    for r in rules {
+        let fired = r.fired > 0;
+        faults.push(FaultReport {
+            what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
+            fired,
+        });
+        if !fired {
+            unfired.push(format!(
+                "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
+                r.rule.fault,
+                r.rule.route.label()
+            ));
+        }
+    }
+}
+
+/// The end of a case: its verdict from what was found (`facts`: how many facts its checks
+/// examined), its failures and time, and the event that says so.
+pub(super) fn close(
+    mut report: CaseReport,
+    failures: Vec<Failure>,
+    facts: u32,
+    started: std::time::Instant,
+    emit: &mut (dyn FnMut(super::events::RunEvent) + Send),
+) -> CaseReport {
+    report.verdict = case_verdict(
+        !failures.is_empty(),
+        report.harness.is_some(),
+        report.unsupported.is_some(),
+        facts,
+        !report.not_established.is_empty(),
+    );
+    report.failures = failures;
+    report.millis = started.elapsed().as_millis() as u64;
+    emit(super::events::RunEvent::CaseFinished {
+        case: report.id.clone(),
+        verdict: report.verdict,
+        millis: report.millis,
+        why: why_not_decided(&report),
+    });
+    report
+}
+
 /// The faults a case declared, and which of them never fired (each a reason the case cannot
 /// pass): provider rules and Hermes rules by their counters, crashes at a hold by the provider's
 /// ledger (an effect committed with nobody left to answer), kills and replacements as performed.
@@ -346,20 +397,7 @@ pub(super) fn fired_faults(
             ));
         }
     }
-    for r in hermes_rules.unwrap_or_default() {
-        let fired = r.fired > 0;
-        faults.push(FaultReport {
-            what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
-            fired,
-        });
-        if !fired {
-            unfired.push(format!(
-                "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
-                r.rule.fault,
-                r.rule.route.label()
-            ));
-        }
-    }
+    hermes_faults(hermes_rules.unwrap_or_default(), &mut faults, &mut unfired);
     let mut races = 0;
     for s in case.steps.iter().take_while(|_| !skipped) {
         match s {

@@ -488,6 +488,17 @@ impl World {
             | Step::HermesWaitParked { .. }
             | Step::HermesRelease { .. }
             | Step::HermesForget {} => self.perform_operator(step).await?,
+            // A workflow case is run by `runner::workflow`, never here.
+            Step::WorkflowStart { .. }
+            | Step::WorkflowResume { .. }
+            | Step::WorkflowAnswer { .. }
+            | Step::WorkflowDamage { .. }
+            | Step::ChannelFault { .. } => {
+                return Err(SutError::Harness(format!(
+                    "{}: a workflow step outside a workflow case (an aocheck bug)",
+                    step.verb()
+                )));
+            }
         }
         Ok(())
     }

@@ -32,9 +32,50 @@ pub trait Seam {
     fn launch(&mut self, l: &Launch) -> impl Future<Output = AgentOutcome>;
 }
 
-/// Where an output is delivered: `Ok` delivered, `Err` why not (a receipt with `ok: false`).
+/// What a delivery came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    Delivered,
+    /// Refused: nothing was delivered (a receipt with `ok: false`).
+    Refused(String),
+    /// No answer came: it may have been delivered (the receipt stays `ok: null`, and it is never
+    /// sent again).
+    Unknown(String),
+}
+
+/// Where an output is delivered.
 pub trait Channel {
-    fn deliver(&mut self, d: &Delivery) -> impl Future<Output = Result<(), String>>;
+    fn deliver(&mut self, d: &Delivery) -> impl Future<Output = DeliveryOutcome>;
+}
+
+/// Where a drive stops by itself, as a kill would stop it: the harness's kills at the save
+/// points (the reference's own; another runner is killed where it holds a request).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Halt {
+    /// Stop right after the nth save of this drive (counted from 1).
+    pub after_save: Option<u32>,
+    /// The nth save is cut off mid-write: part of the new state is in a temp file, the run
+    /// file is as it was, and the drive stops.
+    pub mid_write: Option<u32>,
+}
+
+/// How a drive begins and where it stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    pub halt: Halt,
+    /// A resume: the run's file must be there (missing is an error, never a new run).
+    pub resume: bool,
+    /// A deliberate defect (test builds only; `None` otherwise).
+    pub defect: Option<super::WorkflowDefect>,
+}
+
+/// How a drive ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Driven {
+    /// Parked or finished: the state as saved.
+    Ran(Box<RunState>),
+    /// Stopped at this save ([`Halt`]).
+    Halted { save: u32 },
 }
 
 /// Runs `plan` as run `run_id` of design `name` until it parks or ends, saving under `home`
@@ -47,73 +88,135 @@ pub async fn drive<S: Seam, C: Channel>(
     seam: Option<&mut S>,
     channel: &mut C,
 ) -> Result<RunState, StoreError> {
-    drive_as(home, plan, run_id, name, seam, channel, None).await
+    match drive_with(
+        home,
+        plan,
+        (run_id, name),
+        seam,
+        channel,
+        &Options::default(),
+    )
+    .await?
+    {
+        Driven::Ran(st) => Ok(*st),
+        // No halt was asked for.
+        Driven::Halted { save } => Err(StoreError::Io(format!("halted at save {save}"))),
+    }
 }
 
-/// [`drive`], or with one deliberate defect (test builds only).
-#[cfg(feature = "test-knobs")]
+/// [`drive`] as `opts` say: a resume, halted at a save point, or (test builds only) with a
+/// deliberate defect.
 pub async fn drive_with<S: Seam, C: Channel>(
     home: &Home,
     plan: &[PlanStep],
     (run_id, name): (&str, &str),
-    seam: Option<&mut S>,
-    channel: &mut C,
-    defect: Option<super::WorkflowDefect>,
-) -> Result<RunState, StoreError> {
-    drive_as(home, plan, run_id, name, seam, channel, defect).await
-}
-
-async fn drive_as<S: Seam, C: Channel>(
-    home: &Home,
-    plan: &[PlanStep],
-    run_id: &str,
-    name: &str,
     mut seam: Option<&mut S>,
     channel: &mut C,
-    defect: Option<super::WorkflowDefect>,
-) -> Result<RunState, StoreError> {
-    let save = |st: &RunState| -> Result<(), StoreError> {
+    opts: &Options,
+) -> Result<Driven, StoreError> {
+    let defect = opts.defect;
+    let mut saves = 0u32;
+    let mut save = |st: &RunState| -> Result<bool, StoreError> {
+        saves += 1;
+        if opts.halt.mid_write == Some(saves) {
+            home.save_run_cut(st)?;
+            return Ok(false);
+        }
         match defect {
             #[cfg(feature = "test-knobs")]
-            Some(d) => home.save_run_broken(st, d),
-            _ => home.save_run(st),
+            Some(d) => home.save_run_broken(st, d)?,
+            _ => home.save_run(st)?,
         }
+        Ok(opts.halt.after_save != Some(saves))
     };
     let mut st = match home.load_run(run_id) {
         Ok(st) => st,
-        Err(StoreError::Missing(_)) => RunState::new(run_id, name),
+        Err(StoreError::Missing(_)) if !opts.resume => RunState::new(run_id, name),
         Err(e) => return Err(e),
     };
+    macro_rules! saved {
+        ($st:expr) => {
+            if !save($st)? {
+                return Ok(Driven::Halted { save: saves });
+            }
+        };
+    }
     loop {
         let n = match defect {
             #[cfg(feature = "test-knobs")]
             Some(d) => run::next_broken(plan, &mut st, seam.is_some(), d),
             _ => run::next(plan, &mut st, seam.is_some()),
         };
-        save(&st)?;
+        saved!(&st);
         match n {
             Next::Stepped => {}
-            Next::Parked | Next::Finished => return Ok(st),
+            Next::Parked | Next::Finished => return Ok(Driven::Ran(Box::new(st))),
             Next::Launch(l) => {
                 let Some(s) = seam.as_deref_mut() else {
-                    return Ok(st);
+                    return Ok(Driven::Ran(Box::new(st)));
                 };
                 match s.launch(&l).await {
                     AgentOutcome::Returned(v) => run::agent_returned(plan, &mut st, &l.node, &v),
                     AgentOutcome::Failed(e) => run::agent_failed(plan, &mut st, &l.node, &e),
+                    #[cfg(feature = "test-knobs")]
+                    AgentOutcome::Unknown(_)
+                        if defect == Some(super::WorkflowDefect::UnknownIsDone) =>
+                    {
+                        run::agent_returned(plan, &mut st, &l.node, &serde_json::json!({}))
+                    }
                     // The attempt stays `launching`: the next decision parks the step.
                     AgentOutcome::Unknown(_) => {}
                 }
-                save(&st)?;
+                saved!(&st);
             }
             Next::Deliver(d) => {
                 let (ok, detail) = match channel.deliver(&d).await {
-                    Ok(()) => (true, None),
-                    Err(why) => (false, Some(why)),
+                    DeliveryOutcome::Delivered => (Some(true), None),
+                    DeliveryOutcome::Refused(why) => (Some(false), Some(why)),
+                    #[cfg(feature = "test-knobs")]
+                    DeliveryOutcome::Unknown(why)
+                        if defect == Some(super::WorkflowDefect::LostReplyIsFailed) =>
+                    {
+                        (Some(false), Some(why))
+                    }
+                    DeliveryOutcome::Unknown(why) => (None, Some(why)),
                 };
                 run::delivered(plan, &mut st, &d.node, ok, detail);
-                save(&st)?;
+                saved!(&st);
             }
+        }
+    }
+}
+
+/// Answers the step run `run_id` waits for (an approval's choice, or an agent step's result),
+/// and saves; the caller drives the run on. A run that is missing, corrupt or waiting for
+/// something else is refused, and nothing is saved.
+pub fn answer(
+    home: &Home,
+    plan: &[PlanStep],
+    run_id: &str,
+    node: &str,
+    value: Value,
+) -> Result<RunState, AnswerError> {
+    let mut st = home.load_run(run_id).map_err(AnswerError::Store)?;
+    run::answer(plan, &mut st, node, value).map_err(AnswerError::NotWaiting)?;
+    home.save_run(&st).map_err(AnswerError::Store)?;
+    Ok(st)
+}
+
+/// Why an answer was refused.
+#[derive(Debug, PartialEq)]
+pub enum AnswerError {
+    Store(StoreError),
+    /// The run waits for nothing, or for another step.
+    NotWaiting(String),
+}
+
+impl std::fmt::Display for AnswerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnswerError::Store(e) => e.fmt(f),
+            AnswerError::NotWaiting(m) => f.write_str(m),
         }
     }
 }

@@ -6,9 +6,8 @@
 //! atomically ([`store`]), and the runner's host ([`host`]), which saves before every effect
 //! and launches agent steps as Hermes runs under their correlation ids.
 //!
-//! Still to come (issue 41): a delivery channel with a ground-truth ledger, the continuity rules
-//! as checkers, the workflow cases, the process protocol's operations, broken variants and
-//! exploration.
+//! The workflow cases (`cases/workflow/`) run this runner in process (`runner::workflow`) over
+//! fake-hermes and the simulated channel, and `check::workflow` judges it from their ledgers.
 
 pub mod design;
 pub mod host;
@@ -26,6 +25,11 @@ pub enum WorkflowDefect {
     RelaunchOnResume,
     /// Writes the run file in place (truncate, then write) instead of a temp file and a rename.
     WriteInPlace,
+    /// Records a delivery whose answer was lost as failed (`ok: false`), though it may have been
+    /// delivered.
+    LostReplyIsFailed,
+    /// Takes an agent step whose launch has no known end as done with an empty output.
+    UnknownIsDone,
     /// Takes a fractional or boolean count as the whole number a cast makes of it (2.5 → 2,
     /// true → 1) instead of refusing it.
     TruncateRetries,

@@ -345,17 +345,19 @@ pub fn agent_failed(plan: &[PlanStep], st: &mut RunState, node: &str, error: &st
     }
 }
 
-/// A delivery's answer: `ok` or not; a failed one is recorded and the run goes on.
+/// A delivery's answer: delivered, refused (`Some(false)`: recorded, and the run goes on), or
+/// none came (`None`: it may have been delivered; the receipt stays `ok: null` with why, and it
+/// is never sent again).
 pub fn delivered(
     plan: &[PlanStep],
     st: &mut RunState,
     node: &str,
-    ok: bool,
+    ok: Option<bool>,
     detail: Option<String>,
 ) {
     let rid = st.correlation(node);
     if let Some(r) = st.deliveries.iter_mut().find(|r| r.id == rid) {
-        r.ok = Some(ok);
+        r.ok = ok;
         r.detail = detail;
     }
     if let Some(step) = plan.iter().find(|s| s.id == node) {

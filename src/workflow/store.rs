@@ -115,6 +115,27 @@ impl Home {
         write_atomic(&path, &bytes)
     }
 
+    /// Where run `run_id` is kept (for a reader beside the runner).
+    pub fn run_file(&self, run_id: &str) -> Result<PathBuf, StoreError> {
+        self.run_path(run_id)
+    }
+
+    /// A save cut off by a kill mid-write: the first half of the new state is in a temp file
+    /// beside the run file, which stays as it was (the harness's kill at that save point).
+    pub fn save_run_cut(&self, st: &RunState) -> Result<(), StoreError> {
+        let path = self.run_path(&st.run_id)?;
+        let bytes = serde_json::to_vec_pretty(st)
+            .map_err(|e| StoreError::Io(format!("run {}: {e}", st.run_id)))?;
+        let dir = path
+            .parent()
+            .ok_or_else(|| StoreError::Io(format!("{}: no folder", path.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Io(format!("{}: {e}", dir.display())))?;
+        let tmp = dir.join(format!(".{}.json.cut.tmp", st.run_id));
+        std::fs::write(&tmp, &bytes[..bytes.len() / 2])
+            .map_err(|e| StoreError::Io(format!("{}: {e}", tmp.display())))
+    }
+
     /// [`Home::save_run`] with one deliberate defect (test builds only): `WriteInPlace`
     /// truncates the run file and writes it where it is.
     #[cfg(feature = "test-knobs")]

@@ -433,6 +433,18 @@ async fn every_checker_fires_for_some_broken_implementation() {
             "workflow_cursor_recorded",
             "check::workflow::the_cursor_never_passes_an_unrecorded_step",
         ),
+        (
+            "workflow_state_whole",
+            "workflow::each_broken_runner_fails_the_cases_of_its_rule (write in place)",
+        ),
+        (
+            "workflow_outcome_from_ledgers",
+            "workflow::each_broken_runner_fails_the_cases_of_its_rule (lost reply is failed, unknown is done)",
+        ),
+        (
+            "workflow_expected",
+            "check::workflow::an_expectation_is_judged_under_the_case_s_requirement",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

@@ -6,7 +6,7 @@
 
 use aocheck::workflow::WorkflowDefect;
 use aocheck::workflow::design::{PlanStep, build_run_plan};
-use aocheck::workflow::host::{Channel, HermesSeam, drive};
+use aocheck::workflow::host::{Channel, DeliveryOutcome, Driven, HermesSeam, Options, drive};
 use aocheck::workflow::run::{Delivery, Status};
 use aocheck::workflow::store::Home;
 use provider_model::hermes::faults::{Fault, Route, Rule};
@@ -21,9 +21,9 @@ struct Ledgered {
 }
 
 impl Channel for Ledgered {
-    async fn deliver(&mut self, d: &Delivery) -> Result<(), String> {
+    async fn deliver(&mut self, d: &Delivery) -> DeliveryOutcome {
         *self.got.entry(d.id.clone()).or_insert(0) += 1;
-        Ok(())
+        DeliveryOutcome::Delivered
     }
 }
 
@@ -157,10 +157,18 @@ async fn killed_at_review(resumed_by: Option<WorkflowDefect>) -> Killed {
         (run_id, "release-note"),
         Some(&mut seam),
         &mut channel,
-        resumed_by,
+        &Options {
+            resume: true,
+            defect: resumed_by,
+            ..Options::default()
+        },
     )
     .await
     .expect("resumed");
+    let Driven::Ran(st) = st else {
+        panic!("no halt was asked for: {st:?}")
+    };
+    let st = *st;
     let found = judged(&h.handle, &p, &st);
     (runs_by_session(&h.handle), st.status, found)
 }
@@ -371,4 +379,80 @@ async fn a_corrupt_run_file_is_named_and_never_started_over() {
         std::fs::read(&file).expect("still there"),
         b"{\"run_id\": \"abcdef\", \"cur"
     );
+}
+
+/// The workflow cases (`cases/workflow/`) against the reference with `knobs`.
+async fn workflow_cases(knobs: aocheck::reference::Knobs) -> aocheck::report::model::Report {
+    let (cases, defects) = aocheck::case::load(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cases/workflow")
+            .as_path(),
+    );
+    assert!(defects.is_empty(), "{defects:?}");
+    assert!(cases.len() >= 12, "{} cases", cases.len());
+    let opts = aocheck::runner::RunOptions {
+        run_id: format!("workflow-{}", uuid::Uuid::new_v4().simple()),
+        seed: 7,
+        knobs,
+        repro_store: None,
+        sut: None,
+        explore: false,
+    };
+    let store = std::sync::Arc::new(aocheck::store::AnyStore::Memory(aocheck::MemoryStore::new()));
+    aocheck::runner::run_suite(&cases, store, &opts, &mut |_| {}).await
+}
+
+/// The reference passes every workflow case, and every case exercised what it declares (a kill
+/// or a fault that never happened would be a harness error, not a pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_passes_every_workflow_case() {
+    let r = workflow_cases(aocheck::reference::Knobs::default()).await;
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            aocheck::report::model::Verdict::Pass,
+            "{}: {:?} {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness,
+            c.steps
+        );
+        assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
+        // No machine path in a report: the runner's home is named, not shown.
+        assert!(
+            c.steps.iter().all(|s| !s.contains("/aocheck-workflow-")),
+            "{:?}",
+            c.steps
+        );
+    }
+}
+
+/// Each broken runner fails the cases of its rule, by the checker of that rule.
+#[rstest::rstest]
+#[case(WorkflowDefect::RelaunchOnResume, &["WORKFLOW-02", "WORKFLOW-04", "WORKFLOW-10"], "[workflow_one_run_per_step]")]
+#[case(WorkflowDefect::WriteInPlace, &["WORKFLOW-01", "WORKFLOW-05", "WORKFLOW-08"], "[workflow_state_whole]")]
+#[case(WorkflowDefect::LostReplyIsFailed, &["WORKFLOW-12"], "[workflow_outcome_from_ledgers]")]
+#[case(WorkflowDefect::UnknownIsDone, &["WORKFLOW-10"], "[workflow_outcome_from_ledgers]")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_runner_fails_the_cases_of_its_rule(
+    #[case] defect: WorkflowDefect,
+    #[case] cases: &[&str],
+    #[case] checker: &str,
+) {
+    let r = workflow_cases(aocheck::reference::Knobs::workflow_broken(defect)).await;
+    for id in cases {
+        let c = r.cases.iter().find(|c| c.id == *id).expect("the case ran");
+        assert_eq!(
+            c.verdict,
+            aocheck::report::model::Verdict::Fail,
+            "{defect:?} {id}: {:?} {:?}",
+            c.steps,
+            c.harness
+        );
+        assert!(
+            c.failures.iter().any(|f| f.msg.starts_with(checker)),
+            "{defect:?} {id}: {:?}",
+            c.failures
+        );
+    }
 }

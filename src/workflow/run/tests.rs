@@ -36,7 +36,13 @@ fn a_run_launches_records_delivers_and_completes() {
     };
     assert_eq!(d.payload, json!({"gate": true, "ask": {"ok": true}}));
     assert_eq!(st.deliveries[0].ok, None);
-    delivered(&p, &mut st, "send", false, Some("chat unreachable".into()));
+    delivered(
+        &p,
+        &mut st,
+        "send",
+        Some(false),
+        Some("chat unreachable".into()),
+    );
     assert_eq!(next(&p, &mut st, true), Next::Stepped); // memo collected
     assert_eq!(next(&p, &mut st, true), Next::Finished);
     // A failed delivery is a receipt with ok: false, never a failed run.
@@ -239,7 +245,7 @@ fn host(p: &[PlanStep], kills: &[u32]) -> Hosted {
                     if kills.contains(&(saves + 1000)) {
                         continue 'run;
                     }
-                    delivered(p, &mut st, &d.node, true, None);
+                    delivered(p, &mut st, &d.node, Some(true), None);
                     if save(&mut disk, &st, &mut saves) {
                         continue 'run;
                     }

@@ -1,0 +1,722 @@
+//! A Hermes Workflow case (seed 002; issue 41): one run of a design, driven by the runner under
+//! test (the reference in process) over fake-hermes (agent steps are runs under the correlation
+//! `workflow:<run_id>:<node_id>`) and the simulated channel (`providers::channel`), killed where
+//! the case says (right after a save, in the middle of one, or while a provider holds its request,
+//! which then goes on with nobody left to hear of it), resumed and answered. A reader beside the
+//! runner reads the run file all the while, as seed 002's canvas polls it.
+//!
+//! After every step the checkers judge the saved state against both ledgers (`check::workflow`);
+//! the final expectations read the last saved state and the ledgers. The report is a case report
+//! like any other: failures by requirement, facts, faults and whether each fired, steps.
+
+use super::RunOptions;
+use super::events::RunEvent;
+use super::verdict::push_finding;
+use crate::case::{LoadedCase, OneOrMany, Step, WorkflowKill};
+use crate::check::{Facts, Finding};
+use crate::providers::channel::{ChannelAnswer, ChannelFault, ChannelRule, FakeChannel, Message};
+use crate::providers::holds;
+use crate::report::model::{CaseReport, Failure, FaultReport, HarnessCause};
+use crate::workflow::design::{PlanStep, build_run_plan};
+use crate::workflow::host::{
+    self, AnswerError, Channel, DeliveryOutcome, Driven, Halt, HermesSeam, Options,
+};
+use crate::workflow::run::{Delivery, RunState};
+use crate::workflow::store::{Home, StoreError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The design's name in the runner's home.
+const DESIGN: &str = "case";
+/// The longest a drive may take before the step is a harness error.
+const DRIVE_DEADLINE: Duration = Duration::from_secs(90);
+/// Each wait of a hold's choreography.
+const HOLD_WAIT: Duration = Duration::from_secs(30);
+
+/// The channel as the runner's host reaches it.
+struct ToChannel(FakeChannel);
+
+impl Channel for ToChannel {
+    async fn deliver(&mut self, d: &Delivery) -> DeliveryOutcome {
+        let m = Message {
+            id: d.id.clone(),
+            deliver: d.deliver.clone(),
+            target: d.target.clone(),
+            payload: d.payload.clone(),
+        };
+        match self.0.take(m).await {
+            ChannelAnswer::Delivered => DeliveryOutcome::Delivered,
+            ChannelAnswer::Refused { status } => {
+                DeliveryOutcome::Refused(format!("the channel refused it: HTTP {status}"))
+            }
+            ChannelAnswer::NoAnswer => {
+                DeliveryOutcome::Unknown("the channel did not answer".into())
+            }
+        }
+    }
+}
+
+/// Which simulator holds requests under a hold name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Site {
+    Hermes,
+    Channel,
+}
+
+/// What the reader beside the runner saw of the run file.
+#[derive(Debug, Default)]
+struct Seen {
+    reads: u64,
+    /// A read that was not a whole state (the bytes' start, for the message).
+    partial: Option<String>,
+    /// The file's contents changed while it stayed the same file (rewritten in place).
+    in_place: bool,
+}
+
+/// Reads `path` every millisecond until `stop`, keeping the file it last read open, so its
+/// inode cannot be reused: new contents under the same inode were written into the same file.
+fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Seen {
+    let mut seen = Seen::default();
+    let mut last: Option<(std::fs::File, u64, Vec<u8>)> = None;
+    loop {
+        let done = stop.load(Ordering::SeqCst);
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            let mut bytes = Vec::new();
+            let ino = inode(&f);
+            if std::io::Read::read_to_end(&mut f, &mut bytes).is_ok() {
+                seen.reads += 1;
+                if serde_json::from_slice::<serde_json::Value>(&bytes).is_err()
+                    && seen.partial.is_none()
+                {
+                    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
+                    seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
+                }
+                if let Some((_, last_ino, last_bytes)) = &last
+                    && ino.is_some_and(|i| i == *last_ino)
+                    && *last_bytes != bytes
+                {
+                    seen.in_place = true;
+                }
+                if let Some(i) = ino {
+                    last = Some((f, i, bytes));
+                }
+            }
+        }
+        if done {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(unix)]
+fn inode(f: &std::fs::File) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata().ok().map(|m| m.ino())
+}
+
+#[cfg(not(unix))]
+fn inode(_: &std::fs::File) -> Option<u64> {
+    None
+}
+
+/// How one drive of the runner ended.
+enum Drove {
+    Ran(Box<RunState>),
+    /// Stopped by the harness (a save point, or a hold it waited at).
+    Killed(String),
+    Refused(StoreError),
+}
+
+/// A problem with a step: a requirement it shows violated, or why aocheck could not decide.
+enum Problem {
+    Failed(Finding),
+    Harness(String),
+}
+
+struct Case<'a> {
+    lc: &'a LoadedCase,
+    hermes: crate::providers::Served<crate::providers::Hermes>,
+    api_key: String,
+    channel: FakeChannel,
+    home: Home,
+    _dir: TempHome,
+    run_id: String,
+    plan: Vec<PlanStep>,
+    defect: Option<crate::workflow::WorkflowDefect>,
+    /// The harness damaged the run file: a resume must refuse it, and no look judges it.
+    damaged: bool,
+    sites: std::collections::BTreeMap<String, Site>,
+    facts: Facts,
+    kills: Vec<(String, bool)>,
+    /// Whether a state was ever saved (the reader's findings need one).
+    last: Option<RunState>,
+}
+
+/// The runner's home: a folder of its own, removed at the end of the case.
+struct TempHome(std::path::PathBuf);
+
+impl TempHome {
+    fn new() -> Result<TempHome, String> {
+        let p = std::env::temp_dir().join(format!(
+            "aocheck-workflow-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&p).map_err(|e| format!("a home for the runner: {e}"))?;
+        Ok(TempHome(p))
+    }
+}
+
+impl Drop for TempHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Case<'_> {
+    fn primary(&self) -> crate::aoc::Req {
+        super::verdict::primary(&self.lc.case.requirements)
+    }
+
+    fn expected(&mut self, msg: String) -> Problem {
+        let r = self.primary();
+        Problem::Failed(crate::check::workflow::expected(r, msg, &mut self.facts))
+    }
+
+    /// One drive: the reference in process, with the case's kill; the reader beside it.
+    async fn drive(&mut self, kill: &Option<WorkflowKill>, resume: bool) -> Result<Drove, Problem> {
+        let halt = Halt {
+            after_save: kill.as_ref().and_then(|k| k.save),
+            mid_write: kill.as_ref().and_then(|k| k.mid_write),
+        };
+        let opts = Options {
+            halt,
+            resume,
+            defect: self.defect,
+        };
+        let client = crate::operator::hermes::HermesClient::new(
+            &self.hermes.url,
+            &self.api_key,
+            Duration::from_secs(10),
+        )
+        .map_err(Problem::Harness)?;
+        let mut seam = HermesSeam {
+            client,
+            poll: Duration::from_millis(20),
+            patience: Duration::from_secs(30),
+        };
+        let mut channel = ToChannel(self.channel.clone());
+        let (home, plan, run_id) = (self.home.clone(), self.plan.clone(), self.run_id.clone());
+        let path = self
+            .home
+            .run_file(&self.run_id)
+            .map_err(|e| Problem::Harness(e.to_string()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = tokio::task::spawn_blocking({
+            let stop = stop.clone();
+            move || read_beside(path, stop)
+        });
+        let task = tokio::spawn(async move {
+            host::drive_with(
+                &home,
+                &plan,
+                (&run_id, DESIGN),
+                Some(&mut seam),
+                &mut channel,
+                &opts,
+            )
+            .await
+        });
+        let out = self.drive_ending(task, kill).await;
+        stop.store(true, Ordering::SeqCst);
+        let seen = reader
+            .await
+            .map_err(|e| Problem::Harness(format!("the reader beside the runner: {e}")))?;
+        if !self.damaged && seen.reads > 0 {
+            let found = crate::check::workflow::reader_saw(
+                &self.run_id,
+                seen.partial.as_deref(),
+                seen.in_place,
+                &mut self.facts,
+            );
+            if let Some(f) = found.into_iter().next() {
+                return Err(Problem::Failed(f));
+            }
+        }
+        out
+    }
+
+    async fn drive_ending(
+        &mut self,
+        mut task: tokio::task::JoinHandle<Result<Driven, StoreError>>,
+        kill: &Option<WorkflowKill>,
+    ) -> Result<Drove, Problem> {
+        let joined = |r: Result<Result<Driven, StoreError>, tokio::task::JoinError>| match r {
+            Ok(Ok(Driven::Ran(st))) => Ok(Drove::Ran(st)),
+            Ok(Ok(Driven::Halted { save })) => Ok(Drove::Killed(format!("stopped at save {save}"))),
+            Ok(Err(e)) => Ok(Drove::Refused(e)),
+            Err(e) => Err(Problem::Harness(format!("the runner's task ended: {e}"))),
+        };
+        let Some(hold) = kill.as_ref().and_then(|k| k.hold.clone()) else {
+            return match tokio::time::timeout(DRIVE_DEADLINE, &mut task).await {
+                Ok(r) => joined(r),
+                Err(_) => {
+                    task.abort();
+                    Err(Problem::Harness(format!(
+                        "the runner did not park or end within {} s",
+                        DRIVE_DEADLINE.as_secs()
+                    )))
+                }
+            };
+        };
+        let site = self.sites.get(&hold).copied();
+        // The runner may park or end before it reaches the hold: then no kill happened.
+        let parked = async {
+            match site {
+                Some(Site::Hermes) => holds::hold(&self.hermes.handle, &hold, HOLD_WAIT)
+                    .parked()
+                    .await
+                    .is_ok(),
+                Some(Site::Channel) => holds::hold(&self.channel, &hold, HOLD_WAIT)
+                    .parked()
+                    .await
+                    .is_ok(),
+                None => false,
+            }
+        };
+        tokio::select! {
+            r = &mut task => return joined(r),
+            ok = parked => if !ok {
+                task.abort();
+                return Err(Problem::Harness(format!("no request was parked at hold {hold:?} within {} s", HOLD_WAIT.as_secs())));
+            },
+        }
+        task.abort();
+        let _ = task.await;
+        let runs_before = self.hermes.handle.ledger().runs.len();
+        let released = match site {
+            Some(Site::Hermes) => {
+                let h = holds::hold(&self.hermes.handle, &hold, HOLD_WAIT);
+                match h.landed().await {
+                    Ok(()) => {
+                        h.release(provider_model::holds::ReleaseAction::Proceed)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            _ => {
+                let h = holds::hold(&self.channel, &hold, HOLD_WAIT);
+                match h.landed().await {
+                    Ok(()) => {
+                        h.release(provider_model::holds::ReleaseAction::Proceed)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        released.map_err(|e| Problem::Harness(e.to_string()))?;
+        // A held start commits in a task of its own: wait until the run is in the ledger.
+        if site == Some(Site::Hermes) {
+            let until = Instant::now() + HOLD_WAIT;
+            while self.hermes.handle.ledger().runs.len() <= runs_before && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        Ok(Drove::Killed(format!(
+            "killed while {} held its request at {hold:?}; the request then went on",
+            match site {
+                Some(Site::Hermes) => "fake-hermes",
+                _ => "the channel",
+            }
+        )))
+    }
+
+    /// What a drive came to, as the step's line, or a problem.
+    fn drove(
+        &mut self,
+        d: Drove,
+        status: &Option<OneOrMany>,
+        kill: &Option<WorkflowKill>,
+    ) -> Result<String, Problem> {
+        match d {
+            Drove::Ran(st) => {
+                if let Some(k) = kill {
+                    self.kills.push((kill_words(k), false));
+                }
+                let line = crate::check::workflow::status_word(&st);
+                if let Some(m) = crate::check::workflow::status_differs(status, &st) {
+                    return Err(self.expected(m));
+                }
+                self.last = Some(*st);
+                Ok(line)
+            }
+            Drove::Killed(line) => {
+                let Some(k) = kill else {
+                    return Err(Problem::Harness(format!("{line}, with no kill asked for")));
+                };
+                self.kills.push((kill_words(k), true));
+                Ok(match k.hold {
+                    Some(_) => line,
+                    None => format!("{} (killed)", kill_words(k)),
+                })
+            }
+            Drove::Refused(StoreError::Corrupt(m)) if !self.damaged => Err(Problem::Failed(
+                crate::check::workflow::state_unreadable(&m, &mut self.facts),
+            )),
+            Drove::Refused(e) => Err(self.expected(format!("the runner refused to go on: {e}"))),
+        }
+    }
+
+    async fn step(&mut self, s: &Step) -> Result<String, Problem> {
+        match s {
+            Step::WorkflowStart { kill, status, .. } => {
+                let d = self.drive(kill, false).await?;
+                self.drove(d, status, kill)
+            }
+            Step::WorkflowResume {
+                kill,
+                status,
+                error,
+            } => {
+                let runs = self.hermes.handle.ledger().runs.len();
+                let d = self.drive(kill, true).await?;
+                match (error.as_deref(), d) {
+                    (None, d) => self.drove(d, status, kill),
+                    (Some(want), Drove::Refused(e)) => {
+                        let (ok, kind) = match &e {
+                            StoreError::Missing(m) => (want == "missing", m),
+                            StoreError::Corrupt(m) => (want == "corrupt", m),
+                            other => return Err(Problem::Harness(other.to_string())),
+                        };
+                        if !ok || !kind.contains(&self.run_id) {
+                            return Err(self.expected(format!(
+                                "the resume was refused otherwise than {want}, naming run {}: {e}",
+                                self.run_id
+                            )));
+                        }
+                        Ok(format!("refused: {e}"))
+                    }
+                    (Some(want), _) => {
+                        let more = self.hermes.handle.ledger().runs.len() - runs;
+                        Err(Problem::Failed(crate::check::workflow::started_over(
+                            &self.run_id,
+                            want,
+                            more,
+                            &mut self.facts,
+                        )))
+                    }
+                }
+            }
+            Step::WorkflowAnswer {
+                node,
+                answer,
+                kill,
+                status,
+            } => {
+                match host::answer(&self.home, &self.plan, &self.run_id, node, answer.clone()) {
+                    Ok(_) => {}
+                    Err(AnswerError::NotWaiting(m)) => {
+                        // A step whose result is already recorded (an honest runner adopted
+                        // it) is no longer waited for: the refusal is the answer.
+                        if self
+                            .last
+                            .as_ref()
+                            .is_some_and(|st| st.outputs.contains_key(node))
+                        {
+                            return Ok(format!("refused: {m} (its result is recorded)"));
+                        }
+                        return Err(self.expected(format!("the run does not wait for {node}: {m}")));
+                    }
+                    Err(AnswerError::Store(e)) => {
+                        return Err(self.expected(format!("the answer was refused: {e}")));
+                    }
+                }
+                let d = self.drive(kill, true).await?;
+                self.drove(d, status, kill)
+            }
+            Step::WorkflowDamage { how } => {
+                let path = self
+                    .home
+                    .run_file(&self.run_id)
+                    .map_err(|e| Problem::Harness(e.to_string()))?;
+                let r = match how.as_str() {
+                    "remove" => std::fs::remove_file(&path),
+                    _ => std::fs::write(&path, b"{\"run_id\": \"trunc"),
+                };
+                r.map_err(|e| Problem::Harness(format!("{}: {e}", path.display())))?;
+                self.damaged = true;
+                let what = format!(
+                    "the harness {} the run file",
+                    if how == "remove" {
+                        "removed"
+                    } else {
+                        "corrupted"
+                    }
+                );
+                self.kills.push((what.clone(), true));
+                Ok(what)
+            }
+            Step::ChannelFault { fault, nth, times } => {
+                if let ChannelFault::Hold { name } = fault {
+                    self.sites.insert(name.clone(), Site::Channel);
+                }
+                self.channel.add_rule(ChannelRule {
+                    fault: fault.clone(),
+                    nth: nth.unwrap_or(1),
+                    times: times.unwrap_or(1),
+                });
+                Ok("ok".into())
+            }
+            Step::HermesFault { fault, .. } => {
+                if let provider_model::hermes::faults::Fault::Hold { name } = fault {
+                    self.sites.insert(name.clone(), Site::Hermes);
+                }
+                let rule = s
+                    .hermes_rule()
+                    .ok_or_else(|| Problem::Harness("not a Hermes fault".into()))?;
+                self.hermes
+                    .handle
+                    .add_rule(rule)
+                    .map_err(|d| Problem::Harness(d.join("; ")))?;
+                Ok("ok".into())
+            }
+            Step::HermesScript { script } => {
+                self.hermes
+                    .handle
+                    .set_scripts(Vec::new(), Some(script.clone()))
+                    .map_err(|d| Problem::Harness(d.join("; ")))?;
+                Ok("ok".into())
+            }
+            other => Err(Problem::Harness(format!(
+                "{} is not a step of a workflow case",
+                other.verb()
+            ))),
+        }
+    }
+
+    /// The checkers over the saved state and both ledgers.
+    fn look(&mut self) -> Vec<Finding> {
+        let ledger = self.hermes.handle.ledger();
+        let taken = self.channel.ledger();
+        let mut out = crate::check::workflow::one_run_per_step(
+            &self.plan,
+            &ledger,
+            &self.run_id,
+            &mut self.facts,
+        );
+        out.extend(crate::check::workflow::one_delivery_per_output(
+            &self.plan,
+            &taken.by_id(),
+            &self.run_id,
+            &mut self.facts,
+        ));
+        if self.damaged {
+            return out;
+        }
+        match self.home.load_run(&self.run_id) {
+            Ok(st) => {
+                out.extend(crate::check::workflow::cursor_recorded(
+                    &self.plan,
+                    &st,
+                    &ledger,
+                    &mut self.facts,
+                ));
+                out.extend(crate::check::workflow::outcomes_from_ledgers(
+                    &self.plan,
+                    &st,
+                    &ledger,
+                    &taken,
+                    &mut self.facts,
+                ));
+                self.last = Some(st);
+            }
+            Err(StoreError::Missing(_)) => {}
+            Err(e) => out.push(crate::check::workflow::state_unreadable(
+                &e.to_string(),
+                &mut self.facts,
+            )),
+        }
+        out
+    }
+
+    /// The final expectations, against the last saved state and the ledgers.
+    fn finals(&mut self) -> Vec<Finding> {
+        let Some(w) = &self.lc.case.expect.workflow else {
+            return Vec::new();
+        };
+        let req = self.primary();
+        crate::check::workflow::final_expectations(
+            w,
+            self.last.as_ref(),
+            &self.hermes.handle.ledger(),
+            &self.channel.ledger(),
+            (&self.run_id, req),
+            &mut self.facts,
+        )
+    }
+}
+
+fn kill_words(k: &WorkflowKill) -> String {
+    match (k.save, k.mid_write, &k.hold) {
+        (Some(n), _, _) => format!("kill the runner after save {n}"),
+        (_, Some(n), _) => format!("kill the runner in the middle of save {n}"),
+        (_, _, Some(h)) => format!("kill the runner while {h:?} holds its request"),
+        _ => "kill".into(),
+    }
+}
+
+/// A run id for the case: a hex digest of its id (seed 002's `^[a-f0-9]{6,32}$`).
+fn run_id_of(case_id: &str) -> String {
+    crate::digest::Digest::of_bytes(case_id.as_bytes()).hex()[..12].to_string()
+}
+
+async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, String> {
+    let design = lc.case.steps.iter().find_map(|s| match s {
+        Step::WorkflowStart { design, .. } => Some(design.clone()),
+        _ => None,
+    });
+    let design = design.ok_or("the case starts no run (an aocheck bug: it was checked)")?;
+    let plan = build_run_plan(&design).map_err(|d| {
+        format!(
+            "the design does not plan: {}",
+            d.iter()
+                .map(|d| d.msg.clone())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    let api_key = format!("hk_{}", uuid::Uuid::new_v4().simple());
+    crate::secrets::register(&api_key);
+    let config = provider_model::hermes::config::Config {
+        api_key: api_key.clone(),
+        control_token: super::control_token()?,
+        ..provider_model::hermes::config::Config::default()
+    };
+    let hermes = crate::providers::start_hermes(config, None).await?;
+    let dir = TempHome::new()?;
+    Ok(Case {
+        lc,
+        hermes,
+        api_key,
+        channel: FakeChannel::default(),
+        home: Home(dir.0.clone()),
+        _dir: dir,
+        run_id: run_id_of(&lc.case.id),
+        plan,
+        defect: opts.knobs.workflow(),
+        damaged: false,
+        sites: Default::default(),
+        facts: Facts::default(),
+        kills: Vec::new(),
+        last: None,
+    })
+}
+
+/// Runs one workflow case.
+pub(super) async fn run_case(
+    lc: &LoadedCase,
+    opts: &RunOptions,
+    mut report: CaseReport,
+    emit: &mut (dyn FnMut(RunEvent) + Send),
+) -> CaseReport {
+    let started = Instant::now();
+    let case = &lc.case;
+    if opts.sut.is_some() {
+        report.unsupported = Some(
+            "a workflow runner is judged in process only: the process protocol has no workflow operations yet".into(),
+        );
+        return super::verdict::close(report, Vec::new(), 0, started, emit);
+    }
+    let mut c = match setup(lc, opts).await {
+        Ok(c) => c,
+        Err(m) => return report.harness_error_because(HarnessCause::Unreachable, m, started),
+    };
+    let mut failures: Vec<Failure> = Vec::new();
+    let mut harness: Option<String> = None;
+    for (i, s) in case.steps.iter().enumerate() {
+        let r = c.step(s).await;
+        let line = match &r {
+            Ok(l) => l.clone(),
+            Err(Problem::Failed(f)) => format!("failed: {}", f.line()),
+            Err(Problem::Harness(m)) => format!("error: {m}"),
+        };
+        // The runner's home is a temp folder of this machine: a report says $HERMES_HOME.
+        let line = line.replace(&c.home.0.display().to_string(), "$HERMES_HOME");
+        emit(RunEvent::StepFinished {
+            case: case.id.clone(),
+            index: i,
+            verb: s.verb(),
+            result: line.clone(),
+        });
+        report.steps.push(format!("{}: {line}", s.verb()));
+        match r {
+            Ok(_) => {}
+            Err(Problem::Failed(f)) => push_finding(&mut failures, f, Some(i)),
+            Err(Problem::Harness(m)) => {
+                harness = Some(format!("steps[{i}] ({}): {m}", s.verb()));
+                break;
+            }
+        }
+        for f in c.look() {
+            push_finding(&mut failures, f, Some(i));
+        }
+    }
+    if harness.is_none() {
+        for f in c.finals() {
+            push_finding(&mut failures, f, None);
+        }
+    }
+    // Declared faults must have fired: a case that ran no fault is not a pass.
+    let mut unfired = Vec::new();
+    super::verdict::hermes_faults(c.hermes.handle.rules(), &mut report.faults, &mut unfired);
+    for r in c.channel.rules() {
+        let fired = r.fired > 0;
+        let what = format!(
+            "channel {}",
+            serde_json::to_string(&r.rule.fault).unwrap_or_default()
+        );
+        report.faults.push(FaultReport {
+            what: what.clone(),
+            fired,
+        });
+        if !fired {
+            unfired.push(format!("declared fault {what} never fired"));
+        }
+    }
+    for (what, fired) in &c.kills {
+        report.faults.push(FaultReport {
+            what: what.clone(),
+            fired: *fired,
+        });
+        if !fired {
+            unfired.push(format!(
+                "{what}: the run parked or ended before it got there"
+            ));
+        }
+    }
+    c.hermes.task.abort();
+    if harness.is_none() && !unfired.is_empty() && !opts.explore {
+        harness = Some(format!(
+            "{}: the case did not exercise what it claims",
+            unfired.join("; ")
+        ));
+    }
+    let home = c.home.0.display().to_string();
+    for f in &mut failures {
+        f.msg = f.msg.replace(&home, "$HERMES_HOME");
+    }
+    let harness = harness.map(|h| h.replace(&home, "$HERMES_HOME"));
+    report.facts = c.facts.by_id();
+    report.not_established = case
+        .requirements
+        .iter()
+        .filter(|r| crate::aoc::requirement::Req::parse(r).is_some_and(|r| c.facts.count(r) == 0))
+        .cloned()
+        .collect();
+    report.harness_cause = harness.as_ref().map(|_| HarnessCause::Undecided);
+    report.harness = harness;
+    super::verdict::close(report, failures, c.facts.total(), started, emit)
+}
