@@ -64,6 +64,9 @@ pub struct Tape {
     pub faults: Vec<FaultReport>,
     /// The implementation's processes and how each ended.
     pub processes: Vec<String>,
+    /// A workflow case (seed 002): its design, run id and looks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<super::workflow::WorkflowTape>,
 }
 
 /// One look: what the checkers were given after a step (or at the end of the case), and what
@@ -211,6 +214,36 @@ pub fn rejudge(t: &Tape) -> Rejudged {
             push(&mut failures, f.requirement(), step, f.line());
         }
     }
+    if let Some(w) = &t.workflow {
+        let plan = crate::workflow::design::build_run_plan(&w.design).unwrap_or_default();
+        for (i, look) in w.looks.iter().enumerate() {
+            let before = checker.facts.clone();
+            let found = super::workflow::judge_look(&plan, &w.run_id, look, &mut checker.facts);
+            let examined = facts_between(&before, &checker.facts);
+            if examined != look.facts {
+                looks_differ.push(format!(
+                    "workflow look {i}: facts examined now {examined:?}, recorded {:?}",
+                    look.facts
+                ));
+            }
+            let lines: BTreeSet<String> = found.iter().map(|f| f.line()).collect();
+            let recorded: BTreeSet<String> = look.found.iter().cloned().collect();
+            for l in lines.difference(&recorded) {
+                looks_differ.push(format!(
+                    "workflow look {i}: found now, not in the record: {l}"
+                ));
+            }
+            for l in recorded.difference(&lines) {
+                looks_differ.push(format!(
+                    "workflow look {i}: in the record, not found now: {l}"
+                ));
+            }
+            let step = Some(look.after_step.unwrap_or(t.end_step));
+            for f in found {
+                push(&mut failures, f.requirement(), step, f.line());
+            }
+        }
+    }
     let mut undecided: Vec<String> = t.undecided.clone();
     let ledger = t
         .final_ledger
@@ -291,7 +324,7 @@ pub fn rejudge(t: &Tape) -> Rejudged {
         not_established,
         facts,
         looks_differ,
-        looks: t.looks.len(),
+        looks: t.looks.len() + t.workflow.as_ref().map_or(0, |w| w.looks.len()),
         finals: t.finals.len(),
         taken: t.other_failures.len(),
     }

@@ -283,6 +283,67 @@ pub fn expected(requirement: Req, msg: String, facts: &mut Facts) -> Finding {
     Finding::new("workflow_expected", requirement, msg)
 }
 
+/// A workflow case's evidence (in its `check::replay::Tape`): the design and run id, and every
+/// look the checkers took, so that `aocheck analyze` derives each finding again.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowTape {
+    pub design: serde_json::Value,
+    pub run_id: String,
+    pub looks: Vec<WorkflowLook>,
+}
+
+/// What the checkers were given after a step (or at the end of the case), and what they found.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowLook {
+    pub after_step: Option<usize>,
+    /// The run's saved state as read (`Ok(None)`: no file; `Err`: why it could not be read);
+    /// not read once the harness damaged it (`damaged`).
+    pub state: Result<Option<RunState>, String>,
+    pub damaged: bool,
+    pub hermes: Ledger,
+    pub channel: crate::providers::channel::ChannelLedger,
+    pub found: Vec<String>,
+    pub facts: BTreeMap<String, u32>,
+}
+
+/// Every checker over one look: runs per step and deliveries per output from the ledgers, and,
+/// unless the harness damaged it, the saved state against both ledgers (a state that cannot be
+/// read fails `workflow_state_whole`).
+pub fn judge_look(
+    plan: &[PlanStep],
+    run_id: &str,
+    look: &WorkflowLook,
+    facts: &mut Facts,
+) -> Vec<Finding> {
+    let mut out = one_run_per_step(plan, &look.hermes, run_id, facts);
+    out.extend(one_delivery_per_output(
+        plan,
+        &look.channel.by_id(),
+        run_id,
+        facts,
+    ));
+    if look.damaged {
+        return out;
+    }
+    match &look.state {
+        Ok(Some(st)) => {
+            out.extend(cursor_recorded(plan, st, &look.hermes, facts));
+            out.extend(outcomes_from_ledgers(
+                plan,
+                st,
+                &look.hermes,
+                &look.channel,
+                facts,
+            ));
+        }
+        Ok(None) => {}
+        Err(why) => out.push(state_unreadable(why, facts)),
+    }
+    out
+}
+
 /// The run's status as the state file spells it.
 pub fn status_word(st: &RunState) -> String {
     serde_json::to_value(st.status)

@@ -42,7 +42,7 @@ pub struct RuleSeen {
 }
 
 /// What became of a delivered message's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// The sender was told it was delivered.
@@ -54,7 +54,7 @@ pub enum Reply {
 }
 
 /// One delivery the channel took (ground truth).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Taken {
     /// The channel's own number for the request.
     pub seq: u64,
@@ -68,7 +68,7 @@ pub struct Taken {
 }
 
 /// The channel's ground truth: what it delivered, and how many requests it refused.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelLedger {
     pub taken: Vec<Taken>,
     pub refused: u32,

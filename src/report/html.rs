@@ -491,6 +491,9 @@ fn reply_style(reply: provider_model::payments::ledger::Reply) -> (&'static str,
 pub fn timeline(t: &Tape) -> Option<String> {
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
+    if let Some(w) = &t.workflow {
+        return super::timeline_workflow::timeline(t, w);
+    }
     let last = t.looks.last()?;
     let ledger = &last.snapshot.provider;
     let columns = t.steps.len() + 1;

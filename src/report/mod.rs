@@ -12,3 +12,4 @@ pub mod html;
 pub mod model;
 pub mod story;
 pub mod text;
+pub mod timeline_workflow;

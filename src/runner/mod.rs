@@ -703,6 +703,7 @@ fn evidence_of(
         unsupported: report.unsupported.clone(),
         faults: report.faults.clone(),
         processes: report.sut_processes.clone(),
+        workflow: None,
     };
     serde_json::to_value(&tape).ok().map(Arc::new)
 }

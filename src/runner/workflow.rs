@@ -150,8 +150,11 @@ struct Case<'a> {
     sites: std::collections::BTreeMap<String, Site>,
     facts: Facts,
     kills: Vec<(String, bool)>,
-    /// Whether a state was ever saved (the reader's findings need one).
+    /// The last state read whole.
     last: Option<RunState>,
+    /// Every look the checkers took, for the evidence.
+    looks: Vec<crate::check::workflow::WorkflowLook>,
+    design: serde_json::Value,
 }
 
 /// The runner's home: a folder of its own, removed at the end of the case.
@@ -497,49 +500,91 @@ impl Case<'_> {
         }
     }
 
-    /// The checkers over the saved state and both ledgers.
-    fn look(&mut self) -> Vec<Finding> {
-        let ledger = self.hermes.handle.ledger();
-        let taken = self.channel.ledger();
-        let mut out = crate::check::workflow::one_run_per_step(
-            &self.plan,
-            &ledger,
-            &self.run_id,
-            &mut self.facts,
-        );
-        out.extend(crate::check::workflow::one_delivery_per_output(
-            &self.plan,
-            &taken.by_id(),
-            &self.run_id,
-            &mut self.facts,
-        ));
-        if self.damaged {
-            return out;
-        }
-        match self.home.load_run(&self.run_id) {
-            Ok(st) => {
-                out.extend(crate::check::workflow::cursor_recorded(
-                    &self.plan,
-                    &st,
-                    &ledger,
-                    &mut self.facts,
-                ));
-                out.extend(crate::check::workflow::outcomes_from_ledgers(
-                    &self.plan,
-                    &st,
-                    &ledger,
-                    &taken,
-                    &mut self.facts,
-                ));
-                self.last = Some(st);
+    /// The checkers over the saved state and both ledgers, after step `after` (`None`: the end
+    /// of the case); the look is kept for the evidence.
+    fn look(&mut self, after: Option<usize>) -> Vec<Finding> {
+        let state = if self.damaged {
+            Ok(None)
+        } else {
+            match self.home.load_run(&self.run_id) {
+                Ok(st) => Ok(Some(st)),
+                Err(StoreError::Missing(_)) => Ok(None),
+                Err(e) => Err(e
+                    .to_string()
+                    .replace(&self.home.0.display().to_string(), "$HERMES_HOME")),
             }
-            Err(StoreError::Missing(_)) => {}
-            Err(e) => out.push(crate::check::workflow::state_unreadable(
-                &e.to_string(),
-                &mut self.facts,
-            )),
+        };
+        let mut look = crate::check::workflow::WorkflowLook {
+            after_step: after,
+            state,
+            damaged: self.damaged,
+            hermes: self.hermes.handle.ledger(),
+            channel: self.channel.ledger(),
+            found: Vec::new(),
+            facts: Default::default(),
+        };
+        let before = self.facts.clone();
+        let found =
+            crate::check::workflow::judge_look(&self.plan, &self.run_id, &look, &mut self.facts);
+        look.facts = crate::check::replay::facts_between(&before, &self.facts);
+        look.found = found.iter().map(Finding::line).collect();
+        if let Ok(Some(st)) = &look.state {
+            self.last = Some(st.clone());
         }
-        out
+        self.looks.push(look);
+        found
+    }
+
+    /// The case's evidence: its looks as the checkers judged them, and what was found and
+    /// examined outside them (the steps' own findings, the reader's, the final expectations),
+    /// taken as recorded.
+    fn evidence(
+        &self,
+        report: &CaseReport,
+        failures: &[Failure],
+    ) -> Option<Arc<serde_json::Value>> {
+        use crate::check::replay::{SCHEMA, Tape};
+        let replayed: std::collections::BTreeSet<&String> =
+            self.looks.iter().flat_map(|l| &l.found).collect();
+        let mut other_facts = self.facts.by_id();
+        for l in &self.looks {
+            for (id, n) in &l.facts {
+                if let Some(t) = other_facts.get_mut(id) {
+                    *t = t.saturating_sub(*n);
+                }
+            }
+        }
+        other_facts.retain(|_, n| *n > 0);
+        let tape = Tape {
+            schema: SCHEMA.into(),
+            case: report.id.clone(),
+            declared: report.requirements.clone(),
+            steps: report.steps.clone(),
+            end_step: self.lc.case.steps.len(),
+            published: None,
+            claims: Vec::new(),
+            statements: Vec::new(),
+            looks: Vec::new(),
+            finals: Vec::new(),
+            final_ledger: None,
+            other_failures: failures
+                .iter()
+                .filter(|f| !replayed.contains(&f.msg))
+                .cloned()
+                .collect(),
+            other_facts,
+            undecided: Vec::new(),
+            harness: report.harness.clone(),
+            unsupported: report.unsupported.clone(),
+            faults: report.faults.clone(),
+            processes: Vec::new(),
+            workflow: Some(crate::check::workflow::WorkflowTape {
+                design: self.design.clone(),
+                run_id: self.run_id.clone(),
+                looks: self.looks.clone(),
+            }),
+        };
+        serde_json::to_value(&tape).ok().map(Arc::new)
     }
 
     /// The final expectations, against the last saved state and the ledgers.
@@ -612,6 +657,8 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         facts: Facts::default(),
         kills: Vec::new(),
         last: None,
+        looks: Vec::new(),
+        design,
     })
 }
 
@@ -660,7 +707,7 @@ pub(super) async fn run_case(
                 break;
             }
         }
-        for f in c.look() {
+        for f in c.look(Some(i)) {
             push_finding(&mut failures, f, Some(i));
         }
     }
@@ -718,5 +765,8 @@ pub(super) async fn run_case(
         .collect();
     report.harness_cause = harness.as_ref().map(|_| HarnessCause::Undecided);
     report.harness = harness;
+    if !opts.explore {
+        report.evidence = c.evidence(&report, &failures);
+    }
     super::verdict::close(report, failures, c.facts.total(), started, emit)
 }

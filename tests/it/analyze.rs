@@ -155,3 +155,46 @@ fn analyze_derives_every_verdict_again_and_sees_a_changed_fact() {
     assert_eq!(bad.status.code(), Some(3), "{}", said(&bad));
     assert!(said(&bad).contains("AOC-CASE-003.json"));
 }
+
+/// A workflow case's evidence is derived again too: unchanged, the same verdict; a second run
+/// under one step's correlation added to the last look's ledger, a derived failure of
+/// `workflow_one_run_per_step`.
+#[test]
+fn analyze_derives_a_workflow_case_again_from_its_looks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    let r = aocheck(&[
+        "run",
+        "--case",
+        "WORKFLOW-02",
+        "--store",
+        "memory",
+        "--out",
+        utf8(&out),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", said(&r));
+    let ok = aocheck(&["analyze", utf8(&out)]);
+    assert_eq!(ok.status.code(), Some(0), "{}", said(&ok));
+    assert!(
+        said(&ok).contains("1 the same, 0 different"),
+        "{}",
+        said(&ok)
+    );
+    let file = out.join("evidence").join("WORKFLOW-02.json");
+    let mut t = read(&file);
+    let looks = t["workflow"]["looks"]
+        .as_array_mut()
+        .expect("workflow looks");
+    assert!(looks.len() >= 3, "a look after every step");
+    let last = looks.len() - 1;
+    let runs = looks[last]["hermes"]["runs"].as_array_mut().expect("runs");
+    let mut second = runs[0].clone();
+    second["run_id"] = "run_second".into();
+    runs.push(second);
+    write(&file, &t);
+    let bad = aocheck(&["analyze", utf8(&out)]);
+    let text = said(&bad);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(text.contains("derived fail"), "{text}");
+    assert!(text.contains("workflow_one_run_per_step"), "{text}");
+}

@@ -1,11 +1,11 @@
 //! fake-hermes's ground truth (`GET /_control/ledger`): every run that really started, every
 //! approval and stop really applied, how each run ended, and what became of each reply.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What became of a reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// Written to the connection: the server handed the reply over; whether the client read it,
@@ -17,7 +17,7 @@ pub enum Reply {
 }
 
 /// A run that really started.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunStarted {
     pub run_id: String,
     pub session_id: String,
@@ -54,7 +54,7 @@ impl RunStarted {
 }
 
 /// An approval decision that was really applied to a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalApplied {
     pub run_id: String,
     pub session_id: String,
@@ -66,7 +66,7 @@ pub struct ApprovalApplied {
 }
 
 /// A stop that was really requested of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StopApplied {
     pub run_id: String,
     pub session_id: String,
@@ -77,7 +77,7 @@ pub struct StopApplied {
 }
 
 /// What one run produced when it ended.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub output: Option<String>,
     pub error: Option<String>,
@@ -92,7 +92,7 @@ pub struct Counts {
 }
 
 /// The ground truth (`GET /_control/ledger`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
     pub runs: Vec<RunStarted>,
     pub approvals: Vec<ApprovalApplied>,
