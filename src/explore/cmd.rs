@@ -129,7 +129,7 @@ pub fn shard_arg(s: &str) -> Result<(u64, u64), u8> {
 fn flags(a: &ExploreArgs) -> Result<(Workload, (u64, u64), Option<std::time::Duration>), u8> {
     let Some(workload) = Workload::parse(&a.workload) else {
         eprintln!(
-            "error: --workload {:?} is unknown; use aoc, hermes or all",
+            "error: --workload {:?} is unknown; use aoc, hermes, all or workflow",
             a.workload
         );
         return Err(exit::INVALID_INPUT);

@@ -28,6 +28,7 @@ pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod shrink;
+pub mod workflow;
 pub mod yaml;
 
 /// The longest schedule drawn (steps, a race or a block counting each of its steps).

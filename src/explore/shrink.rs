@@ -130,6 +130,10 @@ pub const RETENTION_MS: u64 = 86_400_000;
 ///   least one), and it is ended. Anything else could park a request in the foreground, and the
 ///   step would wait for a release that comes only after it.
 pub fn fair(steps: &[Step]) -> bool {
+    // A workflow schedule has rules of its own (`explore::workflow::fair`).
+    if steps.iter().any(Step::is_workflow) {
+        return super::workflow::fair(steps);
+    }
     // A step that can make a payment (the clock must pass the retention after the last of them).
     let pays = |s: &Step| {
         matches!(

@@ -74,6 +74,16 @@ struct Seen {
     in_place: bool,
 }
 
+/// Tells the reader beside the runner to stop when dropped, so a drive whose future is dropped
+/// (a case cut short) leaves no reader behind.
+struct Stop(Arc<AtomicBool>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Reads `path` every millisecond until `stop`, keeping the file it last read open, so its
 /// inode cannot be reused: new contents under the same inode were written into the same file.
 fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Seen {
@@ -152,6 +162,8 @@ struct Case<'a> {
     kills: Vec<(String, bool)>,
     /// The last state read whole.
     last: Option<RunState>,
+    /// A schedule of the explorer (`RunOptions::explore`).
+    explore: bool,
     /// Every look the checkers took, for the evidence.
     looks: Vec<crate::check::workflow::WorkflowLook>,
     design: serde_json::Value,
@@ -215,9 +227,9 @@ impl Case<'_> {
             .home
             .run_file(&self.run_id)
             .map_err(|e| Problem::Harness(e.to_string()))?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Stop(Arc::new(AtomicBool::new(false)));
         let reader = tokio::task::spawn_blocking({
-            let stop = stop.clone();
+            let stop = stop.0.clone();
             move || read_beside(path, stop)
         });
         let task = tokio::spawn(async move {
@@ -232,7 +244,7 @@ impl Case<'_> {
             .await
         });
         let out = self.drive_ending(task, kill).await;
-        stop.store(true, Ordering::SeqCst);
+        drop(stop);
         let seen = reader
             .await
             .map_err(|e| Problem::Harness(format!("the reader beside the runner: {e}")))?;
@@ -289,7 +301,15 @@ impl Case<'_> {
             }
         };
         tokio::select! {
-            r = &mut task => return joined(r),
+            r = &mut task => {
+                // The run parked or ended before it reached the hold: nothing is parked there
+                // later either.
+                match site {
+                    Some(Site::Hermes) => self.hermes.handle.disarm_hold(&hold),
+                    _ => self.channel.disarm_hold(&hold),
+                };
+                return joined(r);
+            }
             ok = parked => if !ok {
                 task.abort();
                 return Err(Problem::Harness(format!("no request was parked at hold {hold:?} within {} s", HOLD_WAIT.as_secs())));
@@ -369,6 +389,11 @@ impl Case<'_> {
             Drove::Refused(StoreError::Corrupt(m)) if !self.damaged => Err(Problem::Failed(
                 crate::check::workflow::state_unreadable(&m, &mut self.facts),
             )),
+            // A run that never saved a whole state does not exist: refusing to resume it as
+            // missing is the truth.
+            Drove::Refused(StoreError::Missing(m)) if self.last.is_none() && !self.damaged => {
+                Ok(format!("refused: {m} (the run never saved a whole state)"))
+            }
             Drove::Refused(e) => Err(self.expected(format!("the runner refused to go on: {e}"))),
         }
     }
@@ -421,6 +446,11 @@ impl Case<'_> {
             } => {
                 match host::answer(&self.home, &self.plan, &self.run_id, node, answer.clone()) {
                     Ok(_) => {}
+                    // In an explored schedule an answer may come when the run waits for
+                    // something else: the refusal is the runner's to give.
+                    Err(AnswerError::NotWaiting(m)) if self.explore => {
+                        return Ok(format!("refused: {m}"));
+                    }
                     Err(AnswerError::NotWaiting(m)) => {
                         // A step whose result is already recorded (an honest runner adopted
                         // it) is no longer waited for: the refusal is the answer.
@@ -432,6 +462,11 @@ impl Case<'_> {
                             return Ok(format!("refused: {m} (its result is recorded)"));
                         }
                         return Err(self.expected(format!("the run does not wait for {node}: {m}")));
+                    }
+                    Err(AnswerError::Store(StoreError::Missing(m)))
+                        if self.last.is_none() && !self.damaged =>
+                    {
+                        return Ok(format!("refused: {m} (the run never saved a whole state)"));
                     }
                     Err(AnswerError::Store(e)) => {
                         return Err(self.expected(format!("the answer was refused: {e}")));
@@ -659,6 +694,7 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         last: None,
         looks: Vec::new(),
         design,
+        explore: opts.explore,
     })
 }
 

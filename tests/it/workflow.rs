@@ -456,3 +456,222 @@ async fn each_broken_runner_fails_the_cases_of_its_rule(
         );
     }
 }
+
+fn explore_options(
+    knobs: aocheck::reference::Knobs,
+    seed: u64,
+) -> aocheck::explore::ExploreOptions {
+    let mut o = aocheck::explore::ExploreOptions::new(
+        aocheck::explore::schedule::Workload::Workflow,
+        seed,
+        format!("explore-workflow-{}", uuid::Uuid::new_v4().simple()),
+    );
+    o.run.knobs = knobs;
+    o.schedules = Some(200);
+    o.shrink_budget = 200;
+    o.tries = 1;
+    o.replays = 3;
+    o.check_reference = true;
+    o.stop_on_finding = true;
+    o.jobs = 2;
+    o
+}
+
+fn memory() -> std::sync::Arc<aocheck::store::AnyStore> {
+    std::sync::Arc::new(aocheck::store::AnyStore::Memory(aocheck::MemoryStore::new()))
+}
+
+/// The reference runs workflow schedules with no finding, every one decided, and the kills and
+/// faults they draw happen: kills after a save, in the middle of one and at a held request (at
+/// fake-hermes and at the channel), lost answers and refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_explores_workflow_schedules_with_no_finding() {
+    let store = memory();
+    let opts = explore_options(aocheck::reference::Knobs::default(), 11).run;
+    let mut fired: BTreeMap<&str, u32> = BTreeMap::new();
+    for index in 0..40 {
+        let c = aocheck::explore::schedule::generate(
+            aocheck::explore::schedule::Workload::Workflow,
+            11,
+            index,
+            None,
+        );
+        let r = aocheck::explore::run_schedule(&store, &c, &opts, index).await;
+        assert!(
+            matches!(
+                aocheck::explore::outcome(&r),
+                aocheck::explore::Outcome::Clean
+            ),
+            "schedule {index}: {:?} {:?} {:?}\n{}",
+            r.failures,
+            r.harness,
+            r.steps,
+            aocheck::explore::yaml::case(&c)
+        );
+        for f in r.faults.iter().filter(|f| f.fired) {
+            for kind in [
+                "after save",
+                "in the middle of save",
+                "while",
+                "hermes start hold",
+                "hermes start commit_then_drop",
+                "lose_reply",
+                "refuse",
+                "\"hold\"",
+            ] {
+                if f.what.contains(kind) {
+                    *fired.entry(kind).or_default() += 1;
+                }
+            }
+        }
+    }
+    for kind in [
+        "after save",
+        "in the middle of save",
+        "while",
+        "hermes start hold",
+        "hermes start commit_then_drop",
+        "lose_reply",
+        "\"hold\"",
+    ] {
+        assert!(
+            fired.get(kind).is_some_and(|n| *n > 0),
+            "{kind} never fired: {fired:?}"
+        );
+    }
+}
+
+/// `aocheck explore --workload workflow` finds the runner that launches a step again when its
+/// launch has no recorded result (two runs under one correlation in fake-hermes's ledger), and
+/// shrinks it to one fault (a kill, or a start whose answer is lost) and the drives it needs,
+/// which reproduces and which the reference passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exploring_finds_the_relaunching_runner_and_shrinks_it_to_one_kill() {
+    let o = explore_options(
+        aocheck::reference::Knobs::workflow_broken(WorkflowDefect::RelaunchOnResume),
+        3,
+    );
+    let x = aocheck::explore::explore(memory(), &o, &mut |_| {}).await;
+    let f = x.findings.first().unwrap_or_else(|| {
+        panic!(
+            "nothing found in {} schedules (undecided: {:?})",
+            x.schedules, x.undecided
+        )
+    });
+    assert_eq!(f.key.checker, "workflow_one_run_per_step", "{f:?}");
+    assert_eq!(f.key.requirement.to_string(), "AOC-REQ-010");
+    let c = f.case.as_ref().expect("the shrunk schedule");
+    let faults = c
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                aocheck::case::Step::HermesFault { .. } | aocheck::case::Step::ChannelFault { .. }
+            ) || matches!(
+                s,
+                aocheck::case::Step::WorkflowStart { kill: Some(_), .. }
+                    | aocheck::case::Step::WorkflowResume { kill: Some(_), .. }
+                    | aocheck::case::Step::WorkflowAnswer { kill: Some(_), .. }
+            )
+        })
+        .count();
+    println!(
+        "found after {:?} schedules, {} -> {} steps, {} ms:\n{}",
+        x.schedules_to_first,
+        f.steps_before,
+        f.steps_after,
+        x.millis,
+        aocheck::explore::yaml::case(c)
+    );
+    assert!(f.steps_after <= 3, "{} steps", f.steps_after);
+    assert!(faults <= 2, "{faults} fault steps");
+    assert_eq!(f.reproduced, f.replays, "{f:?}");
+    assert_eq!(f.reference.as_deref(), Some("pass"), "{f:?}");
+}
+
+/// A schedule whose only witness of the relaunching runner is a kill (the runner killed while
+/// fake-hermes holds the agent step's start, among faults that show nothing) shrinks to that one
+/// kill and the resume after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relaunch_after_a_kill_shrinks_to_the_kill_and_the_resume() {
+    use aocheck::case::{Step, WorkflowKill};
+    let store = memory();
+    let opts = explore_options(
+        aocheck::reference::Knobs::workflow_broken(WorkflowDefect::RelaunchOnResume),
+        1,
+    )
+    .run;
+    let start = aocheck::explore::schedule::generate(
+        aocheck::explore::schedule::Workload::Workflow,
+        1,
+        0,
+        None,
+    );
+    let design = start
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WorkflowStart { design, .. } => Some(design.clone()),
+            _ => None,
+        })
+        .expect("a design");
+    let resume = |kill: Option<WorkflowKill>| Step::WorkflowResume {
+        kill,
+        status: None,
+        error: None,
+    };
+    let mut c = start.clone();
+    c.steps = vec![
+        Step::ChannelFault {
+            fault: aocheck::providers::channel::ChannelFault::Refuse { status: 503 },
+            nth: None,
+            times: None,
+        },
+        Step::HermesFault {
+            route: Route::Start,
+            fault: Fault::Hold { name: "h1".into() },
+            nth: None,
+            times: None,
+        },
+        Step::WorkflowStart {
+            design,
+            kill: Some(WorkflowKill {
+                save: None,
+                mid_write: None,
+                hold: Some("h1".into()),
+            }),
+            status: None,
+        },
+        resume(Some(WorkflowKill {
+            save: Some(7),
+            mid_write: None,
+            hold: None,
+        })),
+        resume(None),
+        resume(None),
+    ];
+    let first = aocheck::explore::run_schedule(&store, &c, &opts, 0).await;
+    let aocheck::explore::Outcome::Found { key, .. } = aocheck::explore::outcome(&first) else {
+        panic!("no finding: {:?} {:?}", first.steps, first.harness)
+    };
+    assert_eq!(key.checker, "workflow_one_run_per_step");
+    let mut attempt = 0;
+    let shrunk = aocheck::explore::shrink::shrink(c, 100, None, async |cand: &aocheck::case::Case| {
+        attempt += 1;
+        let r = aocheck::explore::run_schedule(&store, cand, &opts, attempt).await;
+        matches!(aocheck::explore::outcome(&r), aocheck::explore::Outcome::Found { key: k, .. } if k == key)
+    })
+    .await;
+    let steps: Vec<String> = shrunk.case.steps.iter().map(|s| s.verb()).collect();
+    assert_eq!(
+        steps,
+        ["hermes_fault", "workflow_start", "workflow_resume"],
+        "{}",
+        aocheck::explore::yaml::case(&shrunk.case)
+    );
+    assert!(matches!(
+        &shrunk.case.steps[1],
+        Step::WorkflowStart { kill: Some(k), .. } if k.hold.as_deref() == Some("h1")
+    ));
+}

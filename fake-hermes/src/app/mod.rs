@@ -278,6 +278,21 @@ impl Handle {
     pub fn rules(&self) -> Vec<RuleState> {
         lock(&self.0.data).rules.clone()
     }
+    /// Disarms every hold rule named `name` that has not fired, so that it parks nothing more
+    /// (the harness's own undo, for a hold no request reached); it stays in the plan, unfired.
+    /// Returns how many were disarmed.
+    pub fn disarm_hold(&self, name: &str) -> usize {
+        let mut d = lock(&self.0.data);
+        let mut n = 0;
+        for r in d.rules.iter_mut() {
+            if r.fired == 0 && matches!(&r.rule.fault, faults::Fault::Hold { name: h } if h == name)
+            {
+                r.rule.times = 0;
+                n += 1;
+            }
+        }
+        n
+    }
     /// Appends one rule; the counters of the rules already set are kept.
     pub fn add_rule(&self, rule: faults::Rule) -> Result<(), Vec<String>> {
         let d = Plan {

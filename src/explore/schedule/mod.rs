@@ -26,6 +26,9 @@ pub enum Workload {
     Hermes,
     /// Both, alternating by schedule index (even: AOC, odd: Hermes).
     All,
+    /// Seed 002's Hermes Workflow runner over fake-hermes and the channel
+    /// (`explore::workflow`).
+    Workflow,
 }
 
 impl Workload {
@@ -34,6 +37,7 @@ impl Workload {
             "aoc" => Some(Workload::Aoc),
             "hermes" => Some(Workload::Hermes),
             "all" => Some(Workload::All),
+            "workflow" => Some(Workload::Workflow),
             _ => None,
         }
     }
@@ -42,6 +46,7 @@ impl Workload {
             Workload::Aoc => "aoc",
             Workload::Hermes => "hermes",
             Workload::All => "all",
+            Workload::Workflow => "workflow",
         }
     }
 }
@@ -224,6 +229,7 @@ pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet
         Workload::Aoc => {}
         Workload::All if index.is_multiple_of(2) => {}
         Workload::Hermes | Workload::All => return super::hermes::generate(seed, index, ops),
+        Workload::Workflow => return super::workflow::generate(seed, index),
     }
     let mut rng = Rng::schedule(seed, index);
     let idempotency = match rng.weighted(&[6, 3, 1]) {
