@@ -62,6 +62,40 @@ fn kill_ok(at: String, k: &Option<WorkflowKill>, holds: &BTreeSet<String>, out: 
     }
 }
 
+/// The hold a fault step arms, if any.
+fn armed(s: &Step) -> Option<&str> {
+    match s {
+        Step::HermesFault {
+            fault: Fault::Hold { name },
+            ..
+        } => Some(name),
+        Step::ChannelFault {
+            fault: ChannelFault::Hold { name },
+            ..
+        } => Some(name),
+        _ => None,
+    }
+}
+
+/// The first hold armed for anything but the next drive killed at it: its step and name. A
+/// drive that reached a hold it is not killed at would wait for a release that never comes.
+pub fn unfair_hold(steps: &[Step]) -> Option<(usize, String)> {
+    for (i, s) in steps.iter().enumerate() {
+        let Some(h) = armed(s) else { continue };
+        let next = steps[i + 1..].iter().find_map(|t| match t {
+            Step::WorkflowStart { kill, .. }
+            | Step::WorkflowResume { kill, .. }
+            | Step::WorkflowAnswer { kill, .. } => Some(kill),
+            _ => None,
+        });
+        match next {
+            Some(Some(k)) if k.hold.as_deref() == Some(h) => {}
+            _ => return Some((i, h.to_string())),
+        }
+    }
+    None
+}
+
 /// The defects of a workflow case, as (field, message, fix); none for any other case, unless
 /// it expects a workflow run.
 pub fn validate(c: &Case) -> Pending {
@@ -209,6 +243,13 @@ pub fn validate(c: &Case) -> Pending {
                 "begin the run with workflow_start",
             ));
         }
+    }
+    if let Some((i, h)) = unfair_hold(&c.steps) {
+        out.push((
+            format!("steps[{i}].fault"),
+            format!("the hold {h:?} is not the one the next drive is killed at"),
+            "arm a hold right before the drive killed at it (kill: {hold: …})",
+        ));
     }
     if let Some(w) = &c.expect.workflow {
         let nodes: Vec<(String, String)> = plan

@@ -243,6 +243,39 @@ pub fn rejudge(t: &Tape) -> Rejudged {
                 push(&mut failures, f.requirement(), step, f.line());
             }
         }
+        if let (Some(f), Some(last)) = (&w.finals, w.looks.last()) {
+            let req = Req::parse(&f.requirement).unwrap_or(Req::R005);
+            let before = checker.facts.clone();
+            let found = super::workflow::final_expectations(
+                &f.expect,
+                last,
+                (&w.run_id, req),
+                &mut checker.facts,
+            );
+            let examined = facts_between(&before, &checker.facts);
+            if examined != f.facts {
+                looks_differ.push(format!(
+                    "workflow final expectations: facts examined now {examined:?}, recorded {:?}",
+                    f.facts
+                ));
+            }
+            let lines: BTreeSet<String> = found.iter().map(|x| x.line()).collect();
+            let recorded: BTreeSet<String> = f.found.iter().cloned().collect();
+            for l in lines.symmetric_difference(&recorded) {
+                looks_differ.push(format!(
+                    "workflow final expectations: {} now, {} in the record: {l}",
+                    if lines.contains(l) {
+                        "found"
+                    } else {
+                        "not found"
+                    },
+                    if recorded.contains(l) { "as" } else { "not" }
+                ));
+            }
+            for x in found {
+                push(&mut failures, x.requirement(), None, x.line());
+            }
+        }
     }
     let mut undecided: Vec<String> = t.undecided.clone();
     let ledger = t

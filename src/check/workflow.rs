@@ -41,7 +41,18 @@ pub fn runs_per_step(ledger: &Ledger, run_id: &str) -> BTreeMap<String, Vec<Stri
     m
 }
 
-/// `workflow_one_run_per_step`: one fact per agent step of the plan.
+/// The retries an agent step allows (seed 002: 0 to 3; anything else is none).
+fn retries(s: &PlanStep) -> usize {
+    s.node
+        .get("retries")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(0, |n| n.min(3) as usize)
+}
+
+/// `workflow_one_run_per_step`: one fact per agent step of the plan, and one for the ledger's
+/// runs as a whole. A step may run again only as a retry: after its run before ended `failed`,
+/// and at most `retries` times. Every run fake-hermes started belongs to an agent step's
+/// correlation: a run under any other session is an effect no step accounts for.
 pub fn one_run_per_step(
     plan: &[PlanStep],
     ledger: &Ledger,
@@ -50,24 +61,56 @@ pub fn one_run_per_step(
 ) -> Vec<Finding> {
     let runs = runs_per_step(ledger, run_id);
     let mut out = Vec::new();
+    let mut said = |node: &str, msg: String| {
+        out.push(
+            Finding::new("workflow_one_run_per_step", Req::R010, msg)
+                .about((!node.is_empty()).then_some(node)),
+        )
+    };
     for s in plan.iter().filter(|s| s.kind == "agent") {
         facts.saw(Req::R010);
-        if let Some(r) = runs.get(&s.id).filter(|r| r.len() > 1) {
-            out.push(
-                Finding::new(
-                    "workflow_one_run_per_step",
-                    Req::R010,
-                    format!(
-                        "fake-hermes started {} runs for step {} of run {run_id} (correlation workflow:{run_id}:{}): {} (ground truth): a resume adopts or parks a step it launched, it never launches it again",
-                        r.len(),
-                        s.id,
-                        s.id,
-                        r.join(", ")
-                    ),
-                )
-                .about(Some(&s.id)),
+        let Some(r) = runs.get(&s.id) else { continue };
+        let before_failed = r
+            .windows(2)
+            .all(|w| ledger.terminal.get(&w[0]).map(String::as_str) == Some("failed"));
+        if r.len() > 1 + retries(s) || !before_failed {
+            said(
+                &s.id,
+                format!(
+                    "fake-hermes started {} runs for step {} of run {run_id} (correlation workflow:{run_id}:{}): {} (ground truth), with {} retr{} allowed{}: a resume adopts or parks a step it launched, it never launches it again",
+                    r.len(),
+                    s.id,
+                    s.id,
+                    r.join(", "),
+                    retries(s),
+                    if retries(s) == 1 { "y" } else { "ies" },
+                    if before_failed {
+                        ""
+                    } else {
+                        ", and a run started again before the one before it failed"
+                    }
+                ),
             );
         }
+    }
+    facts.saw(Req::R010);
+    let steps: Vec<String> = plan
+        .iter()
+        .filter(|s| s.kind == "agent")
+        .map(|s| format!("workflow:{run_id}:{}", s.id))
+        .collect();
+    for r in ledger
+        .runs
+        .iter()
+        .filter(|r| !steps.contains(&r.session_id))
+    {
+        said(
+            "",
+            format!(
+                "fake-hermes started run {} under session {:?}, which is no agent step's correlation (workflow:{run_id}:<node>) (ground truth): every run a runner starts is one of its steps'",
+                r.run_id, r.session_id
+            ),
+        );
     }
     out
 }
@@ -101,6 +144,22 @@ pub fn one_delivery_per_output(
             );
         }
     }
+    facts.saw(Req::R010);
+    let outputs: Vec<String> = plan
+        .iter()
+        .filter(|s| s.kind == "output" && s.node.get("deliver").is_some())
+        .map(|s| format!("workflow:{run_id}:{}", s.id))
+        .collect();
+    for (id, n) in taken.iter().filter(|(id, _)| !outputs.contains(id)) {
+        out.push(Finding::new(
+            "workflow_one_delivery_per_output",
+            Req::R010,
+            format!(
+                "the channel took {n} deliver{} under receipt {id:?}, which is no delivering output step's (workflow:{run_id}:<node>) (ground truth): every delivery a runner makes is one of its output steps'",
+                if *n == 1 { "y" } else { "ies" }
+            ),
+        ));
+    }
     out
 }
 
@@ -115,21 +174,74 @@ pub fn cursor_recorded(
     facts.saw(Req::R005);
     let mut out = Vec::new();
     let runs = runs_per_step(ledger, &st.run_id);
-    for s in plan.iter().take(st.cursor) {
-        let recorded = st.outputs.contains_key(&s.id)
+    let said = |out: &mut Vec<Finding>, node: &str, msg: String| {
+        out.push(Finding::new("workflow_cursor_recorded", Req::R005, msg).about(Some(node)))
+    };
+    // A step's result: its output, a skip, or (for an output step that delivers) its receipt
+    // under its own id.
+    let recorded = |s: &PlanStep| {
+        st.outputs.contains_key(&s.id)
             || st.skipped.contains(&s.id)
-            || st.deliveries.iter().any(|r| r.node == s.id);
-        if !recorded {
-            out.push(
-                Finding::new(
-                    "workflow_cursor_recorded",
-                    Req::R005,
-                    format!(
-                        "the saved state's cursor ({}) is past step {} but records no result for it (no output, no skip, no receipt)",
-                        st.cursor, s.id
-                    ),
-                )
-                .about(Some(&s.id)),
+            || (s.kind == "output"
+                && st
+                    .deliveries
+                    .iter()
+                    .any(|r| r.node == s.id && r.id == st.correlation(&s.id)))
+    };
+    for s in plan.iter().take(st.cursor) {
+        if !recorded(s) {
+            said(
+                &mut out,
+                &s.id,
+                format!(
+                    "the saved state's cursor ({}) is past step {} but records no result for it (no output, no skip, no receipt under its id)",
+                    st.cursor, s.id
+                ),
+            );
+        }
+    }
+    // A skip has a cause (seed 002): a condition false over the outputs recorded, or a parent
+    // skipped (skip propagation is transitive).
+    for id in &st.skipped {
+        let Some(s) = plan.iter().find(|s| &s.id == id) else {
+            said(
+                &mut out,
+                id,
+                format!("the saved state skips {id:?}, which is no step of the plan"),
+            );
+            continue;
+        };
+        let parent_skipped = s.after.iter().any(|p| st.skipped.contains(p));
+        let false_condition = s.kind == "condition"
+            && s.node
+                .get("expression")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|e| crate::workflow::design::parse_condition(e).ok())
+                .is_some_and(|c| !crate::workflow::run::evaluate(&c, &st.outputs));
+        if !parent_skipped && !false_condition {
+            said(
+                &mut out,
+                id,
+                format!(
+                    "the saved state skips step {id}, but no parent of it is skipped and it is no condition that is false over the outputs recorded: a step is skipped only by a false condition above it (seed 002)"
+                ),
+            );
+        }
+    }
+    if st.status == crate::workflow::run::Status::Completed {
+        let open: Vec<&str> = plan
+            .iter()
+            .filter(|s| !recorded(s))
+            .map(|s| s.id.as_str())
+            .collect();
+        if !open.is_empty() {
+            said(
+                &mut out,
+                open[0],
+                format!(
+                    "the saved state says the run completed, and records no result for {}",
+                    open.join(", ")
+                ),
             );
         }
     }
@@ -151,22 +263,24 @@ pub fn cursor_recorded(
     out
 }
 
-/// `workflow_outcome_from_ledgers`: a saved state's receipts and agent outputs against the
-/// channel's and fake-hermes's ledgers. One fact per state.
+/// `workflow_outcome_from_ledgers`: a saved state's receipts, agent outputs and answers against
+/// the channel's and fake-hermes's ledgers and the answers the harness gave (`given`, by node).
+/// One fact per receipt, per agent or approval step with a recorded result or attempt, and per
+/// answer.
 pub fn outcomes_from_ledgers(
     plan: &[PlanStep],
     st: &RunState,
-    ledger: &Ledger,
-    channel: &crate::providers::channel::ChannelLedger,
+    (ledger, channel): (&Ledger, &crate::providers::channel::ChannelLedger),
+    given: &BTreeMap<String, serde_json::Value>,
     facts: &mut Facts,
 ) -> Vec<Finding> {
-    facts.saw(Req::R011);
     let mut out = Vec::new();
     let mut said = |node: &str, msg: String| {
         out.push(Finding::new("workflow_outcome_from_ledgers", Req::R011, msg).about(Some(node)))
     };
     let taken = channel.by_id();
     for r in &st.deliveries {
+        facts.saw(Req::R011);
         let n = taken.get(&r.id).copied().unwrap_or(0);
         match r.ok {
             Some(true) if n == 0 => said(
@@ -186,36 +300,76 @@ pub fn outcomes_from_ledgers(
             _ => {}
         }
     }
-    let runs = runs_per_step(ledger, &st.run_id);
-    for s in plan.iter().filter(|s| s.kind == "agent") {
-        let Some(v) = st.outputs.get(&s.id) else {
-            continue;
-        };
-        if st.answers.contains_key(&s.id) {
-            continue;
-        }
-        let completed: Vec<&String> = runs
-            .get(&s.id)
-            .into_iter()
-            .flatten()
-            .filter(|r| ledger.terminal.get(*r).map(String::as_str) == Some("completed"))
-            .collect();
-        let produced = completed.iter().any(|r| {
-            let o = ledger.results.get(*r).and_then(|x| x.output.clone());
-            o.as_deref() == v.as_str() || o.map(serde_json::Value::String).as_ref() == Some(v)
-        });
-        if !produced {
+    // Answers: only the harness gave any, and the state keeps each as given.
+    for (node, v) in &st.answers {
+        facts.saw(Req::R011);
+        if given.get(node) != Some(v) {
             said(
-                &s.id,
+                node,
                 format!(
-                    "the state records an output for agent step {} ({}) that no run fake-hermes completed under workflow:{}:{} produced (runs there: {}) (ground truth)",
-                    s.id,
+                    "the state records an answer for step {node} ({}) that nobody gave{}",
                     v.to_string().chars().take(80).collect::<String>(),
-                    st.run_id,
-                    s.id,
-                    runs.get(&s.id).map_or("none".into(), |r| r.join(", "))
+                    given
+                        .get(node)
+                        .map(|g| format!(" (the answer given was {g})"))
+                        .unwrap_or_default()
                 ),
             );
+        }
+    }
+    let runs = runs_per_step(ledger, &st.run_id);
+    for s in plan.iter() {
+        let recorded = st.outputs.get(&s.id);
+        match s.kind.as_str() {
+            // An approval's result is the answer given to it.
+            "approval" => {
+                if let Some(v) = recorded {
+                    facts.saw(Req::R011);
+                    if given.get(&s.id).is_none() {
+                        said(
+                            &s.id,
+                            format!(
+                                "the state records a result for approval step {} ({}) that nobody gave",
+                                s.id,
+                                v.to_string().chars().take(80).collect::<String>()
+                            ),
+                        );
+                    }
+                }
+            }
+            "agent" => {
+                if recorded.is_none() && !st.attempts.contains_key(&s.id) {
+                    continue;
+                }
+                facts.saw(Req::R011);
+                let Some(v) = recorded else { continue };
+                // A result a person or a session gave is not a run's.
+                if given.contains_key(&s.id) && st.answers.get(&s.id) == given.get(&s.id) {
+                    continue;
+                }
+                let produced = runs.get(&s.id).into_iter().flatten().any(|r| {
+                    ledger.terminal.get(r).map(String::as_str) == Some("completed")
+                        && ledger
+                            .results
+                            .get(r)
+                            .and_then(|x| x.output.as_deref())
+                            .is_some_and(|o| v.as_str() == Some(o))
+                });
+                if !produced {
+                    said(
+                        &s.id,
+                        format!(
+                            "the state records an output for agent step {} ({}) that no run fake-hermes completed under workflow:{}:{} produced (runs there: {}) (ground truth)",
+                            s.id,
+                            v.to_string().chars().take(80).collect::<String>(),
+                            st.run_id,
+                            s.id,
+                            runs.get(&s.id).map_or("none".into(), |r| r.join(", "))
+                        ),
+                    );
+                }
+            }
+            _ => {}
         }
     }
     out
@@ -227,30 +381,57 @@ pub fn outcomes_from_ledgers(
 pub fn reader_saw(
     run_id: &str,
     partial: Option<&str>,
-    in_place: bool,
+    (in_place, vanished): (bool, bool),
     facts: &mut Facts,
 ) -> Vec<Finding> {
     facts.saw(Req::R005);
     let mut out = Vec::new();
+    let mut said = |msg: String| out.push(Finding::new("workflow_state_whole", Req::R005, msg));
     if let Some(p) = partial {
-        out.push(Finding::new(
-            "workflow_state_whole",
-            Req::R005,
-            format!(
-                "a reader beside the runner read run {run_id}'s file while it saved and got a partial state ({p}): a state is written to a temp file and renamed over the old one"
-            ),
+        said(format!(
+            "a reader beside the runner read run {run_id}'s file while it saved and got a partial state ({p}): a state is written to a temp file and renamed over the old one"
         ));
     }
     if in_place {
-        out.push(Finding::new(
-            "workflow_state_whole",
-            Req::R005,
-            format!(
-                "run {run_id}'s file took new contents while it stayed the same file: it is rewritten in place, and a reader can see it partial (seed 002: a temp file, then os.replace)"
-            ),
+        said(format!(
+            "run {run_id}'s file took new contents while it stayed the same file: it is rewritten in place, and a reader can see it partial (seed 002: a temp file, then os.replace)"
+        ));
+    }
+    if vanished {
+        said(format!(
+            "run {run_id}'s file was gone while the runner saved, after a reader had read a whole state from it: a reader never finds the run missing (a temp file, then os.replace)"
         ));
     }
     out
+}
+
+/// `workflow_state_whole`: what a drive said it left (`returned`) against the run file read
+/// right after (`saved`): the same state, or a finding. One fact.
+pub fn returned_as_saved(
+    returned: &RunState,
+    saved: Result<&RunState, &str>,
+    facts: &mut Facts,
+) -> Option<Finding> {
+    facts.saw(Req::R005);
+    let why = match saved {
+        Ok(st) if st == returned => return None,
+        Ok(st) => format!(
+            "the runner ended its drive saying the run is {} at cursor {}, and its saved state says {} at cursor {}",
+            status_word(returned),
+            returned.cursor,
+            status_word(st),
+            st.cursor
+        ),
+        Err(e) => format!(
+            "the runner ended its drive with the run {}, and its saved state cannot be read: {e}",
+            status_word(returned)
+        ),
+    };
+    Some(Finding::new(
+        "workflow_state_whole",
+        Req::R005,
+        format!("{why}: what a runner says it left is what it saved"),
+    ))
 }
 
 /// `workflow_state_whole`: the runner's saved state, which nobody but the runner wrote, cannot
@@ -291,6 +472,9 @@ pub struct WorkflowTape {
     pub design: serde_json::Value,
     pub run_id: String,
     pub looks: Vec<WorkflowLook>,
+    /// The final expectations, judged against the last look.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finals: Option<WorkflowFinals>,
 }
 
 /// What the checkers were given after a step (or at the end of the case), and what they found.
@@ -304,6 +488,9 @@ pub struct WorkflowLook {
     pub damaged: bool,
     pub hermes: Ledger,
     pub channel: crate::providers::channel::ChannelLedger,
+    /// The answers the harness gave, by node, up to this look.
+    #[serde(default)]
+    pub given: BTreeMap<String, serde_json::Value>,
     pub found: Vec<String>,
     pub facts: BTreeMap<String, u32>,
 }
@@ -333,8 +520,8 @@ pub fn judge_look(
             out.extend(outcomes_from_ledgers(
                 plan,
                 st,
-                &look.hermes,
-                &look.channel,
+                (&look.hermes, &look.channel),
+                &look.given,
                 facts,
             ));
         }
@@ -368,61 +555,81 @@ pub fn status_differs(want: &Option<OneOrMany>, st: &RunState) -> Option<String>
     })
 }
 
-/// `workflow_expected`: a workflow case's final expectations, against the last state the
-/// runner saved (`None`: it saved none that could be read) and the two ledgers; every
-/// finding and fact under the case's requirement `req`.
+/// `workflow_expected`: a workflow case's final expectations, against its closing look (the
+/// state the runner saved, as read then, and the two ledgers). What the state shows (status,
+/// skips) is judged under the case's requirement `req`; what the ledgers show (runs per agent
+/// step, deliveries per output step) under AOC-REQ-010.
 pub fn final_expectations(
     w: &WorkflowExpect,
-    last: Option<&RunState>,
-    ledger: &Ledger,
-    channel: &crate::providers::channel::ChannelLedger,
+    look: &WorkflowLook,
     (run_id, req): (&str, Req),
     facts: &mut Facts,
 ) -> Vec<Finding> {
-    let mut msgs = Vec::new();
-    match last {
-        Some(st) => {
-            msgs.extend(status_differs(&w.status, st));
-            if let Some(want) = &w.skipped {
-                let mut a = want.clone();
-                let mut b = st.skipped.clone();
-                a.sort();
-                b.sort();
-                if a != b {
-                    msgs.push(format!("the run skipped {b:?}, not {a:?}"));
+    let mut out = Vec::new();
+    let last = match &look.state {
+        Ok(Some(st)) if !look.damaged => Some(st),
+        _ => None,
+    };
+    if w.status.is_some() || w.skipped.is_some() {
+        let mut msgs = Vec::new();
+        match last {
+            Some(st) => {
+                msgs.extend(status_differs(&w.status, st));
+                if let Some(want) = &w.skipped {
+                    let mut a = want.clone();
+                    let mut b = st.skipped.clone();
+                    a.sort();
+                    b.sort();
+                    if a != b {
+                        msgs.push(format!("the run skipped {b:?}, not {a:?}"));
+                    }
                 }
             }
+            None => msgs.push("the runner left no saved state to judge".into()),
         }
-        None if w.status.is_some() || w.skipped.is_some() => {
-            msgs.push("the runner saved no state to judge".into())
+        if msgs.is_empty() {
+            facts.saw(req);
         }
-        None => {}
+        out.extend(msgs.into_iter().map(|m| expected(req, m, facts)));
     }
-    let taken = channel.by_id();
+    let taken = look.channel.by_id();
+    let runs = runs_per_step(&look.hermes, run_id);
+    let mut counts = Vec::new();
     for (node, n) in &w.deliveries {
         let got = taken
             .get(&format!("workflow:{run_id}:{node}"))
             .copied()
             .unwrap_or(0);
-        if got != *n {
-            msgs.push(format!(
-                "the channel took {got} deliveries for {node}, not {n} (ground truth)"
-            ));
-        }
+        counts.push((got != *n).then(|| {
+            format!("the channel took {got} deliveries for {node}, not {n} (ground truth)")
+        }));
     }
-    let runs = runs_per_step(ledger, run_id);
     for (node, n) in &w.runs {
         let got = runs.get(node).map_or(0, Vec::len) as u32;
-        if got != *n {
-            msgs.push(format!(
-                "fake-hermes started {got} runs for {node}, not {n} (ground truth)"
-            ));
+        counts.push(
+            (got != *n).then(|| {
+                format!("fake-hermes started {got} runs for {node}, not {n} (ground truth)")
+            }),
+        );
+    }
+    for c in counts {
+        match c {
+            None => facts.saw(Req::R010),
+            Some(m) => out.push(expected(Req::R010, m, facts)),
         }
     }
-    if msgs.is_empty() && w != &WorkflowExpect::default() {
-        facts.saw(req);
-    }
-    msgs.into_iter().map(|m| expected(req, m, facts)).collect()
+    out
+}
+
+/// A workflow case's final expectations as judged (for the evidence).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowFinals {
+    pub expect: WorkflowExpect,
+    /// The requirement the case's expectations on the state are judged under.
+    pub requirement: String,
+    pub found: Vec<String>,
+    pub facts: BTreeMap<String, u32>,
 }
 
 #[cfg(test)]
@@ -453,16 +660,36 @@ mod tests {
         }
     }
 
-    /// Both ways: one run per step passes (another run's steps are not this run's); two fail.
+    /// Both ways: one run per step passes; two fail, and so does a run under a correlation no
+    /// step of this run has (an effect nothing accounts for); a retry after a failed run passes
+    /// where the step allows one, and fails where it does not or the run before had not failed.
     #[rstest::rstest]
-    #[case(&["workflow:abcdef:ask", "workflow:ffffff:ask"], false)]
-    #[case(&["workflow:abcdef:ask", "workflow:abcdef:ask"], true)]
-    fn one_run_per_step_reads_the_correlation(#[case] sessions: &[&str], #[case] fails: bool) {
+    #[case(&["workflow:abcdef:ask"], 0, None, false)]
+    #[case(&["workflow:abcdef:ask", "workflow:abcdef:ask"], 0, None, true)]
+    #[case(&["workflow:abcdef:ask", "workflow:ffffff:ask"], 0, None, true)]
+    #[case(&["workflow:abcdef:ask", "workflow:abcdef:ask"], 1, Some("failed"), false)]
+    #[case(&["workflow:abcdef:ask", "workflow:abcdef:ask"], 1, Some("completed"), true)]
+    #[case(&["workflow:abcdef:ask", "workflow:abcdef:ask"], 0, Some("failed"), true)]
+    fn one_run_per_step_reads_the_correlation(
+        #[case] sessions: &[&str],
+        #[case] retries: u64,
+        #[case] first_ended: Option<&str>,
+        #[case] fails: bool,
+    ) {
         let mut facts = Facts::default();
-        let f = one_run_per_step(&plan(), &ledger(sessions), "abcdef", &mut facts);
+        let p = build_run_plan(&json!({"nodes": [
+            {"id": "start", "type": "trigger"},
+            {"id": "ask", "type": "agent", "prompt": "P", "retries": retries, "after": ["start"]},
+        ]}))
+        .expect("plan");
+        let mut l = ledger(sessions);
+        if let Some(end) = first_ended {
+            l.terminal.insert("run_0".into(), end.into());
+        }
+        let f = one_run_per_step(&p, &l, "abcdef", &mut facts);
         assert_eq!(f.len(), usize::from(fails), "{f:?}");
         assert!(f.iter().all(|x| x.checker() == "workflow_one_run_per_step"));
-        assert_eq!(facts.count(Req::R010), 1);
+        assert_eq!(facts.count(Req::R010), 2);
     }
 
     #[rstest::rstest]
@@ -509,6 +736,61 @@ mod tests {
             cursor_recorded(&p, &unwritten, &l, &mut Facts::default()).len(),
             1
         );
+    }
+
+    /// Both ways: a skip under a false condition (and below it) passes, a skip without a cause
+    /// fails; a completed run with every step recorded passes, one with a step unrecorded fails;
+    /// a receipt counts for its own output step only; a delivery under no output step's receipt
+    /// id fails.
+    #[test]
+    fn skips_need_a_cause_and_a_completed_run_records_every_step() {
+        let p = build_run_plan(&json!({"nodes": [
+            {"id": "start", "type": "trigger"},
+            {"id": "gate", "type": "condition", "expression": "out.start.x == 1", "after": ["start"]},
+            {"id": "ask", "type": "agent", "prompt": "P", "after": ["gate"]},
+            {"id": "send", "type": "output", "deliver": "notification", "after": ["ask"]},
+        ]}))
+        .expect("plan");
+        let l = Ledger::default();
+        let judged = |st: &RunState| cursor_recorded(&p, st, &l, &mut Facts::default());
+        let mut st = RunState::new("abcdef", "x");
+        st.cursor = 3;
+        st.skipped = vec!["gate".into(), "ask".into(), "send".into()];
+        st.status = crate::workflow::run::Status::Completed;
+        assert!(judged(&st).is_empty(), "{:?}", judged(&st));
+        // The agent step skipped, though its parent was not.
+        let mut no_cause = st.clone();
+        no_cause.skipped = vec!["ask".into(), "send".into()];
+        no_cause.outputs.insert("gate".into(), json!(true));
+        assert!(
+            judged(&no_cause)
+                .iter()
+                .any(|f| f.line().contains("no parent of it is skipped")),
+            "{:?}",
+            judged(&no_cause)
+        );
+        // Completed, with the output step's result missing (a receipt of another node's).
+        let mut open = st.clone();
+        open.skipped = vec!["gate".into(), "ask".into()];
+        open.cursor = 2;
+        open.deliveries.push(crate::workflow::run::Receipt {
+            node: "send".into(),
+            id: "workflow:abcdef:other".into(),
+            deliver: "notification".into(),
+            target: None,
+            ok: Some(true),
+            detail: None,
+        });
+        assert!(
+            judged(&open).iter().any(|f| f
+                .line()
+                .contains("completed, and records no result for send")),
+            "{:?}",
+            judged(&open)
+        );
+        let stray = BTreeMap::from([("workflow:abcdef:other".to_string(), 1)]);
+        let f = one_delivery_per_output(&p, &stray, "abcdef", &mut Facts::default());
+        assert_eq!(f.len(), 1, "{f:?}");
     }
 
     /// Both ways: an unknown receipt and a delivered one the channel took pass; a receipt that
@@ -559,24 +841,46 @@ mod tests {
         ] {
             let mut st = RunState::new("abcdef", "x");
             st.deliveries.push(receipt(ok));
-            let f = outcomes_from_ledgers(&p, &st, &l, &taken(n), &mut Facts::default());
+            let none = BTreeMap::new();
+            let f = outcomes_from_ledgers(&p, &st, (&l, &taken(n)), &none, &mut Facts::default());
             assert_eq!(f.len(), usize::from(fails), "{ok:?} {n}: {f:?}");
             assert!(
                 f.iter()
                     .all(|x| x.checker() == "workflow_outcome_from_ledgers")
             );
         }
+        let judged = |st: &RunState, given: &BTreeMap<String, serde_json::Value>| {
+            outcomes_from_ledgers(&p, st, (&l, &taken(0)), given, &mut Facts::default())
+        };
+        let nobody = BTreeMap::new();
         let mut st = RunState::new("abcdef", "x");
         st.outputs.insert("ask".into(), json!("done"));
-        assert!(outcomes_from_ledgers(&p, &st, &l, &taken(0), &mut Facts::default()).is_empty());
+        assert!(judged(&st, &nobody).is_empty());
         st.outputs.insert("ask".into(), json!("invented"));
-        assert_eq!(
-            outcomes_from_ledgers(&p, &st, &l, &taken(0), &mut Facts::default()).len(),
-            1
-        );
-        st.answers
-            .insert("ask".into(), json!({"output": "invented"}));
-        assert!(outcomes_from_ledgers(&p, &st, &l, &taken(0), &mut Facts::default()).is_empty());
+        assert_eq!(judged(&st, &nobody).len(), 1);
+        // A result given by the harness (as an answer) is not a run's output …
+        let answer = json!({"output": "invented"});
+        st.answers.insert("ask".into(), answer.clone());
+        let given = BTreeMap::from([("ask".to_string(), answer)]);
+        assert!(judged(&st, &given).is_empty());
+        // … and an answer nobody gave is an invented outcome, whatever it says.
+        let f = judged(&st, &nobody);
+        assert!(f.iter().any(|x| x.line().contains("nobody gave")), "{f:?}");
+    }
+
+    /// Both ways: a drive that says it left the state it saved passes; one that says another,
+    /// or whose state cannot be read, fails.
+    #[test]
+    fn a_drive_leaves_what_it_saved() {
+        let st = RunState::new("abcdef", "x");
+        let mut facts = Facts::default();
+        assert!(returned_as_saved(&st, Ok(&st), &mut facts).is_none());
+        let mut other = st.clone();
+        other.status = crate::workflow::run::Status::Completed;
+        let f = returned_as_saved(&other, Ok(&st), &mut facts).expect("a finding");
+        assert_eq!(f.checker(), "workflow_state_whole");
+        assert!(returned_as_saved(&st, Err("no file"), &mut facts).is_some());
+        assert_eq!(facts.count(Req::R005), 3);
     }
 
     /// A workflow expectation is a finding of `workflow_expected` under the case's requirement,
@@ -588,9 +892,9 @@ mod tests {
         let f = expected(Req::R010, "two runs".into(), &mut facts);
         assert_eq!(f.checker(), "workflow_expected");
         assert_eq!(facts.count(Req::R010), 1);
-        assert!(reader_saw("abcdef", None, false, &mut facts).is_empty());
-        let f = reader_saw("abcdef", Some("3 bytes"), true, &mut facts);
-        assert_eq!(f.len(), 2);
+        assert!(reader_saw("abcdef", None, (false, false), &mut facts).is_empty());
+        let f = reader_saw("abcdef", Some("3 bytes"), (true, true), &mut facts);
+        assert_eq!(f.len(), 3);
         assert!(f.iter().all(|x| x.checker() == "workflow_state_whole"));
         assert_eq!(facts.count(Req::R005), 2);
     }

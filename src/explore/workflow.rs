@@ -243,22 +243,14 @@ pub fn generate(seed: u64, index: u64) -> Case {
     g.case
 }
 
-/// The hold a fault step arms, if any.
-fn armed(s: &Step) -> Option<&str> {
-    match s {
-        Step::HermesFault {
-            fault: Fault::Hold { name },
-            ..
-        } => Some(name),
-        Step::ChannelFault {
-            fault: ChannelFault::Hold { name },
-            ..
-        } => Some(name),
-        _ => None,
-    }
+/// Whether a workflow schedule is fair: every hold is armed only for the next drive, which is
+/// killed at it (`case::workflow::unfair_hold`, which the case rulebook applies too).
+pub fn fair(steps: &[Step]) -> bool {
+    crate::case::workflow::unfair_hold(steps).is_none()
 }
 
 /// The kill of a drive step, if it is one.
+#[cfg(test)]
 fn drive_kill(s: &Step) -> Option<&Option<WorkflowKill>> {
     match s {
         Step::WorkflowStart { kill, .. }
@@ -266,21 +258,6 @@ fn drive_kill(s: &Step) -> Option<&Option<WorkflowKill>> {
         | Step::WorkflowAnswer { kill, .. } => Some(kill),
         _ => None,
     }
-}
-
-/// Whether a workflow schedule is fair: every hold is armed only for the next drive, which is
-/// killed at it (a drive that reaches a hold it is not killed at would wait for a release that
-/// never comes). Any other schedule is fair.
-pub fn fair(steps: &[Step]) -> bool {
-    for (i, s) in steps.iter().enumerate() {
-        let Some(h) = armed(s) else { continue };
-        let next = steps[i + 1..].iter().find_map(drive_kill);
-        match next {
-            Some(Some(k)) if k.hold.as_deref() == Some(h) => {}
-            _ => return false,
-        }
-    }
-    true
 }
 
 #[cfg(test)]

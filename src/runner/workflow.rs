@@ -72,6 +72,8 @@ struct Seen {
     partial: Option<String>,
     /// The file's contents changed while it stayed the same file (rewritten in place).
     in_place: bool,
+    /// The file was gone after a whole state had been read from it.
+    vanished: bool,
 }
 
 /// Tells the reader beside the runner to stop when dropped, so a drive whose future is dropped
@@ -91,7 +93,14 @@ fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Seen {
     let mut last: Option<(std::fs::File, u64, Vec<u8>)> = None;
     loop {
         let done = stop.load(Ordering::SeqCst);
-        if let Ok(mut f) = std::fs::File::open(&path) {
+        let opened = std::fs::File::open(&path);
+        if let Err(e) = &opened
+            && e.kind() == std::io::ErrorKind::NotFound
+            && last.is_some()
+        {
+            seen.vanished = true;
+        }
+        if let Ok(mut f) = opened {
             let mut bytes = Vec::new();
             let ino = inode(&f);
             if std::io::Read::read_to_end(&mut f, &mut bytes).is_ok() {
@@ -164,6 +173,12 @@ struct Case<'a> {
     last: Option<RunState>,
     /// A schedule of the explorer (`RunOptions::explore`).
     explore: bool,
+    /// What was found during the step being performed (reported at it, after its own answer).
+    found: Vec<Finding>,
+    /// The answers the harness gave, by node.
+    given: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The final expectations as judged.
+    finals: Option<crate::check::workflow::WorkflowFinals>,
     /// Every look the checkers took, for the evidence.
     looks: Vec<crate::check::workflow::WorkflowLook>,
     design: serde_json::Value,
@@ -252,12 +267,10 @@ impl Case<'_> {
             let found = crate::check::workflow::reader_saw(
                 &self.run_id,
                 seen.partial.as_deref(),
-                seen.in_place,
+                (seen.in_place, seen.vanished),
                 &mut self.facts,
             );
-            if let Some(f) = found.into_iter().next() {
-                return Err(Problem::Failed(f));
-            }
+            self.found.extend(found);
         }
         out
     }
@@ -344,7 +357,13 @@ impl Case<'_> {
         // A held start commits in a task of its own: wait until the run is in the ledger.
         if site == Some(Site::Hermes) {
             let until = Instant::now() + HOLD_WAIT;
-            while self.hermes.handle.ledger().runs.len() <= runs_before && Instant::now() < until {
+            while self.hermes.handle.ledger().runs.len() <= runs_before {
+                if Instant::now() >= until {
+                    return Err(Problem::Harness(format!(
+                        "the start held at {hold:?} was let go, and no run was in fake-hermes's ledger within {} s",
+                        HOLD_WAIT.as_secs()
+                    )));
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -369,11 +388,19 @@ impl Case<'_> {
                 if let Some(k) = kill {
                     self.kills.push((kill_words(k), false));
                 }
+                // What the runner says it left is what it saved.
+                let saved = self.home.load_run(&self.run_id).map_err(|e| e.to_string());
+                if let Some(f) = crate::check::workflow::returned_as_saved(
+                    &st,
+                    saved.as_ref().map_err(String::as_str),
+                    &mut self.facts,
+                ) {
+                    self.found.push(f);
+                }
                 let line = crate::check::workflow::status_word(&st);
                 if let Some(m) = crate::check::workflow::status_differs(status, &st) {
                     return Err(self.expected(m));
                 }
-                self.last = Some(*st);
                 Ok(line)
             }
             Drove::Killed(line) => {
@@ -419,7 +446,9 @@ impl Case<'_> {
                             StoreError::Corrupt(m) => (want == "corrupt", m),
                             other => return Err(Problem::Harness(other.to_string())),
                         };
-                        if !ok || !kind.contains(&self.run_id) {
+                        // Seed 002: a corrupt file is a ValueError naming the run; a missing
+                        // one is FileNotFoundError.
+                        if !ok || (want == "corrupt" && !kind.contains(&self.run_id)) {
                             return Err(self.expected(format!(
                                 "the resume was refused otherwise than {want}, naming run {}: {e}",
                                 self.run_id
@@ -428,7 +457,7 @@ impl Case<'_> {
                         Ok(format!("refused: {e}"))
                     }
                     (Some(want), _) => {
-                        let more = self.hermes.handle.ledger().runs.len() - runs;
+                        let more = self.hermes.handle.ledger().runs.len().saturating_sub(runs);
                         Err(Problem::Failed(crate::check::workflow::started_over(
                             &self.run_id,
                             want,
@@ -444,6 +473,7 @@ impl Case<'_> {
                 kill,
                 status,
             } => {
+                self.given.insert(node.clone(), answer.clone());
                 match host::answer(&self.home, &self.plan, &self.run_id, node, answer.clone()) {
                     Ok(_) => {}
                     // In an explored schedule an answer may come when the run waits for
@@ -555,6 +585,7 @@ impl Case<'_> {
             damaged: self.damaged,
             hermes: self.hermes.handle.ledger(),
             channel: self.channel.ledger(),
+            given: self.given.clone(),
             found: Vec::new(),
             facts: Default::default(),
         };
@@ -579,11 +610,20 @@ impl Case<'_> {
         failures: &[Failure],
     ) -> Option<Arc<serde_json::Value>> {
         use crate::check::replay::{SCHEMA, Tape};
-        let replayed: std::collections::BTreeSet<&String> =
-            self.looks.iter().flat_map(|l| &l.found).collect();
+        let replayed: std::collections::BTreeSet<&String> = self
+            .looks
+            .iter()
+            .flat_map(|l| &l.found)
+            .chain(self.finals.iter().flat_map(|f| &f.found))
+            .collect();
         let mut other_facts = self.facts.by_id();
-        for l in &self.looks {
-            for (id, n) in &l.facts {
+        for part in self
+            .looks
+            .iter()
+            .map(|l| &l.facts)
+            .chain(self.finals.iter().map(|f| &f.facts))
+        {
+            for (id, n) in part {
                 if let Some(t) = other_facts.get_mut(id) {
                     *t = t.saturating_sub(*n);
                 }
@@ -617,25 +657,35 @@ impl Case<'_> {
                 design: self.design.clone(),
                 run_id: self.run_id.clone(),
                 looks: self.looks.clone(),
+                finals: self.finals.clone(),
             }),
         };
         serde_json::to_value(&tape).ok().map(Arc::new)
     }
 
-    /// The final expectations, against the last saved state and the ledgers.
+    /// The final expectations, against the closing look; kept for the evidence.
     fn finals(&mut self) -> Vec<Finding> {
-        let Some(w) = &self.lc.case.expect.workflow else {
+        let Some(w) = self.lc.case.expect.workflow.clone() else {
+            return Vec::new();
+        };
+        let Some(look) = self.looks.last() else {
             return Vec::new();
         };
         let req = self.primary();
-        crate::check::workflow::final_expectations(
-            w,
-            self.last.as_ref(),
-            &self.hermes.handle.ledger(),
-            &self.channel.ledger(),
+        let before = self.facts.clone();
+        let found = crate::check::workflow::final_expectations(
+            &w,
+            look,
             (&self.run_id, req),
             &mut self.facts,
-        )
+        );
+        self.finals = Some(crate::check::workflow::WorkflowFinals {
+            expect: w,
+            requirement: req.id().to_string(),
+            found: found.iter().map(Finding::line).collect(),
+            facts: crate::check::replay::facts_between(&before, &self.facts),
+        });
+        found
     }
 }
 
@@ -695,6 +745,9 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         looks: Vec::new(),
         design,
         explore: opts.explore,
+        found: Vec::new(),
+        given: Default::default(),
+        finals: None,
     })
 }
 
@@ -735,6 +788,9 @@ pub(super) async fn run_case(
             result: line.clone(),
         });
         report.steps.push(format!("{}: {line}", s.verb()));
+        for f in std::mem::take(&mut c.found) {
+            push_finding(&mut failures, f, Some(i));
+        }
         match r {
             Ok(_) => {}
             Err(Problem::Failed(f)) => push_finding(&mut failures, f, Some(i)),
@@ -745,6 +801,12 @@ pub(super) async fn run_case(
         }
         for f in c.look(Some(i)) {
             push_finding(&mut failures, f, Some(i));
+        }
+    }
+    // The closing look: the ledgers and the state read again after the last step.
+    if harness.is_none() {
+        for f in c.look(None) {
+            push_finding(&mut failures, f, Some(case.steps.len()));
         }
     }
     if harness.is_none() {
