@@ -274,6 +274,20 @@ pub fn outcomes_from_ledgers(
     given: &BTreeMap<String, serde_json::Value>,
     facts: &mut Facts,
 ) -> Vec<Finding> {
+    outcomes_as_of(plan, st, (ledger, channel), given, false, facts)
+}
+
+/// [`outcomes_from_ledgers`]; `later`: the ledgers were read after `st` was saved and may hold
+/// what came after it, so only what no later effect can excuse is judged (a receipt `ok: false`
+/// is not: a delivery after a proven failure is the runner's right).
+fn outcomes_as_of(
+    plan: &[PlanStep],
+    st: &RunState,
+    (ledger, channel): (&Ledger, &crate::providers::channel::ChannelLedger),
+    given: &BTreeMap<String, serde_json::Value>,
+    later: bool,
+    facts: &mut Facts,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut said = |node: &str, msg: String| {
         out.push(Finding::new("workflow_outcome_from_ledgers", Req::R011, msg).about(Some(node)))
@@ -290,7 +304,7 @@ pub fn outcomes_from_ledgers(
                     r.node, r.id
                 ),
             ),
-            Some(false) if n > 0 => said(
+            Some(false) if n > 0 && !later => said(
                 &r.node,
                 format!(
                     "the state says output step {}'s delivery failed (receipt {}), and the channel took it (ground truth): a delivery whose answer was lost is unknown, not failed",
@@ -491,6 +505,10 @@ pub struct WorkflowLook {
     /// The answers the harness gave, by node, up to this look.
     #[serde(default)]
     pub given: BTreeMap<String, serde_json::Value>,
+    /// The whole states a reader beside the runner read while the step ran, each once, in the
+    /// order read (the canvas shows each of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub between: Vec<RunState>,
     pub found: Vec<String>,
     pub facts: BTreeMap<String, u32>,
 }
@@ -513,6 +531,21 @@ pub fn judge_look(
     ));
     if look.damaged {
         return out;
+    }
+    // Each state saved during the step, judged by what the look's ledgers (read after it) cannot
+    // excuse: a cursor past an unrecorded step, a skip without a cause, a completed run with a
+    // step unrecorded (the state alone), a receipt or an output no effect backs, an answer
+    // nobody gave.
+    for st in &look.between {
+        out.extend(cursor_recorded(plan, st, &Ledger::default(), facts));
+        out.extend(outcomes_as_of(
+            plan,
+            st,
+            (&look.hermes, &look.channel),
+            &look.given,
+            true,
+            facts,
+        ));
     }
     match &look.state {
         Ok(Some(st)) => {

@@ -74,7 +74,12 @@ struct Seen {
     in_place: bool,
     /// The file was gone after a whole state had been read from it.
     vanished: bool,
+    /// Each whole state read, once, in the order read (at most [`MAX_BETWEEN`]).
+    states: Vec<Vec<u8>>,
 }
+
+/// The states a reader keeps from one drive, at most.
+const MAX_BETWEEN: usize = 64;
 
 /// Tells the reader beside the runner to stop when dropped, so a drive whose future is dropped
 /// (a case cut short) leaves no reader behind.
@@ -105,11 +110,14 @@ fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Seen {
             let ino = inode(&f);
             if std::io::Read::read_to_end(&mut f, &mut bytes).is_ok() {
                 seen.reads += 1;
-                if serde_json::from_slice::<serde_json::Value>(&bytes).is_err()
-                    && seen.partial.is_none()
-                {
-                    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
-                    seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
+                if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+                    if seen.partial.is_none() {
+                        let head =
+                            String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
+                        seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
+                    }
+                } else if seen.states.last() != Some(&bytes) && seen.states.len() < MAX_BETWEEN {
+                    seen.states.push(bytes.clone());
                 }
                 if let Some((_, last_ino, last_bytes)) = &last
                     && ino.is_some_and(|i| i == *last_ino)
@@ -179,6 +187,8 @@ struct Case<'a> {
     given: std::collections::BTreeMap<String, serde_json::Value>,
     /// The final expectations as judged.
     finals: Option<crate::check::workflow::WorkflowFinals>,
+    /// The whole states the reader read during the step being performed.
+    between: Vec<RunState>,
     /// Every look the checkers took, for the evidence.
     looks: Vec<crate::check::workflow::WorkflowLook>,
     design: serde_json::Value,
@@ -263,6 +273,15 @@ impl Case<'_> {
         let seen = reader
             .await
             .map_err(|e| Problem::Harness(format!("the reader beside the runner: {e}")))?;
+        if !self.damaged {
+            for b in &seen.states {
+                if let Ok(st) = serde_json::from_slice::<RunState>(b)
+                    && self.between.last() != Some(&st)
+                {
+                    self.between.push(st);
+                }
+            }
+        }
         if !self.damaged && seen.reads > 0 {
             let found = crate::check::workflow::reader_saw(
                 &self.run_id,
@@ -567,7 +586,29 @@ impl Case<'_> {
 
     /// The checkers over the saved state and both ledgers, after step `after` (`None`: the end
     /// of the case); the look is kept for the evidence.
-    fn look(&mut self, after: Option<usize>) -> Vec<Finding> {
+    async fn look(&mut self, after: Option<usize>) -> Vec<Finding> {
+        // fake-hermes records a run's end just after the status a runner reads it from: for
+        // every step a state claims an output of, its runs' ends are waited for, briefly.
+        let claimed: Vec<String> = self
+            .home
+            .load_run(&self.run_id)
+            .ok()
+            .into_iter()
+            .chain(self.between.iter().cloned())
+            .flat_map(|st| st.outputs.into_keys())
+            .map(|node| format!("workflow:{}:{node}", self.run_id))
+            .collect();
+        for _ in 0..20 {
+            let l = self.hermes.handle.ledger();
+            if l.runs
+                .iter()
+                .filter(|r| claimed.contains(&r.session_id))
+                .all(|r| l.terminal.contains_key(&r.run_id))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
         let state = if self.damaged {
             Ok(None)
         } else {
@@ -586,6 +627,7 @@ impl Case<'_> {
             hermes: self.hermes.handle.ledger(),
             channel: self.channel.ledger(),
             given: self.given.clone(),
+            between: std::mem::take(&mut self.between),
             found: Vec::new(),
             facts: Default::default(),
         };
@@ -748,6 +790,7 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         found: Vec::new(),
         given: Default::default(),
         finals: None,
+        between: Vec::new(),
     })
 }
 
@@ -799,13 +842,13 @@ pub(super) async fn run_case(
                 break;
             }
         }
-        for f in c.look(Some(i)) {
+        for f in c.look(Some(i)).await {
             push_finding(&mut failures, f, Some(i));
         }
     }
     // The closing look: the ledgers and the state read again after the last step.
     if harness.is_none() {
-        for f in c.look(None) {
+        for f in c.look(None).await {
             push_finding(&mut failures, f, Some(case.steps.len()));
         }
     }

@@ -155,6 +155,12 @@ pub async fn drive_with<S: Seam, C: Channel>(
                 let Some(s) = seam.as_deref_mut() else {
                     return Ok(Driven::Ran(Box::new(st)));
                 };
+                #[cfg(feature = "test-knobs")]
+                if defect == Some(super::WorkflowDefect::EagerOutput) {
+                    st.outputs
+                        .insert(l.node.clone(), serde_json::json!("(pending)"));
+                    saved!(&st);
+                }
                 match s.launch(&l).await {
                     AgentOutcome::Returned(v) => run::agent_returned(plan, &mut st, &l.node, &v),
                     AgentOutcome::Failed(e) => run::agent_failed(plan, &mut st, &l.node, &e),

@@ -30,6 +30,9 @@ pub enum WorkflowDefect {
     LostReplyIsFailed,
     /// Takes an agent step whose launch has no known end as done with an empty output.
     UnknownIsDone,
+    /// Saves a placeholder output for an agent step before launching it (corrected when the
+    /// result comes): a state a reader beside it sees that no run backs.
+    EagerOutput,
     /// Takes a fractional or boolean count as the whole number a cast makes of it (2.5 → 2,
     /// true → 1) instead of refusing it.
     TruncateRetries,

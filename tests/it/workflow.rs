@@ -433,6 +433,7 @@ async fn the_reference_passes_every_workflow_case() {
 #[case(WorkflowDefect::WriteInPlace, &["WORKFLOW-01", "WORKFLOW-05", "WORKFLOW-08"], "[workflow_state_whole]")]
 #[case(WorkflowDefect::LostReplyIsFailed, &["WORKFLOW-12"], "[workflow_outcome_from_ledgers]")]
 #[case(WorkflowDefect::UnknownIsDone, &["WORKFLOW-10"], "[workflow_outcome_from_ledgers]")]
+#[case(WorkflowDefect::EagerOutput, &["WORKFLOW-01", "WORKFLOW-02"], "[workflow_outcome_from_ledgers]")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_broken_runner_fails_the_cases_of_its_rule(
     #[case] defect: WorkflowDefect,
