@@ -152,6 +152,24 @@ pub fn case_verdict(
     }
 }
 
+/// What `total` counted outside `parts` (the looks, finals and claims an evidence tape derives
+/// again), per requirement id: the facts the tape takes as recorded.
+pub fn facts_outside<'a>(
+    total: &Facts,
+    parts: impl Iterator<Item = &'a BTreeMap<String, u32>>,
+) -> BTreeMap<String, u32> {
+    let mut out = total.by_id();
+    for part in parts {
+        for (id, n) in part {
+            if let Some(t) = out.get_mut(id) {
+                *t = t.saturating_sub(*n);
+            }
+        }
+    }
+    out.retain(|_, n| *n > 0);
+    out
+}
+
 /// The difference of two fact tallies, per requirement id (for what one look examined).
 pub fn facts_between(before: &Facts, after: &Facts) -> BTreeMap<String, u32> {
     let before = before.by_id();

@@ -182,20 +182,12 @@ pub fn generate(seed: u64, index: u64, ops: Option<&BTreeSet<Op>>) -> Case {
 impl Gen<'_> {
     /// Keeps `block` if the schedule with it is valid, fair and within the declared operations.
     fn push(&mut self, block: Vec<Step>) -> bool {
-        if block.is_empty() || self.case.steps.len() + block.len() > MAX_STEPS {
-            return false;
-        }
-        let at = self.case.steps.len();
-        self.case.steps.extend(block);
-        let ok = crate::case::validate(&file_name(&self.case.id), &self.case).is_empty()
-            && fair(&self.case.steps)
-            && self
-                .ops
-                .is_none_or(|ops| crate::runner::required_ops(&self.case).is_subset(ops));
-        if !ok {
-            self.case.steps.truncate(at);
-        }
-        ok
+        let ops = self.ops;
+        super::keep_block(&mut self.case, block, |c| {
+            crate::case::validate(&file_name(&c.id), c).is_empty()
+                && fair(&c.steps)
+                && ops.is_none_or(|ops| crate::runner::required_ops(c).is_subset(ops))
+        })
     }
 
     fn run(&mut self) {

@@ -35,6 +35,26 @@ pub mod yaml;
 pub const MAX_STEPS: usize = 24;
 
 /// The id of schedule `index` of `seed`.
+/// Appends `block` to the schedule `case` and keeps it if the whole stays within [`MAX_STEPS`]
+/// and `ok` holds of it (valid, fair, within what the implementation declares); else `case`
+/// is as it was.
+pub(crate) fn keep_block(
+    case: &mut Case,
+    block: Vec<crate::case::Step>,
+    ok: impl FnOnce(&Case) -> bool,
+) -> bool {
+    if block.is_empty() || case.steps.len() + block.len() > MAX_STEPS {
+        return false;
+    }
+    let at = case.steps.len();
+    case.steps.extend(block);
+    let kept = ok(case);
+    if !kept {
+        case.steps.truncate(at);
+    }
+    kept
+}
+
 pub fn schedule_id(seed: u64, index: u64) -> String {
     format!("EXPLORE-{seed}-{index}")
 }

@@ -17,7 +17,7 @@
 //! disarmed when it parks or ends: `runner::workflow`).
 
 use super::rng::Rng;
-use super::{MAX_STEPS, file_name, schedule_id};
+use super::{file_name, schedule_id};
 use crate::case::{Case, CaseConfig, FinalExpect, Step, WorkflowKill};
 use crate::providers::channel::ChannelFault;
 use provider_model::hermes::faults::{Fault, Route};
@@ -93,17 +93,9 @@ struct Gen {
 impl Gen {
     /// Keeps `block` if the schedule with it is valid and fair.
     fn push(&mut self, block: Vec<Step>) -> bool {
-        if block.is_empty() || self.case.steps.len() + block.len() > MAX_STEPS {
-            return false;
-        }
-        let at = self.case.steps.len();
-        self.case.steps.extend(block);
-        let ok = crate::case::validate(&file_name(&self.case.id), &self.case).is_empty()
-            && fair(&self.case.steps);
-        if !ok {
-            self.case.steps.truncate(at);
-        }
-        ok
+        super::keep_block(&mut self.case, block, |c| {
+            crate::case::validate(&file_name(&c.id), c).is_empty() && fair(&c.steps)
+        })
     }
 
     /// Faults armed before a drive, and the kill of that drive (`None`: not killed).

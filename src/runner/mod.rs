@@ -657,18 +657,12 @@ fn evidence_of(
     for f in &world.finals {
         replayed.extend(f.found.iter().cloned());
     }
-    let mut other_facts = world.checker.facts.by_id();
-    for part in std::iter::once(claims_facts)
-        .chain(world.tape.iter().map(|l| &l.facts))
-        .chain(world.finals.iter().map(|f| &f.facts))
-    {
-        for (id, n) in part {
-            if let Some(t) = other_facts.get_mut(id) {
-                *t = t.saturating_sub(*n);
-            }
-        }
-    }
-    other_facts.retain(|_, n| *n > 0);
+    let other_facts = crate::check::replay::facts_outside(
+        &world.checker.facts,
+        std::iter::once(claims_facts)
+            .chain(world.tape.iter().map(|l| &l.facts))
+            .chain(world.finals.iter().map(|f| &f.facts)),
+    );
     let tape = Tape {
         schema: SCHEMA.into(),
         case: report.id.clone(),

@@ -9,6 +9,9 @@
 //! the final expectations read the last saved state and the ledgers. The report is a case report
 //! like any other: failures by requirement, facts, faults and whether each fired, steps.
 
+mod evidence;
+mod reader;
+
 use super::RunOptions;
 use super::events::RunEvent;
 use super::verdict::push_finding;
@@ -23,8 +26,9 @@ use crate::workflow::host::{
 };
 use crate::workflow::run::{Delivery, RunState};
 use crate::workflow::store::{Home, StoreError};
+use reader::{Stop, read_beside};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The design's name in the runner's home.
@@ -62,90 +66,6 @@ impl Channel for ToChannel {
 enum Site {
     Hermes,
     Channel,
-}
-
-/// What the reader beside the runner saw of the run file.
-#[derive(Debug, Default)]
-struct Seen {
-    reads: u64,
-    /// A read that was not a whole state (the bytes' start, for the message).
-    partial: Option<String>,
-    /// The file's contents changed while it stayed the same file (rewritten in place).
-    in_place: bool,
-    /// The file was gone after a whole state had been read from it.
-    vanished: bool,
-    /// Each whole state read, once, in the order read (at most [`MAX_BETWEEN`]).
-    states: Vec<Vec<u8>>,
-}
-
-/// The states a reader keeps from one drive, at most.
-const MAX_BETWEEN: usize = 64;
-
-/// Tells the reader beside the runner to stop when dropped, so a drive whose future is dropped
-/// (a case cut short) leaves no reader behind.
-struct Stop(Arc<AtomicBool>);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Reads `path` every millisecond until `stop`, keeping the file it last read open, so its
-/// inode cannot be reused: new contents under the same inode were written into the same file.
-fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Seen {
-    let mut seen = Seen::default();
-    let mut last: Option<(std::fs::File, u64, Vec<u8>)> = None;
-    loop {
-        let done = stop.load(Ordering::SeqCst);
-        let opened = std::fs::File::open(&path);
-        if let Err(e) = &opened
-            && e.kind() == std::io::ErrorKind::NotFound
-            && last.is_some()
-        {
-            seen.vanished = true;
-        }
-        if let Ok(mut f) = opened {
-            let mut bytes = Vec::new();
-            let ino = inode(&f);
-            if std::io::Read::read_to_end(&mut f, &mut bytes).is_ok() {
-                seen.reads += 1;
-                if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
-                    if seen.partial.is_none() {
-                        let head =
-                            String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
-                        seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
-                    }
-                } else if seen.states.last() != Some(&bytes) && seen.states.len() < MAX_BETWEEN {
-                    seen.states.push(bytes.clone());
-                }
-                if let Some((_, last_ino, last_bytes)) = &last
-                    && ino.is_some_and(|i| i == *last_ino)
-                    && *last_bytes != bytes
-                {
-                    seen.in_place = true;
-                }
-                if let Some(i) = ino {
-                    last = Some((f, i, bytes));
-                }
-            }
-        }
-        if done {
-            return seen;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-#[cfg(unix)]
-fn inode(f: &std::fs::File) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    f.metadata().ok().map(|m| m.ino())
-}
-
-#[cfg(not(unix))]
-fn inode(_: &std::fs::File) -> Option<u64> {
-    None
 }
 
 /// How one drive of the runner ended.
@@ -640,93 +560,6 @@ impl Case<'_> {
             self.last = Some(st.clone());
         }
         self.looks.push(look);
-        found
-    }
-
-    /// The case's evidence: its looks as the checkers judged them, and what was found and
-    /// examined outside them (the steps' own findings, the reader's, the final expectations),
-    /// taken as recorded.
-    fn evidence(
-        &self,
-        report: &CaseReport,
-        failures: &[Failure],
-    ) -> Option<Arc<serde_json::Value>> {
-        use crate::check::replay::{SCHEMA, Tape};
-        let replayed: std::collections::BTreeSet<&String> = self
-            .looks
-            .iter()
-            .flat_map(|l| &l.found)
-            .chain(self.finals.iter().flat_map(|f| &f.found))
-            .collect();
-        let mut other_facts = self.facts.by_id();
-        for part in self
-            .looks
-            .iter()
-            .map(|l| &l.facts)
-            .chain(self.finals.iter().map(|f| &f.facts))
-        {
-            for (id, n) in part {
-                if let Some(t) = other_facts.get_mut(id) {
-                    *t = t.saturating_sub(*n);
-                }
-            }
-        }
-        other_facts.retain(|_, n| *n > 0);
-        let tape = Tape {
-            schema: SCHEMA.into(),
-            case: report.id.clone(),
-            declared: report.requirements.clone(),
-            steps: report.steps.clone(),
-            end_step: self.lc.case.steps.len(),
-            published: None,
-            claims: Vec::new(),
-            statements: Vec::new(),
-            looks: Vec::new(),
-            finals: Vec::new(),
-            final_ledger: None,
-            other_failures: failures
-                .iter()
-                .filter(|f| !replayed.contains(&f.msg))
-                .cloned()
-                .collect(),
-            other_facts,
-            undecided: Vec::new(),
-            harness: report.harness.clone(),
-            unsupported: report.unsupported.clone(),
-            faults: report.faults.clone(),
-            processes: Vec::new(),
-            workflow: Some(crate::check::workflow::WorkflowTape {
-                design: self.design.clone(),
-                run_id: self.run_id.clone(),
-                looks: self.looks.clone(),
-                finals: self.finals.clone(),
-            }),
-        };
-        serde_json::to_value(&tape).ok().map(Arc::new)
-    }
-
-    /// The final expectations, against the closing look; kept for the evidence.
-    fn finals(&mut self) -> Vec<Finding> {
-        let Some(w) = self.lc.case.expect.workflow.clone() else {
-            return Vec::new();
-        };
-        let Some(look) = self.looks.last() else {
-            return Vec::new();
-        };
-        let req = self.primary();
-        let before = self.facts.clone();
-        let found = crate::check::workflow::final_expectations(
-            &w,
-            look,
-            (&self.run_id, req),
-            &mut self.facts,
-        );
-        self.finals = Some(crate::check::workflow::WorkflowFinals {
-            expect: w,
-            requirement: req.id().to_string(),
-            found: found.iter().map(Finding::line).collect(),
-            facts: crate::check::replay::facts_between(&before, &self.facts),
-        });
         found
     }
 }
