@@ -13,7 +13,8 @@ pub struct ExploreArgs {
     #[command(flatten)]
     pub sut: crate::setup::SutArgs,
     /// What to explore: `aoc` (the coordination domain and the payment provider), `hermes` (the
-    /// Hermes operator connector and fake-hermes) or `all` (the two by turns).
+    /// Hermes operator connector and fake-hermes), `all` (the two by turns) or `workflow` (seed
+    /// 002's Hermes Workflow runner over fake-hermes and the channel; in process only).
     #[arg(long, default_value = "aoc")]
     pub workload: String,
     /// The seed (printed first; the same seed gives the same schedules).
