@@ -311,6 +311,89 @@ impl HoldSite for FakeChannel {
     }
 }
 
+/// A delivery as the channel's HTTP route takes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Posted {
+    id: String,
+    deliver: String,
+    #[serde(default)]
+    target: Option<String>,
+    #[serde(default)]
+    payload: serde_json::Value,
+}
+
+/// The channel over HTTP: `POST /v1/deliveries` with `{"id", "deliver", "target", "payload"}`
+/// (the receipt id is the sender's, `workflow:<run_id>:<node_id>` for seed 002). A delivery is
+/// answered `200 {"delivered": true, "id": …}`; a refusal, with its status and
+/// `{"error": {"code": "refused", …}}`; a lost answer closes the connection with no reply. A
+/// body that is not a delivery is `400` and delivers nothing.
+pub fn router(channel: FakeChannel) -> axum::Router {
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    async fn post(State(c): State<FakeChannel>, req: axum::extract::Request) -> Response {
+        let drop = req
+            .extensions()
+            .get::<fake_control::serve::DropConn>()
+            .cloned();
+        let body: Bytes = match axum::body::to_bytes(req.into_body(), 1 << 20).await {
+            Ok(b) => b,
+            Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+        };
+        let p: Posted = match serde_json::from_slice(&body) {
+            Ok(p) => p,
+            Err(e) => {
+                let body = serde_json::json!({"error": {"code": "invalid_request", "message": e.to_string()}});
+                return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            }
+        };
+        let id = p.id.clone();
+        let answer = c
+            .take(Message {
+                id: p.id,
+                deliver: p.deliver,
+                target: p.target,
+                payload: p.payload,
+            })
+            .await;
+        match answer {
+            ChannelAnswer::Delivered => {
+                axum::Json(serde_json::json!({"delivered": true, "id": id})).into_response()
+            }
+            ChannelAnswer::Refused { status } => {
+                let s = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                let body = serde_json::json!({"error": {"code": "refused", "message": "the channel refused the delivery; nothing was delivered"}});
+                (s, axum::Json(body)).into_response()
+            }
+            ChannelAnswer::NoAnswer => match drop {
+                Some(d) => {
+                    d.0.notify_one();
+                    std::future::pending::<Response>().await
+                }
+                None => StatusCode::from_u16(599)
+                    .unwrap_or(StatusCode::BAD_GATEWAY)
+                    .into_response(),
+            },
+        }
+    }
+    axum::Router::new()
+        .route("/v1/deliveries", axum::routing::post(post))
+        .with_state(channel)
+}
+
+/// A channel served on a loopback port.
+pub async fn start_channel() -> Result<super::Served<FakeChannel>, String> {
+    let handle = FakeChannel::default();
+    let app = router(handle.clone());
+    let (l, url) = super::bind("the channel").await?;
+    let task = tokio::spawn(async move {
+        let _ = fake_control::serve::serve(l, app).await;
+    });
+    Ok(super::Served { url, handle, task })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

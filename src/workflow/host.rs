@@ -227,6 +227,43 @@ impl std::fmt::Display for AnswerError {
     }
 }
 
+/// Deliveries over HTTP: `POST {base}/v1/deliveries` with the receipt id, kind, target and
+/// payload. A 2xx is delivered; a 4xx is a refusal (nothing was delivered); a 5xx, a closed
+/// connection or a timeout leaves the delivery unknown (it may have been delivered: the runner
+/// never sends it again).
+#[derive(Debug)]
+pub struct HttpChannel {
+    pub http: reqwest::Client,
+    pub base: String,
+}
+
+impl Channel for HttpChannel {
+    async fn deliver(&mut self, d: &Delivery) -> DeliveryOutcome {
+        let body =
+            json!({"id": d.id, "deliver": d.deliver, "target": d.target, "payload": d.payload});
+        let url = format!("{}/v1/deliveries", self.base.trim_end_matches('/'));
+        match self.http.post(&url).json(&body).send().await {
+            Ok(r) if r.status().is_success() => DeliveryOutcome::Delivered,
+            Ok(r) if r.status().is_client_error() => DeliveryOutcome::Refused(format!(
+                "the channel refused it: HTTP {}",
+                r.status().as_u16()
+            )),
+            Ok(r) => DeliveryOutcome::Unknown(format!(
+                "the channel answered HTTP {}: it may have been delivered",
+                r.status().as_u16()
+            )),
+            Err(e) => DeliveryOutcome::Unknown(format!(
+                "no answer from the channel ({}): it may have been delivered",
+                if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "connection closed"
+                }
+            )),
+        }
+    }
+}
+
 /// Agent steps as Hermes runs.
 #[derive(Debug)]
 pub struct HermesSeam {

@@ -676,3 +676,59 @@ async fn a_relaunch_after_a_kill_shrinks_to_the_kill_and_the_resume() {
         Step::WorkflowStart { kill: Some(k), .. } if k.hold.as_deref() == Some("h1")
     ));
 }
+
+/// The channel over HTTP, as the reference's host reaches it: a delivery is delivered; a 4xx
+/// refusal is a refusal; a 5xx refusal and a lost answer (the connection closed with no reply)
+/// are unknown; the ledger holds exactly what was delivered, and a body that is no delivery
+/// delivers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_channel_answers_as_its_faults_say() {
+    use aocheck::providers::channel::{ChannelFault, ChannelRule, Reply, start_channel};
+    let served = start_channel().await.expect("channel");
+    for (nth, fault) in [
+        (2, ChannelFault::Refuse { status: 422 }),
+        (3, ChannelFault::Refuse { status: 503 }),
+        (4, ChannelFault::LoseReply),
+    ] {
+        served.handle.add_rule(ChannelRule {
+            fault,
+            nth,
+            times: 1,
+        });
+    }
+    let mut ch = aocheck::workflow::host::HttpChannel {
+        http: reqwest::Client::new(),
+        base: served.url.clone(),
+    };
+    let d = |n: u32| Delivery {
+        node: format!("n{n}"),
+        id: format!("workflow:abcdef:n{n}"),
+        deliver: "channel".into(),
+        target: Some("chat:x".into()),
+        payload: json!({"n": n}),
+    };
+    assert_eq!(ch.deliver(&d(1)).await, DeliveryOutcome::Delivered);
+    assert!(matches!(ch.deliver(&d(2)).await, DeliveryOutcome::Refused(m) if m.contains("422")));
+    assert!(matches!(ch.deliver(&d(3)).await, DeliveryOutcome::Unknown(m) if m.contains("503")));
+    assert!(
+        matches!(ch.deliver(&d(4)).await, DeliveryOutcome::Unknown(m) if m.contains("connection closed"))
+    );
+    let bad = reqwest::Client::new()
+        .post(format!("{}/v1/deliveries", served.url))
+        .json(&json!({"id": "x", "extra": 1}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(bad.status().as_u16(), 400);
+    let l = served.handle.ledger();
+    let got: Vec<(&str, Reply)> = l.taken.iter().map(|t| (t.id.as_str(), t.reply)).collect();
+    assert_eq!(
+        got,
+        [
+            ("workflow:abcdef:n1", Reply::Answered),
+            ("workflow:abcdef:n4", Reply::Lost)
+        ]
+    );
+    assert_eq!(l.refused, 2);
+    served.task.abort();
+}

@@ -17,14 +17,12 @@ use super::events::RunEvent;
 use super::verdict::push_finding;
 use crate::case::{LoadedCase, OneOrMany, Step, WorkflowKill};
 use crate::check::{Facts, Finding};
-use crate::providers::channel::{ChannelAnswer, ChannelFault, ChannelRule, FakeChannel, Message};
+use crate::providers::channel::{ChannelFault, ChannelRule, FakeChannel};
 use crate::providers::holds;
 use crate::report::model::{CaseReport, Failure, FaultReport, HarnessCause};
 use crate::workflow::design::{PlanStep, build_run_plan};
-use crate::workflow::host::{
-    self, AnswerError, Channel, DeliveryOutcome, Driven, Halt, HermesSeam, Options,
-};
-use crate::workflow::run::{Delivery, RunState};
+use crate::workflow::host::{self, AnswerError, Driven, Halt, HermesSeam, Options};
+use crate::workflow::run::RunState;
 use crate::workflow::store::{Home, StoreError};
 use reader::{Stop, read_beside};
 use std::sync::Arc;
@@ -37,29 +35,6 @@ const DESIGN: &str = "case";
 const DRIVE_DEADLINE: Duration = Duration::from_secs(90);
 /// Each wait of a hold's choreography.
 const HOLD_WAIT: Duration = Duration::from_secs(30);
-
-/// The channel as the runner's host reaches it.
-struct ToChannel(FakeChannel);
-
-impl Channel for ToChannel {
-    async fn deliver(&mut self, d: &Delivery) -> DeliveryOutcome {
-        let m = Message {
-            id: d.id.clone(),
-            deliver: d.deliver.clone(),
-            target: d.target.clone(),
-            payload: d.payload.clone(),
-        };
-        match self.0.take(m).await {
-            ChannelAnswer::Delivered => DeliveryOutcome::Delivered,
-            ChannelAnswer::Refused { status } => {
-                DeliveryOutcome::Refused(format!("the channel refused it: HTTP {status}"))
-            }
-            ChannelAnswer::NoAnswer => {
-                DeliveryOutcome::Unknown("the channel did not answer".into())
-            }
-        }
-    }
-}
 
 /// Which simulator holds requests under a hold name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +62,9 @@ struct Case<'a> {
     hermes: crate::providers::Served<crate::providers::Hermes>,
     api_key: String,
     channel: FakeChannel,
+    /// Where the channel is served, and its serving task.
+    channel_url: String,
+    channel_task: tokio::task::JoinHandle<()>,
     home: Home,
     _dir: TempHome,
     run_id: String,
@@ -166,7 +144,13 @@ impl Case<'_> {
             poll: Duration::from_millis(20),
             patience: Duration::from_secs(30),
         };
-        let mut channel = ToChannel(self.channel.clone());
+        let mut channel = host::HttpChannel {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| Problem::Harness(format!("an HTTP client for the channel: {e}")))?,
+            base: self.channel_url.clone(),
+        };
         let (home, plan, run_id) = (self.home.clone(), self.plan.clone(), self.run_id.clone());
         let path = self
             .home
@@ -601,12 +585,15 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         ..provider_model::hermes::config::Config::default()
     };
     let hermes = crate::providers::start_hermes(config, None).await?;
+    let channel = crate::providers::channel::start_channel().await?;
     let dir = TempHome::new()?;
     Ok(Case {
         lc,
         hermes,
         api_key,
-        channel: FakeChannel::default(),
+        channel: channel.handle,
+        channel_url: channel.url,
+        channel_task: channel.task,
         home: Home(dir.0.clone()),
         _dir: dir,
         run_id: run_id_of(&lc.case.id),
@@ -719,6 +706,7 @@ pub(super) async fn run_case(
         }
     }
     c.hermes.task.abort();
+    c.channel_task.abort();
     if harness.is_none() && !unfired.is_empty() && !opts.explore {
         harness = Some(format!(
             "{}: the case did not exercise what it claims",
