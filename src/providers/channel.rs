@@ -142,20 +142,6 @@ impl FakeChannel {
         self.state().rules.push(RuleSeen { rule, fired: 0 });
     }
 
-    /// Disarms every hold rule named `name` that has not fired (it parks nothing more); how many.
-    pub fn disarm_hold(&self, name: &str) -> usize {
-        let mut st = self.state();
-        let mut n = 0;
-        for r in st.rules.iter_mut() {
-            if r.fired == 0 && matches!(&r.rule.fault, ChannelFault::Hold { name: h } if h == name)
-            {
-                r.rule.times = 0;
-                n += 1;
-            }
-        }
-        n
-    }
-
     pub fn rules(&self) -> Vec<RuleSeen> {
         self.state().rules.clone()
     }
@@ -308,6 +294,19 @@ impl HoldSite for FakeChannel {
             && st.rules.iter().any(|r| {
                 r.fired == 0 && matches!(&r.rule.fault, ChannelFault::Hold { name } if name == hold)
             })
+    }
+
+    fn disarm(&self, name: &str) -> usize {
+        let mut st = self.state();
+        let mut n = 0;
+        for r in st.rules.iter_mut() {
+            if r.fired == 0 && matches!(&r.rule.fault, ChannelFault::Hold { name: h } if h == name)
+            {
+                r.rule.times = 0;
+                n += 1;
+            }
+        }
+        n
     }
 }
 

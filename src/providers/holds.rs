@@ -43,6 +43,8 @@ pub trait HoldSite: Sync {
     /// Whether a hold rule for `hold` saw matching requests and never fired: an earlier rule
     /// took them.
     fn passed_by(&self, hold: &str) -> bool;
+    /// Disarms every hold rule named `hold` that has not fired (it parks nothing more); how many.
+    fn disarm(&self, hold: &str) -> usize;
 }
 
 fn seqs_of(list: &serde_json::Value, hold: &str) -> Vec<u64> {
@@ -84,6 +86,9 @@ impl HoldSite for Payments {
                 && matches!(&r.rule.fault, provider_model::payments::faults::Fault::Hold { name } if name == hold)
         })
     }
+    fn disarm(&self, hold: &str) -> usize {
+        self.disarm_hold(hold)
+    }
 }
 
 impl HoldSite for Hermes {
@@ -120,6 +125,48 @@ impl HoldSite for Hermes {
                 && matches!(&r.rule.fault, provider_model::hermes::faults::Fault::Hold { name } if name == hold)
         })
     }
+    fn disarm(&self, hold: &str) -> usize {
+        self.disarm_hold(hold)
+    }
+}
+
+/// How a kill at a hold came out ([`kill_at`]).
+#[derive(Debug)]
+pub enum KillAt<T> {
+    /// The sender ended (parked or finished its work) before any request reached the hold,
+    /// which is disarmed: no kill happened.
+    Ended(Result<T, tokio::task::JoinError>),
+    /// The sender was killed while its request was parked, and the request then went on.
+    Killed,
+}
+
+/// The kill of `sender` at the hold `name` of `site`, through the choreography: waits until a
+/// request is parked there (or the sender ends first: the hold is then disarmed), kills the
+/// sender, waits until the provider saw its client go, and lets the request go on.
+pub async fn kill_at<P: HoldSite, T>(
+    site: &P,
+    name: &str,
+    within: Duration,
+    sender: &mut tokio::task::JoinHandle<T>,
+) -> Result<KillAt<T>, HoldError> {
+    let h = hold(site, name, within);
+    tokio::select! {
+        r = &mut *sender => {
+            site.disarm(name);
+            return Ok(KillAt::Ended(r));
+        }
+        parked = h.parked() => {
+            if let Err(e) = parked {
+                sender.abort();
+                return Err(e);
+            }
+        }
+    }
+    sender.abort();
+    let _ = (&mut *sender).await;
+    h.landed().await?;
+    h.release(ReleaseAction::Proceed).await?;
+    Ok(KillAt::Killed)
 }
 
 /// Which wait of the choreography ran out.

@@ -328,18 +328,35 @@ pub(super) fn hermes_faults(
     unfired: &mut Vec<String>,
 ) {
     for r in rules {
-        let fired = r.fired > 0;
-        faults.push(FaultReport {
-            what: format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
-            fired,
-        });
-        if !fired {
-            unfired.push(format!(
-                "declared fault {} on Hermes {} never fired: the case did not exercise what it claims",
-                r.rule.fault,
-                r.rule.route.label()
-            ));
-        }
+        declared(
+            (faults, unfired),
+            format!("hermes {} {}", r.rule.route.label(), r.rule.fault),
+            r.fired > 0,
+            || {
+                format!(
+                    "declared fault {} on Hermes {} never fired",
+                    r.rule.fault,
+                    r.rule.route.label()
+                )
+            },
+        );
+    }
+}
+
+/// One declared fault as a report says it (`what`); one that never fired adds its reason
+/// (`why`, and that the case did not exercise what it claims) to `unfired`.
+pub(super) fn declared(
+    (faults, unfired): (&mut Vec<FaultReport>, &mut Vec<String>),
+    what: String,
+    fired: bool,
+    why: impl FnOnce() -> String,
+) {
+    faults.push(FaultReport { what, fired });
+    if !fired {
+        unfired.push(format!(
+            "{}: the case did not exercise what it claims",
+            why()
+        ));
     }
 }
 
@@ -384,18 +401,18 @@ pub(super) fn fired_faults(
     let mut faults = Vec::new();
     let mut unfired = Vec::new();
     for r in provider.rules() {
-        let fired = r.fired > 0;
-        faults.push(FaultReport {
-            what: format!("provider {} {}", r.rule.op.label(), r.rule.fault),
-            fired,
-        });
-        if !fired {
-            unfired.push(format!(
-                "declared fault {} on {} never fired: the case did not exercise what it claims",
-                r.rule.fault,
-                r.rule.op.label()
-            ));
-        }
+        declared(
+            (&mut faults, &mut unfired),
+            format!("provider {} {}", r.rule.op.label(), r.rule.fault),
+            r.fired > 0,
+            || {
+                format!(
+                    "declared fault {} on {} never fired",
+                    r.rule.fault,
+                    r.rule.op.label()
+                )
+            },
+        );
     }
     hermes_faults(hermes_rules.unwrap_or_default(), &mut faults, &mut unfired);
     let mut races = 0;

@@ -489,6 +489,17 @@ fn memory() -> std::sync::Arc<aocheck::store::AnyStore> {
 async fn the_reference_explores_workflow_schedules_with_no_finding() {
     let store = memory();
     let opts = explore_options(aocheck::reference::Knobs::default(), 11).run;
+    // Each kind of kill and fault, as the report names it.
+    const KINDS: [&str; 8] = [
+        "after save",
+        "in the middle of save",
+        "while",
+        "hermes start hold",
+        "hermes start commit_then_drop",
+        "lose_reply",
+        "refuse",
+        "\"hold\"",
+    ];
     let mut fired: BTreeMap<&str, u32> = BTreeMap::new();
     for index in 0..40 {
         let c = aocheck::explore::schedule::generate(
@@ -510,31 +521,14 @@ async fn the_reference_explores_workflow_schedules_with_no_finding() {
             aocheck::explore::yaml::case(&c)
         );
         for f in r.faults.iter().filter(|f| f.fired) {
-            for kind in [
-                "after save",
-                "in the middle of save",
-                "while",
-                "hermes start hold",
-                "hermes start commit_then_drop",
-                "lose_reply",
-                "refuse",
-                "\"hold\"",
-            ] {
+            for kind in KINDS {
                 if f.what.contains(kind) {
                     *fired.entry(kind).or_default() += 1;
                 }
             }
         }
     }
-    for kind in [
-        "after save",
-        "in the middle of save",
-        "while",
-        "hermes start hold",
-        "hermes start commit_then_drop",
-        "lose_reply",
-        "\"hold\"",
-    ] {
+    for kind in KINDS {
         assert!(
             fired.get(kind).is_some_and(|n| *n > 0),
             "{kind} never fired: {fired:?}"

@@ -19,7 +19,7 @@ use crate::case::{LoadedCase, OneOrMany, Step, WorkflowKill};
 use crate::check::{Facts, Finding};
 use crate::providers::channel::{ChannelFault, ChannelRule, FakeChannel};
 use crate::providers::holds;
-use crate::report::model::{CaseReport, Failure, FaultReport, HarnessCause};
+use crate::report::model::{CaseReport, Failure, HarnessCause};
 use crate::workflow::design::{PlanStep, build_run_plan};
 use crate::workflow::host::{self, AnswerError, Driven, Halt, HermesSeam, Options};
 use crate::workflow::run::RunState;
@@ -74,9 +74,11 @@ struct Case<'a> {
     damaged: bool,
     sites: std::collections::BTreeMap<String, Site>,
     facts: Facts,
-    kills: Vec<(String, bool)>,
-    /// The last state read whole.
-    last: Option<RunState>,
+    /// What the case exercised besides the simulators' fault rules (kills, damage, restarts),
+    /// and whether each happened.
+    exercised: Vec<(String, bool)>,
+    /// What the last drive said it left (read against its saved state at the next look).
+    returned: Option<RunState>,
     /// A schedule of the explorer (`RunOptions::explore`).
     explore: bool,
     /// What was found during the step being performed (reported at it, after its own answer).
@@ -222,61 +224,24 @@ impl Case<'_> {
             };
         };
         let site = self.sites.get(&hold).copied();
-        // The runner may park or end before it reaches the hold: then no kill happened.
-        let parked = async {
-            match site {
-                Some(Site::Hermes) => holds::hold(&self.hermes.handle, &hold, HOLD_WAIT)
-                    .parked()
-                    .await
-                    .is_ok(),
-                Some(Site::Channel) => holds::hold(&self.channel, &hold, HOLD_WAIT)
-                    .parked()
-                    .await
-                    .is_ok(),
-                None => false,
-            }
-        };
-        tokio::select! {
-            r = &mut task => {
-                // The run parked or ended before it reached the hold: nothing is parked there
-                // later either.
-                match site {
-                    Some(Site::Hermes) => self.hermes.handle.disarm_hold(&hold),
-                    _ => self.channel.disarm_hold(&hold),
-                };
-                return joined(r);
-            }
-            ok = parked => if !ok {
-                task.abort();
-                return Err(Problem::Harness(format!("no request was parked at hold {hold:?} within {} s", HOLD_WAIT.as_secs())));
-            },
-        }
-        task.abort();
-        let _ = task.await;
         let runs_before = self.hermes.handle.ledger().runs.len();
-        let released = match site {
+        // The runner may park or end before it reaches the hold: then no kill happened.
+        let killed = match site {
             Some(Site::Hermes) => {
-                let h = holds::hold(&self.hermes.handle, &hold, HOLD_WAIT);
-                match h.landed().await {
-                    Ok(()) => {
-                        h.release(provider_model::holds::ReleaseAction::Proceed)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
+                holds::kill_at(&self.hermes.handle, &hold, HOLD_WAIT, &mut task).await
             }
-            _ => {
-                let h = holds::hold(&self.channel, &hold, HOLD_WAIT);
-                match h.landed().await {
-                    Ok(()) => {
-                        h.release(provider_model::holds::ReleaseAction::Proceed)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
+            Some(Site::Channel) => holds::kill_at(&self.channel, &hold, HOLD_WAIT, &mut task).await,
+            None => {
+                task.abort();
+                return Err(Problem::Harness(format!(
+                    "no fault of the case holds requests as {hold:?}"
+                )));
             }
         };
-        released.map_err(|e| Problem::Harness(e.to_string()))?;
+        match killed.map_err(|e| Problem::Harness(e.to_string()))? {
+            holds::KillAt::Ended(r) => return joined(r),
+            holds::KillAt::Killed => {}
+        }
         // A held start commits in a task of its own: wait until the run is in the ledger.
         if site == Some(Site::Hermes) {
             let until = Instant::now() + HOLD_WAIT;
@@ -309,19 +274,13 @@ impl Case<'_> {
         match d {
             Drove::Ran(st) => {
                 if let Some(k) = kill {
-                    self.kills.push((kill_words(k), false));
-                }
-                // What the runner says it left is what it saved.
-                let saved = self.home.load_run(&self.run_id).map_err(|e| e.to_string());
-                if let Some(f) = crate::check::workflow::returned_as_saved(
-                    &st,
-                    saved.as_ref().map_err(String::as_str),
-                    &mut self.facts,
-                ) {
-                    self.found.push(f);
+                    self.exercised.push((kill_words(k), false));
                 }
                 let line = crate::check::workflow::status_word(&st);
-                if let Some(m) = crate::check::workflow::status_differs(status, &st) {
+                let differs = crate::check::workflow::status_differs(status, &st);
+                // What the runner says it left is read against what it saved at the next look.
+                self.returned = Some(*st);
+                if let Some(m) = differs {
                     return Err(self.expected(m));
                 }
                 Ok(line)
@@ -330,7 +289,7 @@ impl Case<'_> {
                 let Some(k) = kill else {
                     return Err(Problem::Harness(format!("{line}, with no kill asked for")));
                 };
-                self.kills.push((kill_words(k), true));
+                self.exercised.push((kill_words(k), true));
                 Ok(match k.hold {
                     Some(_) => line,
                     None => format!("{} (killed)", kill_words(k)),
@@ -341,7 +300,7 @@ impl Case<'_> {
             )),
             // A run that never saved a whole state does not exist: refusing to resume it as
             // missing is the truth.
-            Drove::Refused(StoreError::Missing(m)) if self.last.is_none() && !self.damaged => {
+            Drove::Refused(StoreError::Missing(m)) if self.last().is_none() && !self.damaged => {
                 Ok(format!("refused: {m} (the run never saved a whole state)"))
             }
             Drove::Refused(e) => Err(self.expected(format!("the runner refused to go on: {e}"))),
@@ -360,6 +319,7 @@ impl Case<'_> {
                 error,
             } => {
                 let runs = self.hermes.handle.ledger().runs.len();
+                self.restarted();
                 let d = self.drive(kill, true).await?;
                 match (error.as_deref(), d) {
                     (None, d) => self.drove(d, status, kill),
@@ -407,17 +367,13 @@ impl Case<'_> {
                     Err(AnswerError::NotWaiting(m)) => {
                         // A step whose result is already recorded (an honest runner adopted
                         // it) is no longer waited for: the refusal is the answer.
-                        if self
-                            .last
-                            .as_ref()
-                            .is_some_and(|st| st.outputs.contains_key(node))
-                        {
+                        if self.last().is_some_and(|st| st.outputs.contains_key(node)) {
                             return Ok(format!("refused: {m} (its result is recorded)"));
                         }
                         return Err(self.expected(format!("the run does not wait for {node}: {m}")));
                     }
                     Err(AnswerError::Store(StoreError::Missing(m)))
-                        if self.last.is_none() && !self.damaged =>
+                        if self.last().is_none() && !self.damaged =>
                     {
                         return Ok(format!("refused: {m} (the run never saved a whole state)"));
                     }
@@ -425,6 +381,7 @@ impl Case<'_> {
                         return Err(self.expected(format!("the answer was refused: {e}")));
                     }
                 }
+                self.restarted();
                 let d = self.drive(kill, true).await?;
                 self.drove(d, status, kill)
             }
@@ -447,7 +404,7 @@ impl Case<'_> {
                         "corrupted"
                     }
                 );
-                self.kills.push((what.clone(), true));
+                self.exercised.push((what.clone(), true));
                 Ok(what)
             }
             Step::ChannelFault { fault, nth, times } => {
@@ -491,15 +448,24 @@ impl Case<'_> {
     /// The checkers over the saved state and both ledgers, after step `after` (`None`: the end
     /// of the case); the look is kept for the evidence.
     async fn look(&mut self, after: Option<usize>) -> Vec<Finding> {
+        let state = if self.damaged {
+            Ok(None)
+        } else {
+            match self.home.load_run(&self.run_id) {
+                Ok(st) => Ok(Some(st)),
+                Err(StoreError::Missing(_)) => Ok(None),
+                Err(e) => Err(e
+                    .to_string()
+                    .replace(&self.home.0.display().to_string(), "$HERMES_HOME")),
+            }
+        };
         // fake-hermes records a run's end just after the status a runner reads it from: for
         // every step a state claims an output of, its runs' ends are waited for, briefly.
-        let claimed: Vec<String> = self
-            .home
-            .load_run(&self.run_id)
-            .ok()
-            .into_iter()
-            .chain(self.between.iter().cloned())
-            .flat_map(|st| st.outputs.into_keys())
+        let claimed: Vec<String> = state
+            .iter()
+            .flatten()
+            .chain(&self.between)
+            .flat_map(|st| st.outputs.keys())
             .map(|node| format!("workflow:{}:{node}", self.run_id))
             .collect();
         for _ in 0..20 {
@@ -513,17 +479,20 @@ impl Case<'_> {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        let state = if self.damaged {
-            Ok(None)
-        } else {
-            match self.home.load_run(&self.run_id) {
-                Ok(st) => Ok(Some(st)),
-                Err(StoreError::Missing(_)) => Ok(None),
-                Err(e) => Err(e
-                    .to_string()
-                    .replace(&self.home.0.display().to_string(), "$HERMES_HOME")),
-            }
-        };
+        // What the last drive said it left, against what it saved.
+        let mut out = Vec::new();
+        if let Some(returned) = self.returned.take().filter(|_| !self.damaged) {
+            let saved = match &state {
+                Ok(Some(st)) => Ok(st),
+                Ok(None) => Err("no run file"),
+                Err(e) => Err(e.as_str()),
+            };
+            out.extend(crate::check::workflow::returned_as_saved(
+                &returned,
+                saved,
+                &mut self.facts,
+            ));
+        }
         let mut look = crate::check::workflow::WorkflowLook {
             after_step: after,
             state,
@@ -540,11 +509,25 @@ impl Case<'_> {
             crate::check::workflow::judge_look(&self.plan, &self.run_id, &look, &mut self.facts);
         look.facts = crate::check::replay::facts_between(&before, &self.facts);
         look.found = found.iter().map(Finding::line).collect();
-        if let Ok(Some(st)) = &look.state {
-            self.last = Some(st.clone());
-        }
+        out.extend(found);
         self.looks.push(look);
-        found
+        out
+    }
+
+    /// A drive that resumes the run is a new runner: nothing of the one before is kept but
+    /// the saved state (the reference's host loads it at every drive). Reported as exercised.
+    fn restarted(&mut self) {
+        self.exercised
+            .push(("restart the runner from its saved state".into(), true));
+    }
+
+    /// The last state a look read whole (`None`: the run never saved one, or the harness damaged
+    /// it since).
+    fn last(&self) -> Option<&RunState> {
+        self.looks
+            .iter()
+            .rev()
+            .find_map(|l| l.state.as_ref().ok().and_then(Option::as_ref))
     }
 }
 
@@ -602,8 +585,8 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         damaged: false,
         sites: Default::default(),
         facts: Facts::default(),
-        kills: Vec::new(),
-        last: None,
+        exercised: Vec::new(),
+        returned: None,
         looks: Vec::new(),
         design,
         explore: opts.explore,
@@ -681,37 +664,29 @@ pub(super) async fn run_case(
     let mut unfired = Vec::new();
     super::verdict::hermes_faults(c.hermes.handle.rules(), &mut report.faults, &mut unfired);
     for r in c.channel.rules() {
-        let fired = r.fired > 0;
         let what = format!(
             "channel {}",
             serde_json::to_string(&r.rule.fault).unwrap_or_default()
         );
-        report.faults.push(FaultReport {
-            what: what.clone(),
-            fired,
-        });
-        if !fired {
-            unfired.push(format!("declared fault {what} never fired"));
-        }
+        super::verdict::declared(
+            (&mut report.faults, &mut unfired),
+            what.clone(),
+            r.fired > 0,
+            || format!("declared fault {what} never fired"),
+        );
     }
-    for (what, fired) in &c.kills {
-        report.faults.push(FaultReport {
-            what: what.clone(),
-            fired: *fired,
-        });
-        if !fired {
-            unfired.push(format!(
-                "{what}: the run parked or ended before it got there"
-            ));
-        }
+    for (what, fired) in &c.exercised {
+        super::verdict::declared(
+            (&mut report.faults, &mut unfired),
+            what.clone(),
+            *fired,
+            || format!("{what}: the run parked or ended before it got there"),
+        );
     }
     c.hermes.task.abort();
     c.channel_task.abort();
     if harness.is_none() && !unfired.is_empty() && !opts.explore {
-        harness = Some(format!(
-            "{}: the case did not exercise what it claims",
-            unfired.join("; ")
-        ));
+        harness = Some(unfired.join("; "));
     }
     let home = c.home.0.display().to_string();
     for f in &mut failures {
