@@ -637,6 +637,9 @@ pub async fn run(cli: Cli) -> u8 {
                 ))
                 .await;
             }
+            if let Ok(d) = serde_json::from_value::<crate::workflow::WorkflowDefect>(v.clone()) {
+                return crate::reference::serve::serve(Knobs::workflow_broken(d)).await;
+            }
             match serde_json::from_value::<crate::reference::Variant>(v) {
                 Ok(v) => crate::reference::serve::serve(Knobs::broken(v, None)).await,
                 Err(_) => {
@@ -648,7 +651,7 @@ pub async fn run(cli: Cli) -> u8 {
                             .join(", ")
                     };
                     eprintln!(
-                        "error: --variant {variant:?}: use conforming; an honest alternative ({}); a broken domain variant ({}); a combination-only one ({}); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval, restart_takes_own_claim)",
+                        "error: --variant {variant:?}: use conforming; an honest alternative ({}); a broken domain variant ({}); a combination-only one ({}); or a connector defect (steal_expired_claim, five_xx_is_failed, stopping_is_cancelled, replay_unknown_start, approval_replay, accept_prose, identity_in_args, manifest_without_approval, restart_takes_own_claim); or a workflow runner defect (relaunch_on_resume, write_in_place, lost_reply_is_failed, unknown_is_done, eager_output, truncate_retries)",
                         names(&crate::reference::Variant::HONEST),
                         names(&crate::reference::Variant::BROKEN),
                         names(&crate::reference::Variant::COMBINATION)

@@ -142,12 +142,14 @@ pub enum KillAt<T> {
 
 /// The kill of `sender` at the hold `name` of `site`, through the choreography: waits until a
 /// request is parked there (or the sender ends first: the hold is then disarmed), kills the
-/// sender, waits until the provider saw its client go, and lets the request go on.
+/// sender (its task is aborted, and `kill` kills whatever it was talking to: a process), waits
+/// until the provider saw its client go, and lets the request go on.
 pub async fn kill_at<P: HoldSite, T>(
     site: &P,
     name: &str,
     within: Duration,
     sender: &mut tokio::task::JoinHandle<T>,
+    kill: impl std::future::Future<Output = ()>,
 ) -> Result<KillAt<T>, HoldError> {
     let h = hold(site, name, within);
     tokio::select! {
@@ -163,6 +165,7 @@ pub async fn kill_at<P: HoldSite, T>(
         }
     }
     sender.abort();
+    kill.await;
     let _ = (&mut *sender).await;
     h.landed().await?;
     h.release(ReleaseAction::Proceed).await?;

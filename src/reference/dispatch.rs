@@ -267,7 +267,7 @@ impl Dispatch {
                 "internal",
                 None,
                 format!(
-                    "`{}` is an operator operation, answered elsewhere",
+                    "`{}` is not an executor's operation: a connector instance or a workflow runner answers it",
                     other.op()
                 ),
                 true,
@@ -467,13 +467,13 @@ impl Dispatch {
             .open()
             .await
             .map_err(|e| format!("cannot open the store: {e}"))?;
-        let client = PaymentsClient::connect(
-            &init.providers.payments.base_url,
-            &init.providers.payments.account,
-            &init.providers.payments.api_key,
-        )
-        .await
-        .map_err(|e| format!("cannot reach the payment provider: {e}"))?;
+        let payments = init.providers.payments.as_ref().ok_or(
+            "init.providers.payments is missing: an executor needs the payment provider (only a workflow runner's init, with `workflow`, has none)",
+        )?;
+        let client =
+            PaymentsClient::connect(&payments.base_url, &payments.account, &payments.api_key)
+                .await
+                .map_err(|e| format!("cannot reach the payment provider: {e}"))?;
         Dispatch::over(Arc::new(store), client, init, knobs)
     }
 

@@ -10,6 +10,7 @@ pub(crate) mod in_process;
 mod knobs;
 pub mod payments;
 pub(crate) mod serve;
+pub(crate) mod workflow;
 
 pub use dispatch::implementation;
 pub use executor::{ReferenceSut, Variant};

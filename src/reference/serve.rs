@@ -8,10 +8,17 @@
 
 use super::Knobs;
 use super::dispatch::{self, Dispatch, failure};
+use super::workflow::WorkflowServe;
 use crate::sut::message::{self, DecodeError, Incoming};
 use crate::sut::protocol::{self, MAX_LINE};
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader};
+
+/// What one process is: an executor generation (with its connector), or a workflow runner.
+enum Served {
+    Executor(Box<Dispatch>),
+    Workflow(std::sync::Arc<WorkflowServe>),
+}
 
 /// Serves one process's lifetime on stdin/stdout. Returns the exit code.
 pub async fn serve(knobs: Knobs) -> u8 {
@@ -39,7 +46,7 @@ pub async fn serve(knobs: Knobs) -> u8 {
             Err(e) => eprintln!("aocheck-reference: cannot encode a response: {e}"),
         }
     };
-    let mut served: Option<Dispatch> = None;
+    let mut served: Option<Served> = None;
     loop {
         let line = match protocol::read_line(&mut input, MAX_LINE).await {
             Ok(Ok(Some(l))) => l,
@@ -85,10 +92,21 @@ pub async fn serve(knobs: Knobs) -> u8 {
                 };
                 (id, Err(failure("invalid", None, m, true)))
             }
+            // A workflow home makes the process a workflow runner (seed 002).
+            (Ok(Incoming::Init { id, init }), None) if init.workflow.is_some() => {
+                match WorkflowServe::open(&init, knobs) {
+                    Ok(w) => {
+                        eprintln!("aocheck-reference: workflow runner ready");
+                        served = Some(Served::Workflow(std::sync::Arc::new(w)));
+                        (id, Ok(json!(dispatch::hello(knobs))))
+                    }
+                    Err(m) => (id, Err(failure("invalid", None, m, true))),
+                }
+            }
             (Ok(Incoming::Init { id, init }), None) => match Dispatch::open(*init, knobs).await {
                 Ok(s) => {
                     eprintln!("aocheck-reference: executor {} ready", s.name());
-                    served = Some(s);
+                    served = Some(Served::Executor(Box::new(s)));
                     (id, Ok(json!(dispatch::hello(knobs))))
                 }
                 Err(m) => (id, Err(failure("invalid", None, m, true))),
@@ -111,13 +129,22 @@ pub async fn serve(knobs: Knobs) -> u8 {
                     true,
                 )),
             ),
-            (Ok(Incoming::Request(env)), Some(s)) if env.request.op().is_operator() => {
+            (Ok(Incoming::Request(env)), Some(Served::Workflow(w))) => {
+                let (w, send) = (w.clone(), send.clone());
+                tokio::spawn(async move { send(env.id, w.handle(env.request).await) });
+                continue;
+            }
+            (Ok(Incoming::Request(env)), Some(Served::Executor(s)))
+                if env.request.op().is_operator() =>
+            {
                 let side = s.operator_side();
                 let send = send.clone();
                 tokio::spawn(async move { send(env.id, side.operator(env.request).await) });
                 continue;
             }
-            (Ok(Incoming::Request(env)), Some(s)) => (env.id, s.handle(env.now, env.request).await),
+            (Ok(Incoming::Request(env)), Some(Served::Executor(s))) => {
+                (env.id, s.handle(env.now, env.request).await)
+            }
         };
         send(id, answer);
     }

@@ -57,11 +57,15 @@ pub enum Op {
     Binding,
     Manifest,
     Policy,
+    WorkflowValidate,
+    WorkflowStart,
+    WorkflowResume,
+    WorkflowAnswer,
 }
 
 impl Op {
     /// Every operation beyond `init`, in the order the specification lists them.
-    pub const ALL: [Op; 33] = [
+    pub const ALL: [Op; 37] = [
         Op::Join,
         Op::Takeover,
         Op::Create,
@@ -95,6 +99,10 @@ impl Op {
         Op::Binding,
         Op::Manifest,
         Op::Policy,
+        Op::WorkflowValidate,
+        Op::WorkflowStart,
+        Op::WorkflowResume,
+        Op::WorkflowAnswer,
     ];
 
     /// The wire name (`resolve_unknown`, `lease_refresh` …).
@@ -133,6 +141,10 @@ impl Op {
             Op::Binding => "binding",
             Op::Manifest => "manifest",
             Op::Policy => "policy",
+            Op::WorkflowValidate => "workflow_validate",
+            Op::WorkflowStart => "workflow_start",
+            Op::WorkflowResume => "workflow_resume",
+            Op::WorkflowAnswer => "workflow_answer",
         }
     }
 
@@ -286,6 +298,32 @@ pub enum Request {
     Policy {
         policy: Value,
     },
+    /// Seed 002's rulebook over a designer graph. Ok: [`reply::Defects`]. Carried as JSON: a
+    /// graph of any shape is the validator's to judge.
+    WorkflowValidate {
+        graph: Value,
+    },
+    /// Saves design `name` and starts run `run_id` of it, driving it until it parks or ends.
+    /// Ok: [`reply::WorkflowState`].
+    WorkflowStart {
+        name: String,
+        design: Value,
+        run_id: String,
+    },
+    /// Resumes run `run_id` from its saved state, driving it until it parks or ends. Ok:
+    /// [`reply::WorkflowState`]; a missing run is the failure `missing`, a corrupt one
+    /// `corrupt` (naming the run).
+    WorkflowResume {
+        run_id: String,
+    },
+    /// Answers the step run `run_id` waits for (an approval's choice or an agent step's result)
+    /// and drives the run on. Ok: [`reply::WorkflowState`]; a run that waits for something else
+    /// is the failure `not_waiting`.
+    WorkflowAnswer {
+        run_id: String,
+        node: String,
+        answer: Value,
+    },
 }
 
 impl Request {
@@ -324,6 +362,10 @@ impl Request {
             Request::Binding { .. } => Op::Binding,
             Request::Manifest => Op::Manifest,
             Request::Policy { .. } => Op::Policy,
+            Request::WorkflowValidate { .. } => Op::WorkflowValidate,
+            Request::WorkflowStart { .. } => Op::WorkflowStart,
+            Request::WorkflowResume { .. } => Op::WorkflowResume,
+            Request::WorkflowAnswer { .. } => Op::WorkflowAnswer,
         }
     }
 
@@ -432,6 +474,9 @@ pub struct Init {
     pub domain: DomainInit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<OperatorInit>,
+    /// A Hermes Workflow runner's process (seed 002): where it keeps designs and runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<WorkflowInit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub case: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -459,12 +504,14 @@ impl Init {
             },
             store,
             providers: Providers {
-                payments,
+                payments: Some(payments),
                 hermes: None,
+                channel: None,
             },
             limits,
             domain,
             operator: None,
+            workflow: None,
             case: Some(case.into()),
             seed: Some(seed),
             now: None,
@@ -501,9 +548,29 @@ pub enum StoreInit {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Providers {
-    pub payments: PaymentsInit,
+    /// fake-payments (every AOC case; a workflow runner's process has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payments: Option<PaymentsInit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hermes: Option<HermesInit>,
+    /// The simulated delivery channel (workflow cases): `POST {base_url}/v1/deliveries`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelInit>,
+}
+
+/// Where a workflow runner delivers its outputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelInit {
+    pub base_url: String,
+}
+
+/// A workflow runner's home (seed 002's `$HERMES_HOME`): designs at
+/// `{home}/workflow-designs/<name>.json`, runs at `{home}/workflow-runs/<run_id>.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowInit {
+    pub home: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -659,6 +726,20 @@ pub mod reply {
     /// An operation with nothing to say.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
     pub struct Done {}
+
+    /// `workflow_validate`: every defect the rulebook found (empty: the graph is valid).
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    pub struct Defects {
+        pub defects: Vec<crate::workflow::design::Defect>,
+    }
+
+    /// `workflow_start`, `workflow_resume`, `workflow_answer`: the run's state as the runner
+    /// saved it when it parked or ended. Carried as JSON: a state that is not seed 002's is the
+    /// runner's answer to judge.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    pub struct WorkflowState {
+        pub state: serde_json::Value,
+    }
 }
 
 #[cfg(test)]
@@ -771,6 +852,22 @@ mod tests {
             Op::Manifest => Request::Manifest,
             Op::Policy => Request::Policy {
                 policy: serde_json::json!({}),
+            },
+            Op::WorkflowValidate => Request::WorkflowValidate {
+                graph: serde_json::json!({"nodes": []}),
+            },
+            Op::WorkflowStart => Request::WorkflowStart {
+                name: "case".into(),
+                design: serde_json::json!({"nodes": []}),
+                run_id: "abc123".into(),
+            },
+            Op::WorkflowResume => Request::WorkflowResume {
+                run_id: "abc123".into(),
+            },
+            Op::WorkflowAnswer => Request::WorkflowAnswer {
+                run_id: "abc123".into(),
+                node: "ok".into(),
+                answer: serde_json::json!("approve"),
             },
         }
     }
@@ -897,11 +994,14 @@ mod tests {
                 url: "postgres://x".into(),
             },
             providers: Providers {
-                payments: PaymentsInit {
+                payments: Some(PaymentsInit {
                     base_url: "http://127.0.0.1:1".into(),
                     account: "acct_a".into(),
                     api_key: "sk".into(),
-                },
+                }),
+                channel: Some(ChannelInit {
+                    base_url: "http://127.0.0.1:3".into(),
+                }),
                 hermes: Some(HermesInit {
                     base_url: "http://127.0.0.1:2".into(),
                     api_key: "hk".into(),
@@ -918,6 +1018,9 @@ mod tests {
             },
             domain: DomainInit::default(),
             operator: Some(OperatorInit::default()),
+            workflow: Some(WorkflowInit {
+                home: "/tmp/home".into(),
+            }),
             case: Some("AOC-CASE-001".into()),
             seed: Some(7),
             now: Some(1),

@@ -717,12 +717,13 @@ mod tests {
                 path: "unused.db".into(),
             },
             providers: message::Providers {
-                payments: message::PaymentsInit {
+                payments: Some(message::PaymentsInit {
                     base_url: "http://127.0.0.1:9".into(),
                     account: "acct_a".into(),
                     api_key: "sk_test_a".into(),
-                },
+                }),
                 hermes: None,
+                channel: None,
             },
             limits: crate::aoc::domain::Limits {
                 max_pending: 1,
@@ -730,6 +731,7 @@ mod tests {
             },
             domain: message::DomainInit::default(),
             operator: None,
+            workflow: None,
             case: None,
             seed: None,
             now: None,

@@ -155,7 +155,60 @@ pub trait Credentials: Send + Sync + std::fmt::Debug {
     fn call(&self, label: &str) -> Option<Box<dyn std::any::Any + Send>>;
 }
 
+/// The case's folder in the run folder (`sut/<case>/`, and `sub` under it when not empty),
+/// created and, under `--sut-user`, given to that user.
+pub fn case_folder(spec: &ProcessSpec, case: &str, sub: &str) -> Result<PathBuf, SutError> {
+    let mut dir = spec.dir.join("sut").join(case);
+    if !sub.is_empty() {
+        dir = dir.join(sub);
+    }
+    let dir = std::path::absolute(&dir)
+        .map_err(|e| SutError::Harness(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| SutError::Harness(format!("{}: {e}", dir.display())))?;
+    if let Some((uid, gid)) = spec.user {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| {
+            SutError::Harness(format!(
+                "{}: cannot give the case folder to uid {uid}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(dir)
+}
+
 impl Spawner {
+    /// Starts the processes of one case in `case_dir`, each given `init` with its own
+    /// `executor`, `now` and credentials.
+    pub fn new(
+        spec: ProcessSpec,
+        case_dir: PathBuf,
+        init: Init,
+        clock: ManualClock,
+        credentials: Option<Arc<dyn Credentials>>,
+    ) -> Spawner {
+        Spawner {
+            inner: Arc::new(SpawnerInner {
+                spec,
+                case_dir,
+                init,
+                clock,
+                spawned: AtomicU64::new(0),
+                log: Mutex::new(Vec::new()),
+                escaped: Mutex::new(Vec::new()),
+                first_hello: Mutex::new(None),
+                credentials,
+            }),
+        }
+    }
+
+    /// The implementation's self-description for reports, from the first process's `init`
+    /// answer (`None` before any process answered).
+    pub fn implementation(&self) -> Option<Value> {
+        let hello = self.inner.first_hello.lock().ok()?.as_ref()?.1.clone();
+        Some(describe(&hello, &self.inner.spec))
+    }
+
     /// Starts `name` (the n-th process of the case) and sends `init`; a connector instance also
     /// gets the Hermes endpoint and the operator configuration.
     pub async fn spawn(
@@ -187,8 +240,11 @@ impl Spawner {
             init.providers.hermes = Some(hermes);
             init.operator = Some(op);
         }
-        if let Some(key) = i.credentials.as_ref().and_then(|c| c.payments(&label)) {
-            init.providers.payments.api_key = key;
+        if let (Some(key), Some(p)) = (
+            i.credentials.as_ref().and_then(|c| c.payments(&label)),
+            init.providers.payments.as_mut(),
+        ) {
+            p.api_key = key;
         }
         // A secret unique to this process: an implementation may use it to authenticate its
         // lease holder; aocheck never reuses it.
@@ -220,7 +276,7 @@ impl Spawner {
             l.push(format!(
                 "{label}: pid {}{}",
                 p.pid().map_or_else(|| "?".to_string(), |x| x.to_string()),
-                if n == 0 { ", reads only" } else { "" }
+                if name == OBSERVER { ", reads only" } else { "" }
             ));
         }
         Ok((p, hello, label))
@@ -269,6 +325,23 @@ impl Spawner {
     pub fn clock(&self) -> &ManualClock {
         &self.inner.clock
     }
+}
+
+/// An implementation's self-description for reports.
+fn describe(hello: &Hello, spec: &ProcessSpec) -> Value {
+    json!({
+        "name": hello.name,
+        "version": hello.version,
+        // Self-described: aocheck's own reference speaking the protocol is the same team.
+        "same_team": hello.same_team,
+        "protocol": hello.protocol,
+        "operations": hello.operations,
+        "key_rule": hello.key_rule,
+        "claims": hello.claims,
+        "statements": hello.statements,
+        "command": spec.shown(),
+        "programs": spec.programs(),
+    })
 }
 
 /// Where two `init` answers describe different implementations: the first field that differs,
@@ -327,17 +400,7 @@ impl ProcessSut {
         clock: ManualClock,
         credentials: Option<Arc<dyn Credentials>>,
     ) -> Result<Self, SutError> {
-        let case_dir = spec.dir.join("sut").join(case);
-        std::fs::create_dir_all(&case_dir)
-            .map_err(|e| SutError::Harness(format!("{}: {e}", case_dir.display())))?;
-        if let Some((uid, gid)) = spec.user {
-            std::os::unix::fs::chown(&case_dir, Some(uid), Some(gid)).map_err(|e| {
-                SutError::Harness(format!(
-                    "{}: cannot give the case folder to uid {uid}: {e}",
-                    case_dir.display()
-                ))
-            })?;
-        }
+        let case_dir = case_folder(&spec, case, "")?;
         let store = match &spec.postgres {
             Some(url) => StoreInit::Postgres { url: url.clone() },
             None => {
@@ -353,19 +416,7 @@ impl ProcessSut {
             }
         };
         let init = Init::for_case(store, case, payments, limits, domain, seed);
-        let spawner = Spawner {
-            inner: Arc::new(SpawnerInner {
-                spec,
-                case_dir,
-                init,
-                clock,
-                spawned: AtomicU64::new(0),
-                log: Mutex::new(Vec::new()),
-                escaped: Mutex::new(Vec::new()),
-                first_hello: Mutex::new(None),
-                credentials,
-            }),
-        };
+        let spawner = Spawner::new(spec, case_dir, init, clock, credentials);
         let (observer, hello, _) = spawner.spawn(OBSERVER, None).await?;
         Ok(ProcessSut {
             spawner,
@@ -453,19 +504,7 @@ impl ProcessSut {
 
     /// The implementation's self-description, for reports.
     fn describe_self(&self) -> Value {
-        json!({
-            "name": self.hello.name,
-            "version": self.hello.version,
-            // Self-described: aocheck's own reference speaking the protocol is the same team.
-            "same_team": self.hello.same_team,
-            "protocol": self.hello.protocol,
-            "operations": self.hello.operations,
-            "key_rule": self.hello.key_rule,
-            "claims": self.hello.claims,
-            "statements": self.hello.statements,
-            "command": self.spawner.inner.spec.shown(),
-            "programs": self.spawner.inner.spec.programs(),
-        })
+        describe(&self.hello, &self.spawner.inner.spec)
     }
 
     /// Kills every process (the end of a case).

@@ -19,7 +19,8 @@ pub mod store;
 /// reachable only in test builds (`test-knobs`: `design::validate_broken`, `run::next_broken`,
 /// `store::Home::save_run_broken`, `host::drive_with`), never from a configuration.
 #[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum WorkflowDefect {
     /// Launches an agent step again on resume when its launch has no recorded result.
     RelaunchOnResume,

@@ -458,6 +458,45 @@ async fn each_broken_runner_fails_the_cases_of_its_rule(
     }
 }
 
+/// Through the process protocol too: each broken runner, run as processes
+/// (`aocheck sut reference --variant NAME`, a process per drive, killed with SIGKILL at a held
+/// request), fails the cases of its rule that a runner in another process can be judged on.
+#[rstest::rstest]
+#[case("relaunch_on_resume", &["WORKFLOW-02", "WORKFLOW-10"], "[workflow_one_run_per_step]")]
+#[case("write_in_place", &["WORKFLOW-01", "WORKFLOW-08"], "[workflow_state_whole]")]
+#[case("lost_reply_is_failed", &["WORKFLOW-12"], "[workflow_outcome_from_ledgers]")]
+#[case("unknown_is_done", &["WORKFLOW-10"], "[workflow_outcome_from_ledgers]")]
+#[case("eager_output", &["WORKFLOW-01", "WORKFLOW-02"], "[workflow_outcome_from_ledgers]")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_broken_runner_fails_its_rule_through_the_protocol(
+    #[case] variant: &str,
+    #[case] cases: &[&str],
+    #[case] checker: &str,
+) {
+    let cmd = format!(
+        "'{}' sut reference --variant {variant}",
+        env!("CARGO_BIN_EXE_aocheck")
+    );
+    let (r, _dir) = crate::protocol::run(&cmd, cases, None, Duration::from_secs(60)).await;
+    assert_eq!(r.cases.len(), cases.len());
+    for c in &r.cases {
+        assert_eq!(
+            c.verdict,
+            aocheck::report::model::Verdict::Fail,
+            "{variant} {}: {:?} {:?}",
+            c.id,
+            c.steps,
+            c.harness
+        );
+        assert!(
+            c.failures.iter().any(|f| f.msg.starts_with(checker)),
+            "{variant} {}: {:?}",
+            c.id,
+            c.failures
+        );
+    }
+}
+
 fn explore_options(
     knobs: aocheck::reference::Knobs,
     seed: u64,

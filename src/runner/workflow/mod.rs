@@ -9,7 +9,9 @@
 //! the final expectations read the last saved state and the ledgers. The report is a case report
 //! like any other: failures by requirement, facts, faults and whether each fired, steps.
 
+mod drive;
 mod evidence;
+mod process;
 mod reader;
 
 use super::RunOptions;
@@ -18,15 +20,11 @@ use super::verdict::push_finding;
 use crate::case::{LoadedCase, OneOrMany, Step, WorkflowKill};
 use crate::check::{Facts, Finding};
 use crate::providers::channel::{ChannelFault, ChannelRule, FakeChannel};
-use crate::providers::holds;
 use crate::report::model::{CaseReport, Failure, HarnessCause};
 use crate::workflow::design::{PlanStep, build_run_plan};
-use crate::workflow::host::{self, AnswerError, Driven, Halt, HermesSeam, Options};
 use crate::workflow::run::RunState;
 use crate::workflow::store::{Home, StoreError};
-use reader::{Stop, read_beside};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use process::{Call, Processes};
 use std::time::{Duration, Instant};
 
 /// The design's name in the runner's home.
@@ -49,12 +47,24 @@ enum Drove {
     /// Stopped by the harness (a save point, or a hold it waited at).
     Killed(String),
     Refused(StoreError),
+    /// An answer to a step the run does not wait for, refused.
+    NotWaiting(String),
+}
+
+/// Who runs the workflow.
+enum Runner {
+    /// The reference in process (with a deliberate defect in test builds).
+    Reference(Option<crate::workflow::WorkflowDefect>),
+    /// The implementation, a process per drive.
+    Processes(Processes),
 }
 
 /// A problem with a step: a requirement it shows violated, or why aocheck could not decide.
 enum Problem {
     Failed(Finding),
     Harness(String),
+    /// The implementation cannot be judged on this step (it does not list the operation).
+    Unsupported(String),
 }
 
 struct Case<'a> {
@@ -66,10 +76,10 @@ struct Case<'a> {
     channel_url: String,
     channel_task: tokio::task::JoinHandle<()>,
     home: Home,
-    _dir: TempHome,
+    _dir: Option<TempHome>,
     run_id: String,
     plan: Vec<PlanStep>,
-    defect: Option<crate::workflow::WorkflowDefect>,
+    runner: Runner,
     /// The harness damaged the run file: a resume must refuse it, and no look judges it.
     damaged: bool,
     sites: std::collections::BTreeMap<String, Site>,
@@ -124,146 +134,6 @@ impl Case<'_> {
         Problem::Failed(crate::check::workflow::expected(r, msg, &mut self.facts))
     }
 
-    /// One drive: the reference in process, with the case's kill; the reader beside it.
-    async fn drive(&mut self, kill: &Option<WorkflowKill>, resume: bool) -> Result<Drove, Problem> {
-        let halt = Halt {
-            after_save: kill.as_ref().and_then(|k| k.save),
-            mid_write: kill.as_ref().and_then(|k| k.mid_write),
-        };
-        let opts = Options {
-            halt,
-            resume,
-            defect: self.defect,
-        };
-        let client = crate::operator::hermes::HermesClient::new(
-            &self.hermes.url,
-            &self.api_key,
-            Duration::from_secs(10),
-        )
-        .map_err(Problem::Harness)?;
-        let mut seam = HermesSeam {
-            client,
-            poll: Duration::from_millis(20),
-            patience: Duration::from_secs(30),
-        };
-        let mut channel = host::HttpChannel {
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| Problem::Harness(format!("an HTTP client for the channel: {e}")))?,
-            base: self.channel_url.clone(),
-        };
-        let (home, plan, run_id) = (self.home.clone(), self.plan.clone(), self.run_id.clone());
-        let path = self
-            .home
-            .run_file(&self.run_id)
-            .map_err(|e| Problem::Harness(e.to_string()))?;
-        let stop = Stop(Arc::new(AtomicBool::new(false)));
-        let reader = tokio::task::spawn_blocking({
-            let stop = stop.0.clone();
-            move || read_beside(path, stop)
-        });
-        let task = tokio::spawn(async move {
-            host::drive_with(
-                &home,
-                &plan,
-                (&run_id, DESIGN),
-                Some(&mut seam),
-                &mut channel,
-                &opts,
-            )
-            .await
-        });
-        let out = self.drive_ending(task, kill).await;
-        drop(stop);
-        let seen = reader
-            .await
-            .map_err(|e| Problem::Harness(format!("the reader beside the runner: {e}")))?;
-        if !self.damaged {
-            for b in &seen.states {
-                if let Ok(st) = serde_json::from_slice::<RunState>(b)
-                    && self.between.last() != Some(&st)
-                {
-                    self.between.push(st);
-                }
-            }
-        }
-        if !self.damaged && seen.reads > 0 {
-            let found = crate::check::workflow::reader_saw(
-                &self.run_id,
-                seen.partial.as_deref(),
-                (seen.in_place, seen.vanished),
-                &mut self.facts,
-            );
-            self.found.extend(found);
-        }
-        out
-    }
-
-    async fn drive_ending(
-        &mut self,
-        mut task: tokio::task::JoinHandle<Result<Driven, StoreError>>,
-        kill: &Option<WorkflowKill>,
-    ) -> Result<Drove, Problem> {
-        let joined = |r: Result<Result<Driven, StoreError>, tokio::task::JoinError>| match r {
-            Ok(Ok(Driven::Ran(st))) => Ok(Drove::Ran(st)),
-            Ok(Ok(Driven::Halted { save })) => Ok(Drove::Killed(format!("stopped at save {save}"))),
-            Ok(Err(e)) => Ok(Drove::Refused(e)),
-            Err(e) => Err(Problem::Harness(format!("the runner's task ended: {e}"))),
-        };
-        let Some(hold) = kill.as_ref().and_then(|k| k.hold.clone()) else {
-            return match tokio::time::timeout(DRIVE_DEADLINE, &mut task).await {
-                Ok(r) => joined(r),
-                Err(_) => {
-                    task.abort();
-                    Err(Problem::Harness(format!(
-                        "the runner did not park or end within {} s",
-                        DRIVE_DEADLINE.as_secs()
-                    )))
-                }
-            };
-        };
-        let site = self.sites.get(&hold).copied();
-        let runs_before = self.hermes.handle.ledger().runs.len();
-        // The runner may park or end before it reaches the hold: then no kill happened.
-        let killed = match site {
-            Some(Site::Hermes) => {
-                holds::kill_at(&self.hermes.handle, &hold, HOLD_WAIT, &mut task).await
-            }
-            Some(Site::Channel) => holds::kill_at(&self.channel, &hold, HOLD_WAIT, &mut task).await,
-            None => {
-                task.abort();
-                return Err(Problem::Harness(format!(
-                    "no fault of the case holds requests as {hold:?}"
-                )));
-            }
-        };
-        match killed.map_err(|e| Problem::Harness(e.to_string()))? {
-            holds::KillAt::Ended(r) => return joined(r),
-            holds::KillAt::Killed => {}
-        }
-        // A held start commits in a task of its own: wait until the run is in the ledger.
-        if site == Some(Site::Hermes) {
-            let until = Instant::now() + HOLD_WAIT;
-            while self.hermes.handle.ledger().runs.len() <= runs_before {
-                if Instant::now() >= until {
-                    return Err(Problem::Harness(format!(
-                        "the start held at {hold:?} was let go, and no run was in fake-hermes's ledger within {} s",
-                        HOLD_WAIT.as_secs()
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        Ok(Drove::Killed(format!(
-            "killed while {} held its request at {hold:?}; the request then went on",
-            match site {
-                Some(Site::Hermes) => "fake-hermes",
-                _ => "the channel",
-            }
-        )))
-    }
-
     /// What a drive came to, as the step's line, or a problem.
     fn drove(
         &mut self,
@@ -304,13 +174,16 @@ impl Case<'_> {
                 Ok(format!("refused: {m} (the run never saved a whole state)"))
             }
             Drove::Refused(e) => Err(self.expected(format!("the runner refused to go on: {e}"))),
+            Drove::NotWaiting(m) => Err(Problem::Harness(format!(
+                "the runner answered `not_waiting` to a drive that answered nothing: {m}"
+            ))),
         }
     }
 
     async fn step(&mut self, s: &Step) -> Result<String, Problem> {
         match s {
             Step::WorkflowStart { kill, status, .. } => {
-                let d = self.drive(kill, false).await?;
+                let d = self.drive(kill, Call::Start).await?;
                 self.drove(d, status, kill)
             }
             Step::WorkflowResume {
@@ -320,7 +193,7 @@ impl Case<'_> {
             } => {
                 let runs = self.hermes.handle.ledger().runs.len();
                 self.restarted();
-                let d = self.drive(kill, true).await?;
+                let d = self.drive(kill, Call::Resume).await?;
                 match (error.as_deref(), d) {
                     (None, d) => self.drove(d, status, kill),
                     (Some(want), Drove::Refused(e)) => {
@@ -357,33 +230,33 @@ impl Case<'_> {
                 status,
             } => {
                 self.given.insert(node.clone(), answer.clone());
-                match host::answer(&self.home, &self.plan, &self.run_id, node, answer.clone()) {
-                    Ok(_) => {}
+                self.restarted();
+                let call = Call::Answer {
+                    node: node.clone(),
+                    answer: answer.clone(),
+                };
+                match self.drive(kill, call).await? {
                     // In an explored schedule an answer may come when the run waits for
                     // something else: the refusal is the runner's to give.
-                    Err(AnswerError::NotWaiting(m)) if self.explore => {
-                        return Ok(format!("refused: {m}"));
-                    }
-                    Err(AnswerError::NotWaiting(m)) => {
+                    Drove::NotWaiting(m) if self.explore => Ok(format!("refused: {m}")),
+                    Drove::NotWaiting(m) => {
                         // A step whose result is already recorded (an honest runner adopted
                         // it) is no longer waited for: the refusal is the answer.
                         if self.last().is_some_and(|st| st.outputs.contains_key(node)) {
                             return Ok(format!("refused: {m} (its result is recorded)"));
                         }
-                        return Err(self.expected(format!("the run does not wait for {node}: {m}")));
+                        Err(self.expected(format!("the run does not wait for {node}: {m}")))
                     }
-                    Err(AnswerError::Store(StoreError::Missing(m)))
+                    Drove::Refused(StoreError::Missing(m))
                         if self.last().is_none() && !self.damaged =>
                     {
-                        return Ok(format!("refused: {m} (the run never saved a whole state)"));
+                        Ok(format!("refused: {m} (the run never saved a whole state)"))
                     }
-                    Err(AnswerError::Store(e)) => {
-                        return Err(self.expected(format!("the answer was refused: {e}")));
+                    Drove::Refused(e) if self.damaged || !matches!(e, StoreError::Corrupt(_)) => {
+                        Err(self.expected(format!("the answer was refused: {e}")))
                     }
+                    d => self.drove(d, status, kill),
                 }
-                self.restarted();
-                let d = self.drive(kill, true).await?;
-                self.drove(d, status, kill)
             }
             Step::WorkflowDamage { how } => {
                 let path = self
@@ -569,7 +442,23 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
     };
     let hermes = crate::providers::start_hermes(config, None).await?;
     let channel = crate::providers::channel::start_channel().await?;
-    let dir = TempHome::new()?;
+    let (runner, home, dir) = match &opts.sut {
+        None => {
+            let dir = TempHome::new()?;
+            let home = Home(dir.0.clone());
+            (Runner::Reference(opts.knobs.workflow()), home, Some(dir))
+        }
+        Some(spec) => {
+            let init = crate::sut::message::HermesInit {
+                base_url: hermes.url.clone(),
+                api_key: api_key.clone(),
+                endpoint_id: "primary".into(),
+                clock: None,
+            };
+            let (p, home) = Processes::new(spec, &lc.case.id, opts.seed, init, &channel.url)?;
+            (Runner::Processes(p), Home(home), None)
+        }
+    };
     Ok(Case {
         lc,
         hermes,
@@ -577,11 +466,11 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         channel: channel.handle,
         channel_url: channel.url,
         channel_task: channel.task,
-        home: Home(dir.0.clone()),
+        home,
         _dir: dir,
         run_id: run_id_of(&lc.case.id),
         plan,
-        defect: opts.knobs.workflow(),
+        runner,
         damaged: false,
         sites: Default::default(),
         facts: Facts::default(),
@@ -606,10 +495,22 @@ pub(super) async fn run_case(
 ) -> CaseReport {
     let started = Instant::now();
     let case = &lc.case;
-    if opts.sut.is_some() {
-        report.unsupported = Some(
-            "a workflow runner is judged in process only: the process protocol has no workflow operations yet".into(),
-        );
+    if opts.sut.is_some()
+        && let Some(k) = case.steps.iter().find_map(|s| match s {
+            Step::WorkflowStart { kill: Some(k), .. }
+            | Step::WorkflowResume { kill: Some(k), .. }
+            | Step::WorkflowAnswer { kill: Some(k), .. }
+                if k.hold.is_none() =>
+            {
+                Some(k)
+            }
+            _ => None,
+        })
+    {
+        report.unsupported = Some(format!(
+            "{}: a runner in another process can be killed only while a provider holds its request (a kill at a save point is the reference's own: docs/sut-protocol.md, Hermes Workflow runner)",
+            kill_words(k)
+        ));
         return super::verdict::close(report, Vec::new(), 0, started, emit);
     }
     let mut c = match setup(lc, opts).await {
@@ -618,12 +519,14 @@ pub(super) async fn run_case(
     };
     let mut failures: Vec<Failure> = Vec::new();
     let mut harness: Option<String> = None;
+    let mut unsupported: Option<String> = None;
     for (i, s) in case.steps.iter().enumerate() {
         let r = c.step(s).await;
         let line = match &r {
             Ok(l) => l.clone(),
             Err(Problem::Failed(f)) => format!("failed: {}", f.line()),
             Err(Problem::Harness(m)) => format!("error: {m}"),
+            Err(Problem::Unsupported(m)) => format!("unsupported: {m}"),
         };
         // The runner's home is a temp folder of this machine: a report says $HERMES_HOME.
         let line = line.replace(&c.home.0.display().to_string(), "$HERMES_HOME");
@@ -644,10 +547,31 @@ pub(super) async fn run_case(
                 harness = Some(format!("steps[{i}] ({}): {m}", s.verb()));
                 break;
             }
+            Err(Problem::Unsupported(m)) => {
+                unsupported = Some(m);
+                break;
+            }
         }
         for f in c.look(Some(i)).await {
             push_finding(&mut failures, f, Some(i));
         }
+    }
+    if let Runner::Processes(p) = &c.runner {
+        report.implementation = p.implementation();
+        report.sut_processes = p.log();
+        let escaped = p.escaped();
+        if harness.is_none() && !escaped.is_empty() {
+            harness = Some(format!(
+                "processes outlived the kill of their group (the crash did not happen as declared): {}",
+                escaped.join("; ")
+            ));
+        }
+    }
+    if let Some(m) = unsupported {
+        c.hermes.task.abort();
+        c.channel_task.abort();
+        report.unsupported = Some(m);
+        return super::verdict::close(report, Vec::new(), 0, started, emit);
     }
     // The closing look: the ledgers and the state read again after the last step.
     if harness.is_none() {
