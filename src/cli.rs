@@ -87,6 +87,21 @@ pub enum Command {
         #[arg(long)]
         key: Option<PathBuf>,
     },
+    /// Hold a Hermes Workflow validator (seed 002) to its conformance set: every row of the
+    /// seed's rule table, graphs it must accept and graphs it must refuse with their defects.
+    /// Without `--sut`, the reference's validator; with it, the implementation's, asked through
+    /// `aocheck-sut/2`'s `workflow_validate`. Exit 0 when every row is met, 1 when any is
+    /// missed (each listed), 2 when the implementation does not list the operation.
+    WorkflowValidator {
+        #[command(flatten)]
+        sut: crate::setup::SutArgs,
+        /// The set (YAML); default: the one shipped (`cases/workflow/sets/validator.yaml`).
+        #[arg(long)]
+        set: Option<PathBuf>,
+        /// Where the implementation's process log goes (`sut/workflow-validator/`).
+        #[arg(long, default_value = "reports/workflow-validator")]
+        out: PathBuf,
+    },
     /// Open a store, apply its migrations and list what it holds for a domain.
     Store {
         /// `memory`, `sqlite:PATH` or `postgres:URL`.
@@ -679,6 +694,9 @@ pub async fn run(cli: Cli) -> u8 {
         Command::Keygen { path, force } => keygen(&path, force),
         Command::Verify { envelope, key } => verify_cmd(&envelope, &key),
         Command::Analyze { dir, key } => analyze_cmd(&dir, key.as_deref()),
+        Command::WorkflowValidator { sut, set, out } => {
+            workflow_validator_cmd(&sut, set.as_deref(), &out).await
+        }
         Command::Store { store, domain } => {
             let s = match store.open().await {
                 Ok(s) => s,
@@ -931,6 +949,75 @@ fn verify_cmd(path: &std::path::Path, key: &std::path::Path) -> u8 {
 }
 
 /// `aocheck analyze DIR [--key PUB]`.
+async fn workflow_validator_cmd(
+    sut: &crate::setup::SutArgs,
+    set: Option<&std::path::Path>,
+    out: &std::path::Path,
+) -> u8 {
+    let text = match set {
+        None => crate::workflow::conformance::SHIPPED.to_string(),
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: --set {}: {e}", p.display());
+                return exit::INVALID_INPUT;
+            }
+        },
+    };
+    let shown = set.map_or_else(
+        || "the shipped set".to_string(),
+        |p| p.display().to_string(),
+    );
+    let set = match crate::workflow::conformance::read(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {shown}: {e}");
+            return exit::INVALID_INPUT;
+        }
+    };
+    let spec = match sut.spec(out, &crate::store::StoreSpec::Sqlite(out.join("store.db"))) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let rows = match crate::sut::validator::judge_set(spec.as_ref(), &set).await {
+        Ok(r) => r,
+        Err(crate::sut::validator::Unjudged::Unsupported(m)) => {
+            eprintln!("unsupported: {m}");
+            return exit::UNDECIDED;
+        }
+        Err(crate::sut::validator::Unjudged::Harness(m)) => {
+            eprintln!("error: {m}");
+            return exit::UNREACHABLE;
+        }
+    };
+    let missed = rows.iter().filter(|r| !r.missed.is_empty()).count();
+    for r in &rows {
+        if r.missed.is_empty() {
+            println!("met     {}", r.rule);
+        } else {
+            println!("missed  {}", r.rule);
+            for m in &r.missed {
+                println!("        {m}");
+            }
+        }
+    }
+    println!(
+        "{} row(s) of {shown}: {} met, {missed} missed ({})",
+        rows.len(),
+        rows.len() - missed,
+        if spec.is_some() {
+            "another validator: held to the refusal where a defect's place is aocheck's reading, docs/decisions.md D81"
+        } else {
+            "the reference: held to every {node, field}"
+        }
+    );
+    if missed > 0 {
+        exit::REQUIREMENT_FAILED
+    } else {
+        exit::OK
+    }
+}
+
 fn analyze_cmd(dir: &std::path::Path, key: Option<&std::path::Path>) -> u8 {
     if let Some(k) = key {
         let code = verify_cmd(dir, k);

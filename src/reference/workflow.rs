@@ -21,7 +21,8 @@ use std::time::Duration;
 pub struct WorkflowServe {
     home: Home,
     hermes: Option<(String, String)>,
-    channel: String,
+    /// Where outputs are delivered (`None`: a runner asked only to validate).
+    channel: Option<String>,
     knobs: Knobs,
 }
 
@@ -61,11 +62,6 @@ impl WorkflowServe {
             .workflow
             .as_ref()
             .ok_or("init.workflow is missing: a workflow runner needs its home")?;
-        let channel = init
-            .providers
-            .channel
-            .as_ref()
-            .ok_or("init.providers.channel is missing: a workflow runner delivers to it")?;
         Ok(WorkflowServe {
             home: Home(w.home.clone().into()),
             hermes: init
@@ -73,7 +69,7 @@ impl WorkflowServe {
                 .hermes
                 .as_ref()
                 .map(|h| (h.base_url.clone(), h.api_key.clone())),
-            channel: channel.base_url.clone(),
+            channel: init.providers.channel.as_ref().map(|c| c.base_url.clone()),
             knobs,
         })
     }
@@ -173,7 +169,14 @@ impl WorkflowServe {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .map_err(|e| internal(format!("an HTTP client for the channel: {e}")))?,
-            base: self.channel.clone(),
+            base: self.channel.clone().ok_or_else(|| {
+                failure(
+                    "invalid",
+                    None,
+                    "init.providers.channel is missing: a runner delivers its outputs there".into(),
+                    true,
+                )
+            })?,
         };
         let opts = Options {
             resume,

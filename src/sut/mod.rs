@@ -13,6 +13,7 @@ pub mod operator;
 pub(crate) mod process;
 pub mod processes;
 pub(crate) mod protocol;
+pub mod validator;
 /// How much of each implementation process's stderr the run folder keeps.
 pub use process::{STDERR_HEAD, STDERR_TAIL};
 

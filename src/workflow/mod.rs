@@ -9,6 +9,7 @@
 //! The workflow cases (`cases/workflow/`) run this runner in process (`runner::workflow`) over
 //! fake-hermes and the simulated channel, and `check::workflow` judges it from their ledgers.
 
+pub mod conformance;
 pub mod design;
 pub mod host;
 pub mod names;

@@ -260,44 +260,97 @@ fn a_save_replaces_the_run_file_and_the_in_place_writer_does_not() {
     assert_eq!(ino(), before, "the in-place writer rewrites the same file");
 }
 
-/// The refusal rows of the conformance set a validator misses (a defect it must report and
-/// does not), by rule.
-fn rows_missed(
-    validate: &dyn Fn(&serde_json::Value) -> Vec<aocheck::workflow::design::Defect>,
-) -> Vec<String> {
-    let set: serde_json::Value =
-        serde_saphyr::from_str(include_str!("../../cases/workflow/sets/validator.yaml"))
-            .expect("the set reads");
-    let mut rows = Vec::new();
-    for row in set["rows"].as_array().into_iter().flatten() {
-        let missed = row["refuse"].as_array().into_iter().flatten().any(|x| {
-            let found = validate(&x["graph"]);
-            x["defects"].as_array().into_iter().flatten().any(|w| {
-                !found.iter().any(|f| {
-                    f.node == w["node"].as_str().unwrap_or_default()
-                        && f.field == w["field"].as_str().unwrap_or_default()
-                })
-            })
-        });
-        if missed {
-            rows.push(row["rule"].as_str().unwrap_or_default().to_string());
-        }
-    }
-    rows
+/// The rows of the conformance set a validator misses, by rule.
+fn rows_missed(rows: &[aocheck::workflow::conformance::RowResult]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| !r.missed.is_empty())
+        .map(|r| r.rule.clone())
+        .collect()
 }
 
-/// Both ways for the whole-number rule: the reference validator reports every refusal of the
+fn shipped_set() -> aocheck::workflow::conformance::Set {
+    aocheck::workflow::conformance::read(aocheck::workflow::conformance::SHIPPED)
+        .expect("the set reads")
+}
+
+/// Both ways for the whole-number rule: the reference validator meets every row of the
 /// conformance set; the variant that truncates a retry count misses exactly the retries row
 /// (2.5 and true taken as 2 and 1).
 #[test]
 fn the_truncating_validator_misses_the_retries_row_of_the_conformance_set() {
-    assert!(rows_missed(&aocheck::workflow::design::validate).is_empty());
-    assert_eq!(
-        rows_missed(&|g| aocheck::workflow::design::validate_broken(
-            g,
-            WorkflowDefect::TruncateRetries
-        )),
-        ["retries"]
+    use aocheck::workflow::conformance::judge;
+    let set = shipped_set();
+    assert!(
+        rows_missed(&judge(
+            &set,
+            &mut |g| aocheck::workflow::design::validate(g),
+            true
+        ))
+        .is_empty()
+    );
+    let truncating = judge(
+        &set,
+        &mut |g| aocheck::workflow::design::validate_broken(g, WorkflowDefect::TruncateRetries),
+        true,
+    );
+    assert_eq!(rows_missed(&truncating), ["retries"]);
+}
+
+/// The same through the process protocol (`workflow_validate`): the reference run as a process
+/// meets every row, and its truncating variant misses exactly the retries row; `aocheck
+/// workflow-validator` exits 0 and 1 for them, and 2 for an implementation that does not list
+/// the operation (unsupported, never a pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validator_in_another_process_is_held_to_the_conformance_set() {
+    let bin = env!("CARGO_BIN_EXE_aocheck");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = |variant: &str| aocheck::sut::processes::ProcessSpec {
+        command: format!("'{bin}' sut reference --variant {variant}"),
+        timeout: Duration::from_secs(30),
+        dir: dir.path().join(variant),
+        postgres: None,
+        user: None,
+    };
+    let set = shipped_set();
+    let judged = |v: &str| {
+        let (s, set) = (spec(v), &set);
+        async move {
+            aocheck::sut::validator::judge_set(Some(&s), set)
+                .await
+                .expect("judged")
+        }
+    };
+    assert!(rows_missed(&judged("conforming").await).is_empty());
+    assert_eq!(rows_missed(&judged("truncate_retries").await), ["retries"]);
+    let cli = |sut: String| {
+        let out = std::process::Command::new(bin)
+            .args(["workflow-validator", "--sut", &sut, "--out"])
+            .arg(dir.path().join("cli"))
+            .output()
+            .expect("aocheck runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, _) = cli(format!("'{bin}' sut reference --variant truncate_retries"));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("missed  retries") && stdout.contains("12 met, 1 missed"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = cli(format!("'{bin}' sut reference"));
+    assert_eq!(code, Some(0), "{stdout}");
+    let python = format!(
+        "python3 {}/examples/python-sut/sut.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (code, _, stderr) = cli(python);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not list `workflow_validate`"),
+        "{stderr}"
     );
 }
 
