@@ -182,22 +182,45 @@ pub fn cursor_recorded(
     let recorded = |s: &PlanStep| {
         st.outputs.contains_key(&s.id)
             || st.skipped.contains(&s.id)
+            // An answer given to an approval or an agent step, where a runner keeps it (D83;
+            // that it was given is judged by `workflow_outcome_from_ledgers`).
+            || (matches!(s.kind.as_str(), "approval" | "agent") && st.answers.contains_key(&s.id))
             || (s.kind == "output"
                 && st
                     .deliveries
                     .iter()
                     .any(|r| r.node == s.id && r.id == st.correlation(&s.id)))
     };
-    for s in plan.iter().take(st.cursor) {
-        if !recorded(s) {
-            said(
-                &mut out,
-                &s.id,
-                format!(
-                    "the saved state's cursor ({}) is past step {} but records no result for it (no output, no skip, no receipt under its id)",
-                    st.cursor, s.id
-                ),
-            );
+    // The cursor counts the steps the run went past, in the runner's own plan order: seed 002
+    // fixes a stable topological order, not which one (docs/decisions.md D83). Whatever the
+    // order, a cursor of n needs n steps recorded, and no step is recorded before its parents.
+    let done = plan.iter().filter(|s| recorded(s)).count();
+    if st.cursor > done {
+        let first = plan
+            .iter()
+            .find(|s| !recorded(s))
+            .map_or("?", |s| s.id.as_str());
+        said(
+            &mut out,
+            first,
+            format!(
+                "the saved state's cursor ({}) is past {} steps, but only {done} record a result (an output, a skip or a receipt under its id): in any order of the plan it passed a step whose result it does not record (the first unrecorded: {first})",
+                st.cursor, st.cursor
+            ),
+        );
+    }
+    for s in plan.iter().filter(|s| recorded(s)) {
+        for p in s.after.iter().filter(|p| plan.iter().any(|q| &q.id == *p)) {
+            if !plan.iter().any(|q| &q.id == p && recorded(q)) {
+                said(
+                    &mut out,
+                    &s.id,
+                    format!(
+                        "the saved state records a result for step {} but none for its parent {p}: no topological order of the plan runs {} first",
+                        s.id, s.id
+                    ),
+                );
+            }
         }
     }
     // A skip has a cause (seed 002): a condition false over the outputs recorded, or a parent
@@ -263,6 +286,16 @@ pub fn cursor_recorded(
     out
 }
 
+/// Whether `v` is the answer `given` to a step: the answer itself, or what it carries (an
+/// approval's `choice`, an agent result's `output` or `structured`). Where and in which form a
+/// runner keeps an answer is its own choice (docs/decisions.md D83); that it was given is not.
+fn carries(given: &serde_json::Value, v: &serde_json::Value) -> bool {
+    given == v
+        || ["choice", "output", "structured"]
+            .iter()
+            .any(|k| given.get(k) == Some(v))
+}
+
 /// `workflow_outcome_from_ledgers`: a saved state's receipts, agent outputs and answers against
 /// the channel's and fake-hermes's ledgers and the answers the harness gave (`given`, by node).
 /// One fact per receipt, per agent or approval step with a recorded result or attempt, and per
@@ -317,7 +350,7 @@ fn outcomes_as_of(
     // Answers: only the harness gave any, and the state keeps each as given.
     for (node, v) in &st.answers {
         facts.saw(Req::R011);
-        if given.get(node) != Some(v) {
+        if !given.get(node).is_some_and(|g| carries(g, v)) {
             said(
                 node,
                 format!(
@@ -358,7 +391,7 @@ fn outcomes_as_of(
                 facts.saw(Req::R011);
                 let Some(v) = recorded else { continue };
                 // A result a person or a session gave is not a run's.
-                if given.contains_key(&s.id) && st.answers.get(&s.id) == given.get(&s.id) {
+                if given.get(&s.id).is_some_and(|g| carries(g, v)) {
                     continue;
                 }
                 let produced = runs.get(&s.id).into_iter().flatten().any(|r| {
@@ -771,6 +804,40 @@ mod tests {
         );
     }
 
+    /// The cursor is read in any topological order of the plan (D83), both ways: a runner that
+    /// ran the second of two independent steps first (cursor 1, that step recorded) passes; a
+    /// cursor past more steps than are recorded fails, and so does a step recorded before its
+    /// parent (no order runs it first).
+    #[test]
+    fn the_cursor_is_read_in_any_topological_order() {
+        let p = build_run_plan(&json!({"nodes": [
+            {"id": "start", "type": "trigger"},
+            {"id": "a", "type": "condition", "expression": "out.start.x == 1", "after": ["start"]},
+            {"id": "b", "type": "condition", "expression": "out.start.x == 1", "after": ["start"]},
+            {"id": "send", "type": "output", "deliver": "notification", "after": ["a", "b"]},
+        ]}))
+        .expect("plan");
+        assert_eq!(p[0].id, "a", "the reference's own order runs a first");
+        let l = Ledger::default();
+        let judged = |st: &RunState| cursor_recorded(&p, st, &l, &mut Facts::default());
+        let mut other_order = RunState::new("abcdef", "x");
+        other_order.cursor = 1;
+        other_order.outputs.insert("b".into(), json!(true));
+        assert!(
+            judged(&other_order).is_empty(),
+            "{:?}",
+            judged(&other_order)
+        );
+        let mut past = other_order.clone();
+        past.cursor = 2;
+        assert_eq!(judged(&past).len(), 1, "{:?}", judged(&past));
+        let mut before_parent = other_order.clone();
+        before_parent.outputs.insert("send".into(), json!({}));
+        before_parent.cursor = 2;
+        let f = judged(&before_parent);
+        assert!(f.len() == 1 && f[0].line().contains("parent a"), "{f:?}");
+    }
+
     /// Both ways: a skip under a false condition (and below it) passes, a skip without a cause
     /// fails; a completed run with every step recorded passes, one with a step unrecorded fails;
     /// a receipt counts for its own output step only; a delivery under no output step's receipt
@@ -899,6 +966,20 @@ mod tests {
         // … and an answer nobody gave is an invented outcome, whatever it says.
         let f = judged(&st, &nobody);
         assert!(f.iter().any(|x| x.line().contains("nobody gave")), "{f:?}");
+        // Where and in which form a runner keeps an answer is its choice (D83): the result
+        // given, kept as what it carries and only in `answers`, passes; another value fails.
+        let mut kept = RunState::new("abcdef", "x");
+        kept.answers.insert("ask".into(), json!("invented"));
+        assert!(
+            judged(&kept, &given).is_empty(),
+            "{:?}",
+            judged(&kept, &given)
+        );
+        kept.answers.insert("ask".into(), json!("other"));
+        assert_eq!(judged(&kept, &given).len(), 1);
+        let mut output_only = RunState::new("abcdef", "x");
+        output_only.outputs.insert("ask".into(), json!("invented"));
+        assert!(judged(&output_only, &given).is_empty());
     }
 
     /// Both ways: a drive that says it left the state it saved passes; one that says another,

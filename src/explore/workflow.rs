@@ -88,6 +88,8 @@ struct Gen {
     case: Case,
     holds: u32,
     answers: Vec<(String, Value)>,
+    /// Kills only at a held request (a runner in another process).
+    holds_only: bool,
 }
 
 impl Gen {
@@ -141,6 +143,24 @@ impl Gen {
                 mid_write: None,
                 hold: Some(h),
             }),
+            // A runner in another process is killed only at a hold: a save-point kill is drawn
+            // as a held start instead (kept only where the drive reaches it: the schedule's
+            // fairness).
+            (None, 0 | 1) if self.holds_only => {
+                self.holds += 1;
+                let name = format!("h{}", self.holds);
+                faults.push(Step::HermesFault {
+                    route: Route::Start,
+                    fault: Fault::Hold { name: name.clone() },
+                    nth: None,
+                    times: None,
+                });
+                Some(WorkflowKill {
+                    save: None,
+                    mid_write: None,
+                    hold: Some(name),
+                })
+            }
             (None, 0) => Some(WorkflowKill {
                 save: Some(1 + self.rng.below(SAVES) as u32),
                 mid_write: None,
@@ -204,7 +224,11 @@ impl Gen {
 
 /// Schedule `index` of `seed` of the workflow workload: the same pair gives the same case, byte
 /// for byte.
-pub fn generate(seed: u64, index: u64) -> Case {
+///
+/// `holds_only`: the runner is a process of the implementation, which the harness can kill only
+/// while a provider holds its request; no kill at a save point is drawn (such a drive is drawn
+/// with a hold instead).
+pub fn generate(seed: u64, index: u64, holds_only: bool) -> Case {
     let mut rng = Rng::schedule(seed, index);
     // Its own stream: the same seed and index never give another workload's draws.
     rng.next_u64();
@@ -224,6 +248,7 @@ pub fn generate(seed: u64, index: u64) -> Case {
         case,
         holds: 0,
         answers: Vec::new(),
+        holds_only,
     };
     g.run();
     g.case
@@ -256,8 +281,8 @@ mod tests {
     fn schedules_are_valid_fair_and_draw_the_vocabulary() {
         let mut seen = std::collections::BTreeSet::new();
         for index in 0..200 {
-            let c = generate(5, index);
-            assert_eq!(c, generate(5, index));
+            let c = generate(5, index, false);
+            assert_eq!(c, generate(5, index, false));
             assert!(
                 crate::case::validate(&file_name(&c.id), &c).is_empty(),
                 "{:?}",
@@ -300,6 +325,29 @@ mod tests {
         ] {
             assert!(seen.contains(want), "{want} never drawn: {seen:?}");
         }
+    }
+
+    /// For a runner in another process, no kill at a save point is drawn, and kills are still
+    /// drawn (at holds), about as often as for the reference.
+    #[test]
+    fn a_process_runner_is_killed_only_at_holds() {
+        let (mut holds, mut reference_kills) = (0, 0);
+        for index in 0..200 {
+            let c = generate(5, index, true);
+            assert!(crate::case::validate(&file_name(&c.id), &c).is_empty());
+            assert!(fair(&c.steps));
+            for k in c.steps.iter().filter_map(drive_kill).flatten() {
+                assert!(k.save.is_none() && k.mid_write.is_none(), "{k:?}");
+                holds += 1;
+            }
+            reference_kills += generate(5, index, false)
+                .steps
+                .iter()
+                .filter_map(drive_kill)
+                .flatten()
+                .count();
+        }
+        assert!(holds * 2 >= reference_kills, "{holds} of {reference_kills}");
     }
 
     /// Both ways: a hold armed for the drive that is killed at it is fair; one armed for a drive

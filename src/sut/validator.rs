@@ -107,3 +107,30 @@ async fn ask(
     let _ = spawner.kill(&p, &label, "stopped").await;
     out
 }
+
+/// The rows as `aocheck workflow-validator` prints them (each met or missed, with every miss),
+/// then a summary line; and how many rows were missed. `foreign`: another validator's (held to
+/// the refusal where a defect's place is a reading).
+pub fn lines(rows: &[RowResult], shown: &str, foreign: bool) -> (Vec<String>, usize) {
+    let mut out = Vec::new();
+    let missed = rows.iter().filter(|r| !r.missed.is_empty()).count();
+    for r in rows {
+        if r.missed.is_empty() {
+            out.push(format!("met     {}", r.rule));
+            continue;
+        }
+        out.push(format!("missed  {}", r.rule));
+        out.extend(r.missed.iter().map(|m| format!("        {m}")));
+    }
+    out.push(format!(
+        "{} row(s) of {shown}: {} met, {missed} missed ({})",
+        rows.len(),
+        rows.len() - missed,
+        if foreign {
+            "another validator: held to the refusal where a defect's place is aocheck's reading, docs/decisions.md D81"
+        } else {
+            "the reference: held to every {node, field}"
+        }
+    ));
+    (out, missed)
+}

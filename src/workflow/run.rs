@@ -31,8 +31,10 @@ pub enum Status {
     Failed,
 }
 
-/// An agent step's launch, recorded before the seam is called.
+/// An agent step's launch, recorded before the seam is called. Read from another runner's
+/// state, only its presence is judged (docs/sut-protocol.md): every member may be missing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Attempt {
     /// `workflow:<run_id>:<node_id>`.
     pub correlation: String,
@@ -43,12 +45,23 @@ pub struct Attempt {
     pub state: String,
 }
 
+impl Default for Attempt {
+    fn default() -> Self {
+        Attempt {
+            correlation: String::new(),
+            launches: 0,
+            state: "launching".into(),
+        }
+    }
+}
+
 /// A delivery's receipt: `ok` is `None` while it is in flight or when its fate is unknown.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
     pub node: String,
     /// `workflow:<run_id>:<node_id>`: one delivery per output step, whatever resumes.
     pub id: String,
+    #[serde(default)]
     pub deliver: String,
     #[serde(default)]
     pub target: Option<String>,

@@ -511,6 +511,50 @@ async fn each_broken_runner_fails_the_cases_of_its_rule(
     }
 }
 
+/// A runner written in another language from seed 002 and the protocol alone
+/// (`examples/python-workflow/`, Python's standard library) passes every workflow case a runner
+/// in another process can be judged on, with every declared fault and kill fired, and so does
+/// each choice the seed leaves open (another stable topological order; an approval kept only in
+/// `answers`, as its choice): honest alternatives, never failed for their choice. The two cases
+/// that kill at a save point are unsupported, never a pass.
+#[rstest::rstest]
+#[case("")]
+#[case("--plan fifo")]
+#[case("--approval answers")]
+#[case("--plan fifo --approval answers")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_in_python_passes_the_workflow_cases(#[case] choices: &str) {
+    let cmd = format!(
+        "python3 {}/examples/python-workflow/runner.py {choices}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let ids: Vec<String> = (1..=13).map(|i| format!("WORKFLOW-{i:02}")).collect();
+    let only: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let (r, _dir) = crate::protocol::run(&cmd, &only, None, Duration::from_secs(30)).await;
+    assert_eq!(r.cases.len(), 13);
+    for c in &r.cases {
+        if ["WORKFLOW-04", "WORKFLOW-05"].contains(&c.id.as_str()) {
+            assert_eq!(
+                c.verdict,
+                aocheck::report::model::Verdict::Unsupported,
+                "{}",
+                c.id
+            );
+            continue;
+        }
+        assert_eq!(
+            c.verdict,
+            aocheck::report::model::Verdict::Pass,
+            "{choices} {}: {:?} {:?} {:?}",
+            c.id,
+            c.failures,
+            c.harness,
+            c.steps
+        );
+        assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
+    }
+}
+
 /// Through the process protocol too: each broken runner, run as processes
 /// (`aocheck sut reference --variant NAME`, a process per drive, killed with SIGKILL at a held
 /// request), fails the cases of its rule that a runner in another process can be judged on.
@@ -674,6 +718,48 @@ async fn exploring_finds_the_relaunching_runner_and_shrinks_it_to_one_kill() {
     assert!(f.steps_after <= 3, "{} steps", f.steps_after);
     assert!(faults <= 2, "{faults} fault steps");
     assert_eq!(f.reproduced, f.replays, "{f:?}");
+    assert_eq!(f.reference.as_deref(), Some("pass"), "{f:?}");
+}
+
+/// Exploring a runner in another process (`aocheck sut reference --variant relaunch_on_resume`,
+/// a process per drive, killed with SIGKILL at held requests only) finds its second run in
+/// fake-hermes's ledger too, and the reference in process passes the shrunk schedule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exploring_a_runner_in_another_process_finds_the_relaunch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = explore_options(aocheck::reference::Knobs::default(), 3);
+    o.run.sut = Some(aocheck::sut::processes::ProcessSpec {
+        command: format!(
+            "'{}' sut reference --variant relaunch_on_resume",
+            env!("CARGO_BIN_EXE_aocheck")
+        ),
+        timeout: Duration::from_secs(60),
+        dir: dir.path().into(),
+        postgres: None,
+        user: None,
+    });
+    o.shrink_budget = 60;
+    let x = aocheck::explore::explore(memory(), &o, &mut |_| {}).await;
+    assert_eq!(x.unsupported, 0, "{:?}", x.undecided);
+    let f = x.findings.first().unwrap_or_else(|| {
+        panic!(
+            "nothing found in {} schedules (undecided: {:?})",
+            x.schedules, x.undecided
+        )
+    });
+    assert_eq!(f.key.checker, "workflow_one_run_per_step", "{f:?}");
+    let c = f.case.as_ref().expect("the shrunk schedule");
+    assert!(
+        c.steps.iter().all(|s| !matches!(
+            s,
+            aocheck::case::Step::WorkflowStart { kill: Some(k), .. }
+                | aocheck::case::Step::WorkflowResume { kill: Some(k), .. }
+                | aocheck::case::Step::WorkflowAnswer { kill: Some(k), .. }
+                if k.hold.is_none()
+        )),
+        "{}",
+        aocheck::explore::yaml::case(c)
+    );
     assert_eq!(f.reference.as_deref(), Some("pass"), "{f:?}");
 }
 

@@ -229,7 +229,8 @@ pub fn generate(workload: Workload, seed: u64, index: u64, ops: Option<&BTreeSet
         Workload::Aoc => {}
         Workload::All if index.is_multiple_of(2) => {}
         Workload::Hermes | Workload::All => return super::hermes::generate(seed, index, ops),
-        Workload::Workflow => return super::workflow::generate(seed, index),
+        // The implementation's operations are known only when it runs as processes.
+        Workload::Workflow => return super::workflow::generate(seed, index, ops.is_some()),
     }
     let mut rng = Rng::schedule(seed, index);
     let idempotency = match rng.weighted(&[6, 3, 1]) {

@@ -61,6 +61,11 @@ impl Processes {
         channel: &str,
     ) -> Result<(Processes, std::path::PathBuf), String> {
         let dir = case_folder(spec, case, "").map_err(|e| e.to_string())?;
+        // A fresh home: a case run again (a replay, a shrinking candidate) starts from nothing.
+        let old = dir.join("home");
+        if old.exists() {
+            std::fs::remove_dir_all(&old).map_err(|e| format!("{}: {e}", old.display()))?;
+        }
         let home = case_folder(spec, case, "home").map_err(|e| e.to_string())?;
         let mut init = Init::for_case(
             message::StoreInit::Sqlite {
