@@ -35,7 +35,7 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 61] = [
+pub const CHECKERS: [(&str, &[Req]); 62] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
     // Seed 002's workflow runner (check/workflow.rs: against fake-hermes and the channel).
     ("workflow_one_run_per_step", &[Req::R010]),
@@ -43,6 +43,7 @@ pub const CHECKERS: [(&str, &[Req]); 61] = [
     ("workflow_cursor_recorded", &[Req::R005]),
     ("workflow_outcome_from_ledgers", &[Req::R011]),
     ("workflow_state_whole", &[Req::R005]),
+    ("workflow_effect_as_designed", &[Req::R003]),
     // A workflow case's expectations (runner::workflow), under the requirement the case picks.
     ("workflow_expected", &[Req::R005, Req::R010, Req::R011]),
     ("deploy_one_run", &[Req::R010, Req::R002]),

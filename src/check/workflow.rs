@@ -27,6 +27,9 @@ use crate::workflow::run::RunState;
 use provider_model::hermes::ledger::Ledger;
 use std::collections::BTreeMap;
 
+mod effects;
+pub use effects::{deliveries_recorded, effect_as_designed, second_attempts};
+
 /// Runs per step of run `run_id` in fake-hermes's ledger, by node id.
 pub fn runs_per_step(ledger: &Ledger, run_id: &str) -> BTreeMap<String, Vec<String>> {
     let prefix = format!("workflow:{run_id}:");
@@ -251,6 +254,23 @@ pub fn cursor_recorded(
             );
         }
     }
+    // At rest (parked or ended), the cursor stands exactly after the steps recorded: one that
+    // lags behind them hides how far the run went (only a receipt in flight, recorded before
+    // its delivery, is ahead of the cursor, and never at rest).
+    let at_rest = !matches!(st.status, crate::workflow::run::Status::Running);
+    if at_rest && st.cursor < done {
+        said(
+            &mut out,
+            plan.iter()
+                .find(|s| recorded(s))
+                .map_or("?", |s| s.id.as_str()),
+            format!(
+                "the saved state is {} with its cursor at {}, but {done} steps record a result: at rest, the cursor stands after the steps recorded",
+                status_word(st),
+                st.cursor
+            ),
+        );
+    }
     if st.status == crate::workflow::run::Status::Completed {
         let open: Vec<&str> = plan
             .iter()
@@ -372,13 +392,17 @@ fn outcomes_as_of(
             "approval" => {
                 if let Some(v) = recorded {
                     facts.saw(Req::R011);
-                    if given.get(&s.id).is_none() {
+                    if !given.get(&s.id).is_some_and(|g| carries(g, v)) {
                         said(
                             &s.id,
                             format!(
-                                "the state records a result for approval step {} ({}) that nobody gave",
+                                "the state records a result for approval step {} ({}) that nobody gave{}",
                                 s.id,
-                                v.to_string().chars().take(80).collect::<String>()
+                                v.to_string().chars().take(80).collect::<String>(),
+                                given
+                                    .get(&s.id)
+                                    .map(|g| format!(" (the answer given was {g})"))
+                                    .unwrap_or_default()
                             ),
                         );
                     }
@@ -427,7 +451,7 @@ fn outcomes_as_of(
 /// (`in_place`: rewritten where it is, so a read can catch it half written). One fact.
 pub fn reader_saw(
     run_id: &str,
-    partial: Option<&str>,
+    (partial, not_state): (Option<&str>, Option<&str>),
     (in_place, vanished): (bool, bool),
     facts: &mut Facts,
 ) -> Vec<Finding> {
@@ -437,6 +461,11 @@ pub fn reader_saw(
     if let Some(p) = partial {
         said(format!(
             "a reader beside the runner read run {run_id}'s file while it saved and got a partial state ({p}): a state is written to a temp file and renamed over the old one"
+        ));
+    }
+    if let Some(p) = not_state {
+        said(format!(
+            "a reader beside the runner read a whole JSON document from run {run_id}'s file that is not a run state ({p}): every state a reader can see is one the runner could resume from"
         ));
     }
     if in_place {
@@ -450,6 +479,19 @@ pub fn reader_saw(
         ));
     }
     out
+}
+
+/// `workflow_state_whole`: a drive the runner refused (a damaged run, an answer it does not
+/// wait for) changed the run file all the same. One fact.
+pub fn changed_after_refusal(run_id: &str, facts: &mut Facts) -> Finding {
+    facts.saw(Req::R005);
+    Finding::new(
+        "workflow_state_whole",
+        Req::R005,
+        format!(
+            "the runner refused to go on with run {run_id}, and its run file changed all the same: a refusal leaves the run as it was (it acts on nothing it refused)"
+        ),
+    )
 }
 
 /// `workflow_state_whole`: what a drive said it left (`returned`) against the run file read
@@ -562,6 +604,7 @@ pub fn judge_look(
         run_id,
         facts,
     ));
+    out.extend(second_attempts(&look.channel, run_id, facts));
     if look.damaged {
         return out;
     }
@@ -583,6 +626,13 @@ pub fn judge_look(
     match &look.state {
         Ok(Some(st)) => {
             out.extend(cursor_recorded(plan, st, &look.hermes, facts));
+            out.extend(deliveries_recorded(plan, st, &look.channel, facts));
+            out.extend(effect_as_designed(
+                plan,
+                st,
+                (&look.hermes, &look.channel),
+                facts,
+            ));
             out.extend(outcomes_from_ledgers(
                 plan,
                 st,
@@ -893,6 +943,231 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
     }
 
+    fn taken(
+        id: &str,
+        deliver: &str,
+        target: Option<&str>,
+        payload: &serde_json::Value,
+        seq: u64,
+        reply: crate::providers::channel::Reply,
+    ) -> crate::providers::channel::Taken {
+        crate::providers::channel::Taken {
+            seq,
+            id: id.into(),
+            deliver: deliver.into(),
+            target: target.map(str::to_string),
+            digest: crate::providers::channel::digest(payload),
+            reply,
+        }
+    }
+
+    /// `workflow_effect_as_designed`, both ways: a run asked the step's prompt and a delivery
+    /// where the design says with what the state collected pass; a run asked something else, a
+    /// delivery to another target, a payload other than the one collected, and a collection
+    /// that is not what the parents recorded each fail.
+    #[test]
+    fn the_effect_is_the_one_the_design_asks_for() {
+        use crate::providers::channel::{ChannelLedger, Reply};
+        let p = build_run_plan(&json!({"nodes": [
+            {"id": "start", "type": "trigger"},
+            {"id": "ask", "type": "agent", "prompt": "Draft it", "after": ["start"]},
+            {"id": "send", "type": "output", "deliver": "channel", "target": "chat:x", "after": ["ask"]},
+        ]}))
+        .expect("plan");
+        let mut l = ledger(&["workflow:abcdef:ask"]);
+        l.runs[0].prompt = "Draft it\n\nContext: {}".into();
+        let mut st = RunState::new("abcdef", "x");
+        st.outputs.insert("ask".into(), json!("done"));
+        let collected = json!({"ask": "done"});
+        st.outputs.insert("send".into(), collected.clone());
+        let channel = |target: &str, payload: &serde_json::Value| ChannelLedger {
+            taken: vec![taken(
+                "workflow:abcdef:send",
+                "channel",
+                Some(target),
+                payload,
+                1,
+                Reply::Answered,
+            )],
+            ..ChannelLedger::default()
+        };
+        let judged = |l: &Ledger, c: &ChannelLedger, st: &RunState| {
+            effect_as_designed(&p, st, (l, c), &mut Facts::default())
+        };
+        assert!(judged(&l, &channel("chat:x", &collected), &st).is_empty());
+        // In flight: nothing collected yet, the parents' outputs are what goes.
+        let mut in_flight = st.clone();
+        in_flight.outputs.remove("send");
+        assert!(judged(&l, &channel("chat:x", &collected), &in_flight).is_empty());
+        let mut asked_else = l.clone();
+        asked_else.runs[0].prompt = "Say something nice".into();
+        let f = judged(&asked_else, &channel("chat:x", &collected), &st);
+        assert!(
+            f.len() == 1 && f[0].checker() == "workflow_effect_as_designed",
+            "{f:?}"
+        );
+        assert_eq!(judged(&l, &channel("chat:y", &collected), &st).len(), 1);
+        assert_eq!(
+            judged(&l, &channel("chat:x", &json!({"ask": "INVENTED"})), &st).len(),
+            1
+        );
+        let mut invented = st.clone();
+        invented
+            .outputs
+            .insert("send".into(), json!({"ask": "INVENTED"}));
+        let f = judged(
+            &l,
+            &channel("chat:x", &json!({"ask": "INVENTED"})),
+            &invented,
+        );
+        assert!(
+            f.iter()
+                .any(|x| x.line().contains("not what that parent recorded")),
+            "{f:?}"
+        );
+    }
+
+    /// Both ways: a delivery the channel took or refused has its receipt in the state, and was
+    /// sent after its parents were recorded; a delivery with no receipt, or before its parent,
+    /// fails.
+    #[test]
+    fn every_delivery_the_channel_saw_is_recorded() {
+        use crate::providers::channel::{ChannelLedger, Reply, Untaken};
+        use crate::workflow::run::Receipt;
+        let p = plan();
+        let mut st = RunState::new("abcdef", "x");
+        st.outputs.insert("ask".into(), json!("done"));
+        st.deliveries.push(Receipt {
+            node: "send".into(),
+            id: "workflow:abcdef:send".into(),
+            deliver: "notification".into(),
+            target: None,
+            ok: Some(false),
+            detail: None,
+        });
+        let refused = ChannelLedger {
+            untaken: vec![Untaken {
+                seq: 1,
+                id: "workflow:abcdef:send".into(),
+                status: Some(422),
+            }],
+            ..ChannelLedger::default()
+        };
+        let judged = |st: &RunState, c: &ChannelLedger| {
+            deliveries_recorded(&p, st, c, &mut Facts::default())
+        };
+        assert!(judged(&st, &refused).is_empty());
+        let mut none = st.clone();
+        none.deliveries.clear();
+        let f = judged(&none, &refused);
+        assert!(
+            f.len() == 1 && f[0].checker() == "workflow_cursor_recorded",
+            "{f:?}"
+        );
+        let took = ChannelLedger {
+            taken: vec![taken(
+                "workflow:abcdef:send",
+                "notification",
+                None,
+                &json!({}),
+                1,
+                Reply::Answered,
+            )],
+            ..ChannelLedger::default()
+        };
+        let mut early = st.clone();
+        early.outputs.clear();
+        assert!(
+            judged(&early, &took)
+                .iter()
+                .any(|x| x.line().contains("parent"))
+        );
+    }
+
+    /// Both ways: after a 4xx refusal a second request is a runner's right; after a drop, a
+    /// 5xx or a delivery whose answer was lost it is a second attempt, whatever came of it.
+    #[test]
+    fn a_request_after_an_unknown_fate_is_a_second_attempt() {
+        use crate::providers::channel::{ChannelLedger, Reply, Untaken};
+        let id = "workflow:abcdef:send";
+        let then_taken = |status: Option<u16>| ChannelLedger {
+            untaken: vec![Untaken {
+                seq: 1,
+                id: id.into(),
+                status,
+            }],
+            taken: vec![taken(
+                id,
+                "notification",
+                None,
+                &json!({}),
+                2,
+                Reply::Answered,
+            )],
+            ..ChannelLedger::default()
+        };
+        let judged = |c: &ChannelLedger| second_attempts(c, "abcdef", &mut Facts::default());
+        assert!(judged(&then_taken(Some(422))).is_empty());
+        let f = judged(&then_taken(None));
+        assert!(
+            f.len() == 1 && f[0].checker() == "workflow_one_delivery_per_output",
+            "{f:?}"
+        );
+        assert_eq!(judged(&then_taken(Some(503))).len(), 1);
+        let lost_then_refused = ChannelLedger {
+            taken: vec![taken(id, "notification", None, &json!({}), 1, Reply::Lost)],
+            untaken: vec![Untaken {
+                seq: 2,
+                id: id.into(),
+                status: Some(422),
+            }],
+            ..ChannelLedger::default()
+        };
+        assert_eq!(judged(&lost_then_refused).len(), 1);
+    }
+
+    /// Both ways: at rest, a cursor that stands after the steps recorded passes; one that lags
+    /// behind them fails; while running (between saves) it may.
+    #[test]
+    fn at_rest_the_cursor_stands_after_the_steps_recorded() {
+        let p = plan();
+        let l = ledger(&["workflow:abcdef:ask"]);
+        let mut st = RunState::new("abcdef", "x");
+        st.outputs.insert("ask".into(), json!("done"));
+        st.attempts
+            .insert("ask".into(), crate::workflow::run::Attempt::default());
+        st.cursor = 1;
+        st.status = crate::workflow::run::Status::AwaitingApproval;
+        assert!(cursor_recorded(&p, &st, &l, &mut Facts::default()).is_empty());
+        st.cursor = 0;
+        let f = cursor_recorded(&p, &st, &l, &mut Facts::default());
+        assert!(f.len() == 1 && f[0].line().contains("at rest"), "{f:?}");
+        st.status = crate::workflow::run::Status::Running;
+        assert!(cursor_recorded(&p, &st, &l, &mut Facts::default()).is_empty());
+    }
+
+    /// Both ways: an approval's recorded result is the answer given (as given, or its choice);
+    /// another choice is an invented outcome.
+    #[test]
+    fn an_approval_records_the_choice_given() {
+        let p = build_run_plan(&json!({"nodes": [
+            {"id": "start", "type": "trigger"},
+            {"id": "ok", "type": "approval", "question": "Ship?", "after": ["start"]},
+        ]}))
+        .expect("plan");
+        let l = Ledger::default();
+        let c = crate::providers::channel::ChannelLedger::default();
+        let given = BTreeMap::from([("ok".to_string(), json!({"choice": "approve"}))]);
+        let judged = |v: serde_json::Value| {
+            let mut st = RunState::new("abcdef", "x");
+            st.outputs.insert("ok".into(), v);
+            outcomes_from_ledgers(&p, &st, (&l, &c), &given, &mut Facts::default())
+        };
+        assert!(judged(json!({"choice": "approve"})).is_empty());
+        assert!(judged(json!("approve")).is_empty());
+        assert_eq!(judged(json!({"choice": "reject"})).len(), 1);
+    }
+
     /// Both ways: an unknown receipt and a delivered one the channel took pass; a receipt that
     /// says failed while the channel took it, or delivered while it took nothing, fails; an agent
     /// output no completed run produced fails, and a person's answer is not a run's output.
@@ -912,7 +1187,7 @@ mod tests {
                     reply: Reply::Lost,
                 })
                 .collect(),
-            refused: 0,
+            ..ChannelLedger::default()
         };
         let receipt = |ok: Option<bool>| Receipt {
             node: "send".into(),
@@ -1006,10 +1281,20 @@ mod tests {
         let f = expected(Req::R010, "two runs".into(), &mut facts);
         assert_eq!(f.checker(), "workflow_expected");
         assert_eq!(facts.count(Req::R010), 1);
-        assert!(reader_saw("abcdef", None, (false, false), &mut facts).is_empty());
-        let f = reader_saw("abcdef", Some("3 bytes"), (true, true), &mut facts);
+        assert!(reader_saw("abcdef", (None, None), (false, false), &mut facts).is_empty());
+        assert_eq!(
+            reader_saw(
+                "abcdef",
+                (None, Some("9 bytes")),
+                (false, false),
+                &mut facts
+            )
+            .len(),
+            1
+        );
+        let f = reader_saw("abcdef", (Some("3 bytes"), None), (true, true), &mut facts);
         assert_eq!(f.len(), 3);
         assert!(f.iter().all(|x| x.checker() == "workflow_state_whole"));
-        assert_eq!(facts.count(Req::R005), 2);
+        assert_eq!(facts.count(Req::R005), 3);
     }
 }

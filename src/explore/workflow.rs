@@ -121,7 +121,7 @@ impl Gen {
             });
         }
         if self.rng.chance(1, 4) {
-            let fault = match self.rng.below(3) {
+            let fault = match self.rng.below(4) {
                 0 if hold.is_none() => {
                     self.holds += 1;
                     let name = format!("h{}", self.holds);
@@ -129,6 +129,7 @@ impl Gen {
                     ChannelFault::Hold { name }
                 }
                 1 => ChannelFault::Refuse { status: 503 },
+                2 => ChannelFault::Drop,
                 _ => ChannelFault::LoseReply,
             };
             faults.push(Step::ChannelFault {
@@ -322,6 +323,7 @@ mod tests {
             "kill hold",
             "hermes commit_then_drop",
             "channel LoseReply",
+            "channel Drop",
         ] {
             assert!(seen.contains(want), "{want} never drawn: {seen:?}");
         }

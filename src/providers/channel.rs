@@ -21,6 +21,9 @@ pub enum ChannelFault {
     Refuse { status: u16 },
     /// Delivered; the answer never reaches the sender.
     LoseReply,
+    /// Not delivered, and no answer: the connection closes (the sender cannot tell this from
+    /// a lost answer).
+    Drop,
     /// Parked under `name` until the harness lets it go.
     Hold { name: String },
 }
@@ -72,6 +75,19 @@ pub struct Taken {
 pub struct ChannelLedger {
     pub taken: Vec<Taken>,
     pub refused: u32,
+    /// Every request the channel did not deliver (refused, or dropped with no answer).
+    #[serde(default)]
+    pub untaken: Vec<Untaken>,
+}
+
+/// A request the channel did not deliver.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Untaken {
+    /// The channel's own number for the request (one sequence with [`Taken::seq`]).
+    pub seq: u64,
+    pub id: String,
+    /// The status it was refused with; `None`: dropped with no answer.
+    pub status: Option<u16>,
 }
 
 impl ChannelLedger {
@@ -126,7 +142,8 @@ pub struct FakeChannel {
     state: Arc<Mutex<State>>,
 }
 
-fn digest(v: &serde_json::Value) -> String {
+/// SHA-256 of a payload's canonical JSON (RFC 8785), as the ledger keeps it.
+pub fn digest(v: &serde_json::Value) -> String {
     use sha2::Digest as _;
     let bytes = serde_json_canonicalizer::to_vec(v).unwrap_or_default();
     hex::encode(sha2::Sha256::digest(&bytes))
@@ -181,10 +198,23 @@ impl FakeChannel {
                 }
                 Some(ChannelFault::Refuse { status }) => {
                     st.ledger.refused += 1;
+                    st.ledger.untaken.push(Untaken {
+                        seq,
+                        id: message.id.clone(),
+                        status: Some(status),
+                    });
                     return ChannelAnswer::Refused { status };
                 }
                 Some(ChannelFault::LoseReply) => {
                     commit(&mut st, Reply::Lost);
+                    return ChannelAnswer::NoAnswer;
+                }
+                Some(ChannelFault::Drop) => {
+                    st.ledger.untaken.push(Untaken {
+                        seq,
+                        id: message.id.clone(),
+                        status: None,
+                    });
                     return ChannelAnswer::NoAnswer;
                 }
                 Some(ChannelFault::Hold { name }) => {
@@ -256,6 +286,11 @@ impl HoldSite for FakeChannel {
             match action {
                 ReleaseAction::Reject { status } => {
                     st.ledger.refused += 1;
+                    st.ledger.untaken.push(Untaken {
+                        seq: p.seq,
+                        id: p.message.id.clone(),
+                        status: Some(status),
+                    });
                     let _ = p.waiter.send(ChannelAnswer::Refused { status });
                 }
                 _ => {

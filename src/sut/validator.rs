@@ -32,7 +32,16 @@ pub async fn judge_set(spec: Option<&ProcessSpec>, set: &Set) -> Result<Vec<RowR
     let answers = ask(spec, &set.graphs()).await?;
     Ok(conformance::judge(
         set,
-        &mut |g| answers.get(&g.to_string()).cloned().unwrap_or_default(),
+        // Every graph was asked about; one without an answer is never taken as valid.
+        &mut |g| {
+            answers.get(&g.to_string()).cloned().unwrap_or_else(|| {
+                vec![Defect {
+                    node: "?".into(),
+                    field: "?".into(),
+                    msg: "aocheck has no answer for this graph".into(),
+                }]
+            })
+        },
         false,
     ))
 }

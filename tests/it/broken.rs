@@ -445,6 +445,10 @@ async fn every_checker_fires_for_some_broken_implementation() {
             "workflow_expected",
             "check::workflow::an_expectation_is_judged_under_the_case_s_requirement",
         ),
+        (
+            "workflow_effect_as_designed",
+            "check::workflow::the_effect_is_the_one_the_design_asks_for",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

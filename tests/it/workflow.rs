@@ -528,10 +528,10 @@ async fn a_runner_in_python_passes_the_workflow_cases(#[case] choices: &str) {
         "python3 {}/examples/python-workflow/runner.py {choices}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let ids: Vec<String> = (1..=13).map(|i| format!("WORKFLOW-{i:02}")).collect();
+    let ids: Vec<String> = (1..=16).map(|i| format!("WORKFLOW-{i:02}")).collect();
     let only: Vec<&str> = ids.iter().map(String::as_str).collect();
     let (r, _dir) = crate::protocol::run(&cmd, &only, None, Duration::from_secs(30)).await;
-    assert_eq!(r.cases.len(), 13);
+    assert_eq!(r.cases.len(), 16);
     for c in &r.cases {
         if ["WORKFLOW-04", "WORKFLOW-05"].contains(&c.id.as_str()) {
             assert_eq!(
@@ -553,6 +553,52 @@ async fn a_runner_in_python_passes_the_workflow_cases(#[case] choices: &str) {
         );
         assert!(c.faults.iter().all(|f| f.fired), "{}: {:?}", c.id, c.faults);
     }
+}
+
+/// Lies a runner in another process can tell about an effect or an outcome (each the honest
+/// Python runner with one function wrapped: `tests/it/workflow_liars/liar.py`), each failed by
+/// the checker of its rule in a case that exercises it: a delivery to another target, or of
+/// another payload, or of a run not asked the step's prompt (`workflow_effect_as_designed`); an
+/// unknown delivery said delivered; a retry of a delivery whose fate was unknown; a guessed
+/// output; a flipped approval; no receipts; a damaged run written over after refusing it.
+#[rstest::rstest]
+#[case("wrong_target", "WORKFLOW-01", "[workflow_effect_as_designed]")]
+#[case("fake_payload", "WORKFLOW-03", "[workflow_effect_as_designed]")]
+#[case("wrong_prompt", "WORKFLOW-13", "[workflow_effect_as_designed]")]
+#[case(
+    "unknown_is_delivered",
+    "WORKFLOW-16",
+    "[workflow_outcome_from_ledgers]"
+)]
+#[case("retry_unknown", "WORKFLOW-14", "[workflow_one_delivery_per_output]")]
+#[case("guess_output", "WORKFLOW-10", "[workflow_outcome_from_ledgers]")]
+#[case("approval_flip", "WORKFLOW-08", "[workflow_outcome_from_ledgers]")]
+#[case("no_receipts", "WORKFLOW-11", "[workflow_cursor_recorded]")]
+#[case("damage_rewrite", "WORKFLOW-06", "[workflow_state_whole]")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_runner_fails_for_its_lie(
+    #[case] lie: &str,
+    #[case] case: &str,
+    #[case] checker: &str,
+) {
+    let cmd = format!(
+        "python3 {}/tests/it/workflow_liars/liar.py {lie}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (r, _dir) = crate::protocol::run(&cmd, &[case], None, Duration::from_secs(30)).await;
+    let c = r.cases.first().expect("the case ran");
+    assert_eq!(
+        c.verdict,
+        aocheck::report::model::Verdict::Fail,
+        "{lie} {case}: {:?} {:?}",
+        c.steps,
+        c.harness
+    );
+    assert!(
+        c.failures.iter().any(|f| f.msg.starts_with(checker)),
+        "{lie} {case}: {:?}",
+        c.failures
+    );
 }
 
 /// Through the process protocol too: each broken runner, run as processes

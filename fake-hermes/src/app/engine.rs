@@ -170,6 +170,9 @@ pub(super) async fn run_engine(
                 usage = Some((sum.0 + i, sum.1 + o));
                 // A model turn takes a pending steer in.
                 lock(&cell.info).pending_steer.take();
+                // `{run_id}` in a script's text stands for the run's own id: each run's output
+                // is then its own, and nobody can record it without having read it.
+                let text = &text.replace("{run_id}", &run_id);
                 let n = (*chunks as usize).max(1);
                 let chars: Vec<char> = text.chars().collect();
                 let size = chars.len().div_ceil(n).max(1);

@@ -2,7 +2,8 @@
 //! rulebook, a stable topological plan, and a JSON-serialisable run state that a resumable runner
 //! advances one step at a time.
 //!
-//! A script is `{"steps": [{"id", "kind", "after"?, …payload}]}`. Kinds: `message{text, chunks?}`,
+//! A script is `{"steps": [{"id", "kind", "after"?, …payload}]}`. Kinds: `message{text, chunks?}`
+//! (`{run_id}` in the text stands for the run's id),
 //! `reasoning{text}`, `tool{tool, preview?, duration_ms?, error?, retries?}`,
 //! `approval{tool, command, description?, pattern_key?, allow_permanent?, timeout_ms?}`,
 //! `condition{expr}` with `out.<step>.<field> == | != <literal>`, `sleep{ms}`, `fail{error}`,

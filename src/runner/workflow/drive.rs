@@ -25,6 +25,7 @@ impl Case<'_> {
             .home
             .run_file(&self.run_id)
             .map_err(|e| Problem::Harness(e.to_string()))?;
+        let (path_again, before) = (path.clone(), std::fs::read(&path).ok());
         let stop = Stop(Arc::new(AtomicBool::new(false)));
         let reader = tokio::task::spawn_blocking({
             let stop = stop.0.clone();
@@ -69,11 +70,28 @@ impl Case<'_> {
         if !self.damaged && seen.reads > 0 {
             let found = crate::check::workflow::reader_saw(
                 &self.run_id,
-                seen.partial.as_deref(),
+                (seen.partial.as_deref(), seen.not_state.as_deref()),
                 (seen.in_place, seen.vanished),
                 &mut self.facts,
             );
             self.found.extend(found);
+        }
+        if seen.overflow && !self.damaged {
+            return Err(Problem::Harness(format!(
+                "the runner saved more distinct states in one drive than the reader beside it keeps ({}); those after were read and not judged, so the drive cannot be decided",
+                super::reader::MAX_BETWEEN
+            )));
+        }
+        // A refusal changes nothing: the run file is as it was before the drive (a runner that
+        // refuses a damaged run, or an answer, and then writes over it acts on what it refused).
+        if matches!(out, Ok(Drove::Refused(_) | Drove::NotWaiting(_)))
+            && std::fs::read(&path_again).ok() != before
+        {
+            self.found
+                .push(crate::check::workflow::changed_after_refusal(
+                    &self.run_id,
+                    &mut self.facts,
+                ));
         }
         out
     }

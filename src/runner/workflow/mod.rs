@@ -170,7 +170,9 @@ impl Case<'_> {
             )),
             // A run that never saved a whole state does not exist: refusing to resume it as
             // missing is the truth.
-            Drove::Refused(StoreError::Missing(m)) if self.last().is_none() && !self.damaged => {
+            Drove::Refused(StoreError::Missing(m))
+                if self.last().is_none() && !self.damaged && !self.effects_exist() =>
+            {
                 Ok(format!("refused: {m} (the run never saved a whole state)"))
             }
             Drove::Refused(e) => Err(self.expected(format!("the runner refused to go on: {e}"))),
@@ -200,7 +202,11 @@ impl Case<'_> {
                         let (ok, kind) = match &e {
                             StoreError::Missing(m) => (want == "missing", m),
                             StoreError::Corrupt(m) => (want == "corrupt", m),
-                            other => return Err(Problem::Harness(other.to_string())),
+                            other => {
+                                return Err(self.expected(format!(
+                                    "the resume was refused otherwise than {want}: {other}"
+                                )));
+                            }
                         };
                         // Seed 002: a corrupt file is a ValueError naming the run; a missing
                         // one is FileNotFoundError.
@@ -229,13 +235,21 @@ impl Case<'_> {
                 kill,
                 status,
             } => {
-                self.given.insert(node.clone(), answer.clone());
+                let before = self.given.insert(node.clone(), answer.clone());
                 self.restarted();
                 let call = Call::Answer {
                     node: node.clone(),
                     answer: answer.clone(),
                 };
-                match self.drive(kill, call).await? {
+                let d = self.drive(kill, call).await?;
+                // An answer the runner refused was not given: nothing may rest on it.
+                if matches!(d, Drove::NotWaiting(_) | Drove::Refused(_)) {
+                    match before {
+                        Some(b) => self.given.insert(node.clone(), b),
+                        None => self.given.remove(node),
+                    };
+                }
+                match d {
                     // In an explored schedule an answer may come when the run waits for
                     // something else: the refusal is the runner's to give.
                     Drove::NotWaiting(m) if self.explore => Ok(format!("refused: {m}")),
@@ -248,7 +262,7 @@ impl Case<'_> {
                         Err(self.expected(format!("the run does not wait for {node}: {m}")))
                     }
                     Drove::Refused(StoreError::Missing(m))
-                        if self.last().is_none() && !self.damaged =>
+                        if self.last().is_none() && !self.damaged && !self.effects_exist() =>
                     {
                         Ok(format!("refused: {m} (the run never saved a whole state)"))
                     }
@@ -394,6 +408,22 @@ impl Case<'_> {
             .push(("restart the runner from its saved state".into(), true));
     }
 
+    /// Whether either provider holds an effect of this run (a run under one of its step
+    /// correlations, or a delivery under one of its receipt ids): a run with effects exists,
+    /// whatever its runner says of its file.
+    fn effects_exist(&self) -> bool {
+        let prefix = format!("workflow:{}:", self.run_id);
+        let c = self.channel.ledger();
+        self.hermes
+            .handle
+            .ledger()
+            .runs
+            .iter()
+            .any(|r| r.session_id.starts_with(&prefix))
+            || c.taken.iter().any(|t| t.id.starts_with(&prefix))
+            || c.untaken.iter().any(|u| u.id.starts_with(&prefix))
+    }
+
     /// The last state a look read whole (`None`: the run never saved one, or the harness damaged
     /// it since).
     fn last(&self) -> Option<&RunState> {
@@ -441,6 +471,17 @@ async fn setup<'a>(lc: &'a LoadedCase, opts: &RunOptions) -> Result<Case<'a>, St
         ..provider_model::hermes::config::Config::default()
     };
     let hermes = crate::providers::start_hermes(config, None).await?;
+    // Each run answers with an output of its own (its run id in it): a runner records a run's
+    // output only by reading it, never by guessing (a case's `hermes_script` may set another).
+    hermes
+        .handle
+        .set_scripts(
+            Vec::new(),
+            Some(serde_json::json!({"name": "workflow-reply", "steps": [
+                {"id": "reply", "kind": "message", "text": "Done ({run_id}): I completed the step.", "chunks": 2}
+            ]})),
+        )
+        .map_err(|d| d.join("; "))?;
     let channel = crate::providers::channel::start_channel().await?;
     let (runner, home, dir) = match &opts.sut {
         None => {
@@ -573,11 +614,11 @@ pub(super) async fn run_case(
         report.unsupported = Some(m);
         return super::verdict::close(report, Vec::new(), 0, started, emit);
     }
-    // The closing look: the ledgers and the state read again after the last step.
-    if harness.is_none() {
-        for f in c.look(None).await {
-            push_finding(&mut failures, f, Some(case.steps.len()));
-        }
+    // The closing look: the ledgers and the state read again after the last step, even after
+    // a harness error (a runner that crashed after a second launch has still launched twice:
+    // what the ledgers prove is a failure, whatever stopped the case).
+    for f in c.look(None).await {
+        push_finding(&mut failures, f, Some(case.steps.len()));
     }
     if harness.is_none() {
         for f in c.finals() {
@@ -628,6 +669,11 @@ pub(super) async fn run_case(
     report.harness = harness;
     if !opts.explore {
         report.evidence = c.evidence(&report, &failures);
+    }
+    // The runner's home holds what it wrote, credentials included: its states are in the
+    // evidence, and the folder does not stay in the run's output.
+    if let Runner::Processes(_) = &c.runner {
+        let _ = std::fs::remove_dir_all(&c.home.0);
     }
     super::verdict::close(report, failures, c.facts.total(), started, emit)
 }

@@ -18,10 +18,16 @@ pub(super) struct Seen {
     pub(super) vanished: bool,
     /// Each whole state read, once, in the order read (at most [`MAX_BETWEEN`]).
     pub(super) states: Vec<Vec<u8>>,
+    /// More distinct states came than the reader keeps: those after [`MAX_BETWEEN`] were
+    /// read and not judged (the drive cannot be decided whole).
+    pub(super) overflow: bool,
+    /// A whole JSON document that is not a run state (the bytes' start, for the message).
+    pub(super) not_state: Option<String>,
 }
 
-/// The states a reader keeps from one drive, at most.
-const MAX_BETWEEN: usize = 64;
+/// The states a reader keeps from one drive, at most (a drive of an honest runner saves about
+/// once per step; a drive that saves more distinct states is not judged whole, never passed).
+pub(super) const MAX_BETWEEN: usize = 1024;
 
 /// Tells the reader beside the runner to stop when dropped, so a drive whose future is dropped
 /// (a case cut short) leaves no reader behind.
@@ -58,8 +64,19 @@ pub(super) fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Se
                             String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
                         seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
                     }
-                } else if seen.states.last() != Some(&bytes) && seen.states.len() < MAX_BETWEEN {
-                    seen.states.push(bytes.clone());
+                } else if seen.states.last() != Some(&bytes) {
+                    if serde_json::from_slice::<crate::workflow::run::RunState>(&bytes).is_err()
+                        && seen.not_state.is_none()
+                    {
+                        let head =
+                            String::from_utf8_lossy(&bytes[..bytes.len().min(60)]).to_string();
+                        seen.not_state = Some(format!("{} bytes, starting {head:?}", bytes.len()));
+                    }
+                    if seen.states.len() < MAX_BETWEEN {
+                        seen.states.push(bytes.clone());
+                    } else {
+                        seen.overflow = true;
+                    }
                 }
                 if let Some((_, last_ino, last_bytes)) = &last
                     && ino.is_some_and(|i| i == *last_ino)
