@@ -11,7 +11,8 @@
 //! - [`control`]: what a fake's control log records;
 //! - [`payments`]: fake-payments's ledger, fault vocabulary, configuration, wire contract
 //!   (signatures, keys) and published profile (its status list);
-//! - [`hermes`]: fake-hermes's ledger, fault vocabulary, configuration and script vocabulary.
+//! - [`hermes`]: fake-hermes's ledger, fault vocabulary, configuration and script vocabulary;
+//! - [`mcp`]: fake-mcp's ledger, fault vocabulary and tool set.
 //!
 //! The evidence format is a contract of this crate: a change to a type here is a change to what
 //! a signed run holds.
@@ -37,4 +38,11 @@ pub mod hermes {
     pub mod faults;
     pub mod ledger;
     pub mod script;
+}
+
+pub mod mcp {
+    //! fake-mcp's ground truth and vocabularies.
+    pub mod faults;
+    pub mod ledger;
+    pub mod tools;
 }

@@ -18,6 +18,7 @@ mod fake_bins;
 mod hostile;
 mod html;
 mod layers;
+mod mcp_contract;
 mod model;
 mod operator;
 mod pipeline;

@@ -1,0 +1,383 @@
+//! fake-mcp: a simulated MCP tool server that tells the truth. It serves a configurable set of
+//! tools over MCP's Streamable HTTP transport (on `rmcp`, the official Rust SDK): consequential
+//! tools that make an effect per call (send a message, create a payment, write a record) and read
+//! tools that look up what was done. Every `tools/call` is recorded in a ground-truth ledger
+//! (`provider_model::mcp::ledger`): the session, the tool, a digest of the arguments, the
+//! idempotency key it carried, the effect it made and what became of the reply. Fault rules
+//! (`provider_model::mcp::faults`) make an effect and then lose the reply (the connection closes
+//! before the result, which never comes), answer an error after the effect, refuse or slow a
+//! call; a restart forgets every session and keeps every effect.
+//!
+//! Not yet (issue 42 goes on): holds, an expired session, a lagging listing, the stdio
+//! transport, the control API over HTTP and a binary.
+//!
+//! The harness reads the ledger through [`Handle`]; the control plane is the fakes' own
+//! (`fake_control`).
+
+use axum::Router;
+use fake_control::DropConn;
+use provider_model::mcp::faults::{Fault, Rule};
+use provider_model::mcp::ledger::{Call, Effect, Ledger, Reply, digest};
+use provider_model::mcp::tools::{ToolKind, ToolSpec};
+use provider_model::rules::RuleState;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content, ErrorData,
+    Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The most calls the ledger keeps; a call beyond it is refused, and said so (bounded like the
+/// other fakes).
+pub const MAX_CALLS: usize = 100_000;
+
+#[derive(Debug, Default)]
+struct State {
+    ledger: Ledger,
+    rules: Vec<RuleState<Rule>>,
+    /// Calls seen per tool (for `nth`).
+    seq: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    tools: Vec<ToolSpec>,
+    /// `Authorization: Bearer <it>` for `/_control/*` (empty: the control API refuses all).
+    control_token: String,
+    state: Mutex<State>,
+    /// Bumped by a restart: the session manager of the generation before is dropped.
+    generation: Mutex<Arc<LocalSessionManager>>,
+}
+
+/// The server's shared state: its tools, ledger and fault rules.
+#[derive(Clone, Debug)]
+pub struct Handle(Arc<Inner>);
+
+impl Handle {
+    /// A server of `tools` (checked first: every defect at once), with no control API over HTTP.
+    pub fn new(tools: Vec<ToolSpec>) -> Result<Handle, Vec<String>> {
+        Handle::with_control(tools, String::new())
+    }
+
+    /// A server of `tools` whose control API (`GET /_control/ledger`, `POST /_control/restart`)
+    /// takes `Authorization: Bearer <control_token>`.
+    pub fn with_control(
+        tools: Vec<ToolSpec>,
+        control_token: String,
+    ) -> Result<Handle, Vec<String>> {
+        let defects = provider_model::mcp::tools::validate(&tools);
+        if !defects.is_empty() {
+            return Err(defects);
+        }
+        Ok(Handle(Arc::new(Inner {
+            tools,
+            control_token,
+            state: Mutex::new(State::default()),
+            generation: Mutex::new(Arc::new(LocalSessionManager::default())),
+        })))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The ground truth so far.
+    pub fn ledger(&self) -> Ledger {
+        self.state().ledger.clone()
+    }
+
+    /// Adds a fault rule (checked first).
+    pub fn add_rule(&self, rule: Rule) -> Result<(), Vec<String>> {
+        let d = provider_model::rules::Plan {
+            rules: vec![rule.clone()],
+        }
+        .validate();
+        if !d.is_empty() {
+            return Err(d);
+        }
+        self.state().rules.push(RuleState::new(rule));
+        Ok(())
+    }
+
+    /// The fault rules with their counters.
+    pub fn rules(&self) -> Vec<RuleState<Rule>> {
+        self.state().rules.clone()
+    }
+
+    /// The server restarts: every session is forgotten (a call under an old session id is
+    /// answered 404, as a restarted server would); every effect is kept.
+    pub fn restart(&self) {
+        let mut g = self.0.generation.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Arc::new(LocalSessionManager::default());
+    }
+
+    fn sessions(&self) -> Arc<LocalSessionManager> {
+        self.0
+            .generation
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The fault for the next call of `tool`, counted on every rule that matches it.
+    fn fault_for(&self, st: &mut State, tool: &str) -> Option<Fault> {
+        let mut chosen = None;
+        for r in st.rules.iter_mut().filter(|r| r.rule.matches(tool)) {
+            r.seen += 1;
+            let n = r.seen;
+            if chosen.is_none() && n >= r.rule.nth && n < r.rule.nth.saturating_add(r.rule.times) {
+                r.fired += 1;
+                chosen = Some(r.rule.fault.clone());
+            }
+        }
+        chosen
+    }
+}
+
+/// One MCP server session over the shared [`Handle`].
+#[derive(Clone, Debug)]
+pub struct Server(Handle);
+
+fn tool_of(t: &ToolSpec) -> Tool {
+    let schema = match t.input_schema() {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(t.name.clone(), t.description.clone(), Arc::new(schema))
+}
+
+fn text(v: &Value) -> Vec<Content> {
+    vec![Content::text(v.to_string())]
+}
+
+impl Server {
+    /// A call of a write tool: the effect is made (or a known key's effect found), recorded,
+    /// and the reply goes as the fault says.
+    async fn call(
+        &self,
+        spec: &ToolSpec,
+        args: Value,
+        meta: Value,
+        parts: Option<&http::request::Parts>,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        let h = &self.0;
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let drop = parts.and_then(|p| p.extensions.get::<DropConn>()).cloned();
+        let (seq, fault, result) = {
+            let mut st = h.state();
+            if st.ledger.calls.len() >= MAX_CALLS {
+                return Err(ErrorData::internal_error(
+                    format!("fake-mcp keeps at most {MAX_CALLS} calls; restart it"),
+                    None,
+                ));
+            }
+            st.seq += 1;
+            let seq = st.seq;
+            let fault = h.fault_for(&mut st, &spec.name);
+            let key = spec.key_of(&args, &meta);
+            let args_digest = digest(&args);
+            let (effect, result) = match (&spec.kind, &fault) {
+                (_, Some(Fault::Refuse)) => (None, json!({"refused": true})),
+                (ToolKind::Write { effect }, _) => {
+                    let id = format!("eff_{}", st.ledger.effects.len() + 1);
+                    st.ledger.effects.push(Effect {
+                        id: id.clone(),
+                        seq,
+                        tool: spec.name.clone(),
+                        kind: effect.clone(),
+                        key: key.clone(),
+                        args_digest: args_digest.clone(),
+                        args: args.clone(),
+                    });
+                    (Some(id.clone()), json!({"effect": id, "kind": effect}))
+                }
+                (ToolKind::Lookup, _) => {
+                    let k = args.get("key").and_then(Value::as_str).unwrap_or_default();
+                    let found: Vec<Value> = st
+                        .ledger
+                        .by_key(k)
+                        .iter()
+                        .map(|e| json!({"effect": e.id, "tool": e.tool, "args": e.args}))
+                        .collect();
+                    (None, json!({"key": k, "found": found}))
+                }
+                (ToolKind::List, _) => {
+                    let of = args.get("tool").and_then(Value::as_str);
+                    let all: Vec<Value> = st
+                        .ledger
+                        .effects
+                        .iter()
+                        .filter(|e| of.is_none_or(|t| t == e.tool))
+                        .map(|e| json!({"effect": e.id, "tool": e.tool, "key": e.key}))
+                        .collect();
+                    (None, json!({"effects": all}))
+                }
+            };
+            let reply = match &fault {
+                Some(Fault::CommitThenDrop) if drop.is_some() => Reply::Dropped,
+                Some(Fault::ErrorAfterCommit | Fault::Refuse) => Reply::ToolError,
+                Some(Fault::RpcErrorAfterCommit) => Reply::RpcError,
+                _ => Reply::Answered,
+            };
+            st.ledger.calls.push(Call {
+                seq,
+                session,
+                tool: spec.name.clone(),
+                args_digest,
+                key,
+                effect,
+                reply,
+                fault: fault.as_ref().map(|f| f.to_string()),
+            });
+            (seq, fault, result)
+        };
+        match fault {
+            Some(Fault::CommitThenDrop) => {
+                if let Some(d) = drop {
+                    d.0.notify_one();
+                    // The connection closes, and the result never comes: not on this stream,
+                    // nor on one the client resumes (a server that died mid-call). The call
+                    // ends when the client cancels it or its session goes.
+                    cancelled.cancelled().await;
+                    return Err(ErrorData::internal_error("cancelled", None));
+                }
+                Ok(CallToolResult::success(text(&result)))
+            }
+            Some(Fault::ErrorAfterCommit) => Ok(CallToolResult::error(vec![Content::text(
+                format!("call {seq} failed after its effect"),
+            )])),
+            Some(Fault::Refuse) => Ok(CallToolResult::error(vec![Content::text(format!(
+                "call {seq} refused: nothing was done"
+            ))])),
+            Some(Fault::RpcErrorAfterCommit) => Err(ErrorData::internal_error(
+                format!("call {seq} failed after its effect"),
+                None,
+            )),
+            Some(Fault::Slow { ms }) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(CallToolResult::success(text(&result)))
+            }
+            None => Ok(CallToolResult::success(text(&result))),
+        }
+    }
+}
+
+impl rmcp::ServerHandler for Server {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("fake-mcp", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.0.0.tools.iter().map(tool_of).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(spec) = self.0.0.tools.iter().find(|t| t.name == request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no tool {:?}", request.name),
+                None,
+            ));
+        };
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        // rmcp moves a request's `_meta` into the context; take either.
+        let meta = request
+            .meta
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .filter(|m| m.as_object().is_some_and(|o| !o.is_empty()))
+            .or_else(|| serde_json::to_value(&context.meta).ok())
+            .unwrap_or(Value::Null);
+        let parts = context.extensions.get::<http::request::Parts>();
+        self.call(spec, args, meta, parts, &context.ct)
+            .await
+            .map(Into::into)
+    }
+}
+
+/// The MCP endpoint (`/mcp`) over `h`: Streamable HTTP, one session per `initialize`, every
+/// session of the current generation (a restart starts a new one).
+pub fn router(h: &Handle) -> Router {
+    let handle = h.clone();
+    let mcp = axum::routing::any(move |req: axum::extract::Request| {
+        let h = handle.clone();
+        async move {
+            let server = Server(h.clone());
+            let config = StreamableHttpServerConfig::default().with_sse_keep_alive(None);
+            let svc = StreamableHttpService::new(move || Ok(server.clone()), h.sessions(), config);
+            let r = tower::ServiceExt::oneshot(svc, req).await;
+            match r {
+                Ok(resp) => axum::response::IntoResponse::into_response(resp),
+                Err(e) => fake_control::control::error(
+                    http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    e.to_string(),
+                ),
+            }
+        }
+    });
+    let (a, b) = (h.clone(), h.clone());
+    Router::new()
+        .route("/mcp", mcp)
+        .route(
+            "/_control/ledger",
+            axum::routing::get(move |headers: http::HeaderMap| {
+                let h = a.clone();
+                async move {
+                    if let Err(r) = fake_control::control::authorize(&headers, &h.0.control_token) {
+                        return r;
+                    }
+                    fake_control::control::json_response(
+                        http::StatusCode::OK,
+                        &serde_json::to_value(h.ledger()).unwrap_or(Value::Null),
+                    )
+                }
+            }),
+        )
+        .route(
+            "/_control/restart",
+            axum::routing::post(move |headers: http::HeaderMap| {
+                let h = b.clone();
+                async move {
+                    if let Err(r) = fake_control::control::authorize(&headers, &h.0.control_token) {
+                        return r;
+                    }
+                    h.restart();
+                    fake_control::control::json_response(
+                        http::StatusCode::OK,
+                        &json!({"restarted": true, "effects_kept": h.ledger().effects.len()}),
+                    )
+                }
+            }),
+        )
+}
+
+/// Serves `h` on a loopback port; the URL of its MCP endpoint and the serving task.
+pub async fn start(h: &Handle) -> std::io::Result<(String, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let app = router(h);
+    let task = tokio::spawn(async move {
+        let _ = fake_control::serve(listener, app).await;
+    });
+    Ok((url, task))
+}

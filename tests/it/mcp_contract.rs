@@ -1,0 +1,177 @@
+//! PyPI's official MCP client (`mcp` 2.3.0, `tests/sdk/mcp_contract.py`) against fake-mcp over
+//! Streamable HTTP (issue 42): `initialize`, `tools/list` and a `tools/call` of every tool, and
+//! what the client makes of each fault; then fake-mcp's ground-truth ledger, which says what
+//! really happened behind each reply (an effect made whose reply never came; an error answered
+//! after an effect; a refusal that made nothing).
+//!
+//! A missing or different client fails this test, never skips it: `scripts/test` installs the
+//! pinned package.
+
+use fake_mcp::Handle;
+use provider_model::mcp::faults::{Fault, Rule};
+use provider_model::mcp::ledger::Reply;
+use provider_model::mcp::tools::default_tools;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn rule(tool: &str, fault: Fault, nth: u32) -> Rule {
+    Rule {
+        tool: Some(tool.into()),
+        fault,
+        nth,
+        times: 1,
+    }
+}
+
+/// Runs the contract script against `url`: its JSON lines by step.
+async fn client(url: &str, token: &str) -> BTreeMap<String, Value> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_contract.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(url)
+            .arg(token)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finished within 120 s")
+    .expect("python3 runs (scripts/test puts its virtual environment first on PATH)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP client failed ({:?}); install tests/requirements.txt (mcp==2.3.0):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| (v["step"].as_str().unwrap_or_default().to_string(), v))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_client_drives_every_tool_and_fault() {
+    let token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
+    let h =
+        Handle::with_control(default_tools(), token.clone()).expect("the default tools are valid");
+    for r in [
+        rule("send_message", Fault::CommitThenDrop, 2),
+        rule("create_payment", Fault::ErrorAfterCommit, 2),
+        rule("create_payment", Fault::RpcErrorAfterCommit, 3),
+        rule("create_payment", Fault::Refuse, 4),
+        rule("write_record", Fault::Slow { ms: 300 }, 1),
+    ] {
+        h.add_rule(r).expect("a valid rule");
+    }
+    let (url, task) = fake_mcp::start(&h).await.expect("fake-mcp serves");
+    let steps = client(&url, &token).await;
+    // The control API answers only with its token, and says what the handle says.
+    let ledger_url = url.replace("/mcp", "/_control/ledger");
+    let http = reqwest::Client::new();
+    let anon = http
+        .get(&ledger_url)
+        .send()
+        .await
+        .expect("fake-mcp answers");
+    assert_eq!(anon.status().as_u16(), 401);
+    let told: provider_model::mcp::ledger::Ledger = http
+        .get(&ledger_url)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("fake-mcp answers")
+        .json()
+        .await
+        .expect("a ledger");
+    assert_eq!(told, h.ledger());
+    task.abort();
+    let step = |s: &str| {
+        steps
+            .get(s)
+            .unwrap_or_else(|| panic!("no step {s}: {steps:?}"))
+    };
+    // The handshake and the tool list, as the client parsed them.
+    assert_eq!(step("initialize")["server"], "fake-mcp");
+    assert_eq!(step("initialize")["tools"], true);
+    let listed: Vec<&str> = step("tools/list")["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "send_message",
+            "create_payment",
+            "write_record",
+            "lookup",
+            "list_effects"
+        ]
+    );
+    assert_eq!(
+        step("tools/list")["tools"][0]["required"],
+        serde_json::json!(["text", "to"])
+    );
+    // What the client saw of each call.
+    assert_eq!(step("send_message#1")["content"][0]["effect"], "eff_1");
+    assert_eq!(step("send_message#2")["outcome"], "no_reply");
+    assert_eq!(step("create_payment#1")["is_error"], false);
+    assert_eq!(step("create_payment#2")["is_error"], true);
+    assert_eq!(step("create_payment#3")["outcome"], "rpc_error");
+    assert_eq!(step("create_payment#3")["code"], -32603);
+    assert_eq!(step("create_payment#4")["is_error"], true);
+    assert!(step("write_record#1")["seconds"].as_f64().unwrap_or(0.0) >= 0.3);
+    // A lookup finds the effect whose reply was lost; the refused call made none.
+    assert_eq!(
+        step("lookup m2")["content"][0]["found"][0]["effect"],
+        "eff_2"
+    );
+    assert_eq!(
+        step("lookup p4")["content"][0]["found"],
+        serde_json::json!([])
+    );
+    assert_eq!(step("unknown tool")["code"], -32602);
+    // The ground truth behind the replies.
+    let l = h.ledger();
+    let replies: Vec<(String, Reply, bool)> = l
+        .calls
+        .iter()
+        .map(|c| (c.tool.clone(), c.reply, c.effect.is_some()))
+        .collect();
+    let want = [
+        ("send_message", Reply::Answered, true),
+        ("send_message", Reply::Dropped, true),
+        ("create_payment", Reply::Answered, true),
+        ("create_payment", Reply::ToolError, true),
+        ("create_payment", Reply::RpcError, true),
+        ("create_payment", Reply::ToolError, false),
+        ("write_record", Reply::Answered, true),
+    ];
+    for (i, (tool, reply, effect)) in want.iter().enumerate() {
+        assert_eq!(
+            replies.get(i),
+            Some(&(tool.to_string(), *reply, *effect)),
+            "call {i}: {replies:?}"
+        );
+    }
+    // A restart forgets the session (its next call fails, and made nothing) and keeps the
+    // effects (a new session finds the one whose reply was lost).
+    assert_eq!(step("restart")["body"]["effects_kept"], 6);
+    let old = step("after restart, old session");
+    assert_ne!(old["outcome"], "result", "{old}");
+    assert_eq!(
+        step("after restart, new session")["content"][0]["found"][0]["effect"],
+        "eff_2"
+    );
+    assert_eq!(l.effects.len(), 6, "{:?}", l.effects);
+    // Keys as declared: an argument (send_message) and `_meta` (create_payment).
+    assert_eq!(l.effects[1].key.as_deref(), Some("m2"));
+    assert_eq!(l.effects[2].key.as_deref(), Some("p1"));
+    assert!(l.calls.iter().all(|c| c.session.is_some()), "{:?}", l.calls);
+    assert!(h.rules().iter().all(|r| r.fired == 1), "{:?}", h.rules());
+}
