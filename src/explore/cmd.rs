@@ -45,7 +45,8 @@ pub struct ExploreArgs {
     /// Replays of each shrunk schedule, to say how often it reproduces.
     #[arg(long, default_value_t = 5)]
     pub replays: u32,
-    /// Stop at the first finding (after shrinking it): how long finding it takes.
+    /// Stop at the first finding a replay reproduces (after shrinking it): how long finding it
+    /// takes. A finding no replay reproduces is reported, and the exploration goes on.
     #[arg(long)]
     pub stop_on_finding: bool,
     /// Schedules run at once (default: the number of cores; through the protocol, twice that,

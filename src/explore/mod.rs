@@ -194,7 +194,8 @@ pub struct ExploreOptions {
     pub run: RunOptions,
     /// Also run each shrunk schedule against the conforming reference in process.
     pub check_reference: bool,
-    /// Stop at the first finding (after shrinking it).
+    /// Stop at the first finding that a replay reproduces (after shrinking it); one that no
+    /// replay reproduces is reported, and the exploration goes on.
     pub stop_on_finding: bool,
     /// Schedules run at once, each its own task (on its own provider, store namespace and
     /// processes); the results are taken in schedule order, so the report is the same for any
@@ -497,10 +498,13 @@ pub async fn explore(
                     });
                     let found_after_millis = started.elapsed().as_millis() as u64;
                     // When the exploration stops at this finding, the schedules started after
-                    // it are stopped unjudged (otherwise they go on beside the shrinking).
+                    // it are stopped unjudged (otherwise they go on beside the shrinking); they
+                    // start again if it goes on.
+                    let mut paused = Vec::new();
                     if opts.stop_on_finding {
-                        for (_, _, t) in flight.drain(..) {
+                        for (i, c, t) in flight.drain(..) {
                             t.abort();
+                            paused.push((i, c));
                         }
                     }
                     let mut f = shrink_finding(
@@ -523,11 +527,20 @@ pub async fn explore(
                         after: f.steps_after,
                         cut_short: f.shrink_cut_short,
                     });
+                    let reproduced = f.reproduced > 0;
                     found.insert(key, x.findings.len());
                     x.findings.push(f);
-                    if opts.stop_on_finding {
+                    // A finding that no replay reproduced (a timing its schedule cannot pin
+                    // down) is reported, and the exploration goes on to one that does.
+                    if opts.stop_on_finding && reproduced {
                         x.schedules_to_first = Some(x.schedules);
                         break;
+                    }
+                    for (i, c) in paused {
+                        let (st, c2, o, a) =
+                            (store.clone(), c.clone(), opts.run.clone(), next_attempt());
+                        let task = tokio::spawn(async move { run_schedule(&st, &c2, &o, a).await });
+                        flight.push_back((i, c, task));
                     }
                 }
             }

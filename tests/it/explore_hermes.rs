@@ -192,7 +192,14 @@ async fn explored(defect: ConnectorDefect) -> Option<String> {
 }
 
 fn judged(defect: ConnectorDefect, x: &Exploration) -> Option<String> {
-    let Some(f) = x.findings.first() else {
+    // The finding the exploration stopped at: the first that a replay reproduced (one that
+    // none did is reported beside it, and the exploration went on).
+    let Some(f) = x
+        .findings
+        .iter()
+        .find(|f| f.reproduced > 0)
+        .or(x.findings.first())
+    else {
         return Some(format!(
             "{defect:?}: nothing found in {} schedules (undecided: {:?})",
             x.schedules, x.undecided

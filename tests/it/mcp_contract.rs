@@ -1,16 +1,18 @@
-//! PyPI's official MCP client (`mcp` 2.3.0, `tests/sdk/mcp_contract.py`) against fake-mcp over
-//! Streamable HTTP (issue 42): `initialize`, `tools/list` and a `tools/call` of every tool, and
-//! what the client makes of each fault; then fake-mcp's ground-truth ledger, which says what
-//! really happened behind each reply (an effect made whose reply never came; an error answered
-//! after an effect; a refusal that made nothing).
+//! The official MCP clients against fake-mcp over Streamable HTTP (issue 42): PyPI's `mcp` 2.3.0
+//! (`tests/sdk/mcp_contract.py`) and npm's `@modelcontextprotocol/sdk` 1.32.2
+//! (`tests/sdk/mcp_contract.mjs`, pinned by `tests/sdk/package-lock.json`), each run as a
+//! process: `initialize`, `tools/list` and a `tools/call` of every tool, what the client makes of
+//! each fault, a restart; then fake-mcp's ground-truth ledger, which says what really happened
+//! behind each reply (an effect made whose reply never came; an error answered after an effect;
+//! a refusal that made nothing).
 //!
-//! A missing or different client fails this test, never skips it: `scripts/test` installs the
-//! pinned package.
+//! A missing or different client fails this test, never skips it: `scripts/test` installs both.
 
 use fake_mcp::Handle;
 use provider_model::mcp::faults::{Fault, Rule};
 use provider_model::mcp::ledger::Reply;
 use provider_model::mcp::tools::default_tools;
+use rstest::rstest;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,26 +26,31 @@ fn rule(tool: &str, fault: Fault, nth: u32) -> Rule {
     }
 }
 
-/// Runs the contract script against `url`: its JSON lines by step.
-async fn client(url: &str, token: &str) -> BTreeMap<String, Value> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_contract.py");
+/// Runs the contract script of `sdk` against `url`: its JSON lines by step.
+async fn client(sdk: &str, url: &str, token: &str) -> BTreeMap<String, Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk");
+    let (program, script) = match sdk {
+        "python" => ("python3", dir.join("mcp_contract.py")),
+        _ => ("node", dir.join("mcp_contract.mjs")),
+    };
     let out = tokio::time::timeout(
         Duration::from_secs(120),
-        tokio::process::Command::new("python3")
+        tokio::process::Command::new(program)
             .arg(&script)
             .arg(url)
             .arg(token)
+            .current_dir(&dir)
             .kill_on_drop(true)
             .output(),
     )
     .await
     .expect("the client finished within 120 s")
-    .expect("python3 runs (scripts/test puts its virtual environment first on PATH)");
+    .unwrap_or_else(|e| panic!("{program} runs: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the MCP client failed ({:?}); install tests/requirements.txt (mcp==2.3.0):\n{stdout}\n{stderr}",
+        "the {sdk} MCP client failed ({:?}); run the README's test command, which installs tests/requirements.txt and tests/sdk/package-lock.json:\n{stdout}\n{stderr}",
         out.status
     );
     stdout
@@ -53,8 +60,11 @@ async fn client(url: &str, token: &str) -> BTreeMap<String, Value> {
         .collect()
 }
 
+#[rstest]
+#[case("python")]
+#[case("node")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_python_client_drives_every_tool_and_fault() {
+async fn an_official_client_drives_every_tool_and_fault(#[case] sdk: &str) {
     let token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
     let h =
         Handle::with_control(default_tools(), token.clone()).expect("the default tools are valid");
@@ -68,7 +78,7 @@ async fn the_official_python_client_drives_every_tool_and_fault() {
         h.add_rule(r).expect("a valid rule");
     }
     let (url, task) = fake_mcp::start(&h).await.expect("fake-mcp serves");
-    let steps = client(&url, &token).await;
+    let steps = client(sdk, &url, &token).await;
     // The control API answers only with its token, and says what the handle says.
     let ledger_url = url.replace("/mcp", "/_control/ledger");
     let http = reqwest::Client::new();
@@ -92,7 +102,7 @@ async fn the_official_python_client_drives_every_tool_and_fault() {
     let step = |s: &str| {
         steps
             .get(s)
-            .unwrap_or_else(|| panic!("no step {s}: {steps:?}"))
+            .unwrap_or_else(|| panic!("{sdk}: no step {s}: {steps:?}"))
     };
     // The handshake and the tool list, as the client parsed them.
     assert_eq!(step("initialize")["server"], "fake-mcp");
@@ -156,7 +166,7 @@ async fn the_official_python_client_drives_every_tool_and_fault() {
         assert_eq!(
             replies.get(i),
             Some(&(tool.to_string(), *reply, *effect)),
-            "call {i}: {replies:?}"
+            "{sdk} call {i}: {replies:?}"
         );
     }
     // A restart forgets the session (its next call fails, and made nothing) and keeps the
