@@ -74,6 +74,9 @@ pub async fn serve_with(
         let stream = match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = std::time::Duration::from_millis(10);
+                // A reply written in pieces (an event stream's priming event, then its data)
+                // goes out at once, not after the client's delayed acknowledgement.
+                let _ = stream.set_nodelay(true);
                 stream
             }
             Err(e) => {
