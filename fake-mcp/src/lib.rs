@@ -381,3 +381,66 @@ pub async fn start(h: &Handle) -> std::io::Result<(String, tokio::task::JoinHand
     });
     Ok((url, task))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways: the default tools and a well-formed rule are taken; an empty tool set, a rule
+    /// whose ordinal is 0 and one that names an empty tool are refused, each defect named.
+    #[test]
+    fn tools_and_rules_are_checked_before_they_are_served() {
+        assert!(Handle::new(Vec::new()).is_err());
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        let ok = Rule {
+            tool: Some("send_message".into()),
+            fault: Fault::Refuse,
+            nth: 1,
+            times: 1,
+        };
+        assert!(h.add_rule(ok.clone()).is_ok());
+        let d = h
+            .add_rule(Rule {
+                nth: 0,
+                ..ok.clone()
+            })
+            .expect_err("ordinals start at 1");
+        assert!(d[0].contains("nth"), "{d:?}");
+        let d = h
+            .add_rule(Rule {
+                tool: Some(" ".into()),
+                ..ok
+            })
+            .expect_err("an empty tool name");
+        assert!(d[0].contains("tool"), "{d:?}");
+        assert_eq!(h.rules().len(), 1);
+    }
+
+    /// A rule counts only the calls of its tool, and fires on its ordinal range alone.
+    #[test]
+    fn a_rule_fires_on_the_nth_call_of_its_tool() {
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        h.add_rule(Rule {
+            tool: Some("create_payment".into()),
+            fault: Fault::Refuse,
+            nth: 2,
+            times: 2,
+        })
+        .expect("valid");
+        let mut st = State {
+            rules: h.rules(),
+            ..State::default()
+        };
+        let fired: Vec<bool> = [
+            "create_payment",
+            "send_message",
+            "create_payment",
+            "create_payment",
+            "create_payment",
+        ]
+        .iter()
+        .map(|t| h.fault_for(&mut st, t).is_some())
+        .collect();
+        assert_eq!(fired, [false, false, true, true, false]);
+    }
+}
