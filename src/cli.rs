@@ -98,8 +98,8 @@ pub enum Command {
         /// The set (YAML); default: the one shipped (`cases/workflow/sets/validator.yaml`).
         #[arg(long)]
         set: Option<PathBuf>,
-        /// Where the implementation's process log goes (`sut/workflow-validator/`).
-        #[arg(long, default_value = "reports/workflow-validator")]
+        /// Where the implementation's process log goes (`sut/workflow-validator/` in it).
+        #[arg(long, default_value = "reports/runs/workflow-validator")]
         out: PathBuf,
     },
     /// Open a store, apply its migrations and list what it holds for a domain.
