@@ -166,6 +166,8 @@ pub async fn kill_at<P: HoldSite, T>(
     }
     sender.abort();
     kill.await;
+    // Joined only so that the aborted task, and the request future it held, are gone before
+    // the provider is asked whether its client went; its result (cancelled) says nothing.
     let _ = (&mut *sender).await;
     h.landed().await?;
     h.release(ReleaseAction::Proceed).await?;

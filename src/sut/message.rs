@@ -519,6 +519,47 @@ impl Init {
     }
 }
 
+impl Init {
+    /// A workflow runner's `init` (seed 002): its home and a store file in `dir`, no payment
+    /// provider; the caller adds `providers.hermes` and `providers.channel` where the runner
+    /// drives a run.
+    pub fn for_workflow(
+        dir: &std::path::Path,
+        home: &std::path::Path,
+        case: &str,
+        seed: u64,
+    ) -> Init {
+        Init {
+            protocol: PROTOCOL.into(),
+            executor: ExecutorInit {
+                name: "aocheck-observer".into(),
+                generation: None,
+                credential: None,
+            },
+            store: StoreInit::Sqlite {
+                path: dir.join("store.db").display().to_string(),
+            },
+            providers: Providers {
+                payments: None,
+                hermes: None,
+                channel: None,
+            },
+            limits: Limits {
+                max_pending: 1,
+                max_in_flight: 1,
+            },
+            domain: DomainInit::default(),
+            operator: None,
+            workflow: Some(WorkflowInit {
+                home: home.display().to_string(),
+            }),
+            case: Some(case.into()),
+            seed: Some(seed),
+            now: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorInit {

@@ -3,7 +3,7 @@
 //! provider, is asked about every graph of a conformance set; `crate::workflow::conformance`
 //! judges the answers (`aocheck workflow-validator`).
 
-use super::message::{self, Init, Op, Request, WorkflowInit};
+use super::message::{self, Init, Op, Request};
 use super::processes::{ProcessSpec, Spawner, case_folder};
 use crate::workflow::conformance::{self, RowResult, Set};
 use crate::workflow::design::Defect;
@@ -54,27 +54,7 @@ async fn ask(
     let h = |e: String| Unjudged::Harness(e);
     let dir = case_folder(spec, "workflow-validator", "").map_err(|e| h(e.to_string()))?;
     let home = case_folder(spec, "workflow-validator", "home").map_err(|e| h(e.to_string()))?;
-    let mut init = Init::for_case(
-        message::StoreInit::Sqlite {
-            path: dir.join("store.db").display().to_string(),
-        },
-        "workflow-validator",
-        message::PaymentsInit {
-            base_url: String::new(),
-            account: String::new(),
-            api_key: String::new(),
-        },
-        crate::aoc::domain::Limits {
-            max_pending: 1,
-            max_in_flight: 1,
-        },
-        message::DomainInit::default(),
-        0,
-    );
-    init.providers.payments = None;
-    init.workflow = Some(WorkflowInit {
-        home: home.display().to_string(),
-    });
+    let init = Init::for_workflow(&dir, &home, "workflow-validator", 0);
     let clock =
         crate::clock::ManualClock::at(crate::clock::Clock::now(&crate::clock::SystemClock).0);
     let spawner = Spawner::new(spec.clone(), dir, init, clock, None);

@@ -8,7 +8,6 @@ use super::{Case, DESIGN, DRIVE_DEADLINE, Drove, HOLD_WAIT, Problem, Runner, Sit
 use crate::case::WorkflowKill;
 use crate::providers::holds;
 use crate::workflow::host::{self, AnswerError, Driven, Halt, HermesSeam, Options};
-use crate::workflow::run::RunState;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -59,10 +58,8 @@ impl Case<'_> {
             .await
             .map_err(|e| Problem::Harness(format!("the reader beside the runner: {e}")))?;
         if !self.damaged {
-            for b in &seen.states {
-                if let Ok(st) = serde_json::from_slice::<RunState>(b)
-                    && self.between.last() != Some(&st)
-                {
+            for st in seen.states {
+                if self.between.last() != Some(&st) {
                     self.between.push(st);
                 }
             }

@@ -6,7 +6,7 @@
 //! harness can stop another process exactly (the kills at a save point are the reference's
 //! own, and a case that asks for one is unsupported here).
 
-use crate::sut::message::{self, ChannelInit, HermesInit, Init, Op, Request, WorkflowInit};
+use crate::sut::message::{self, ChannelInit, HermesInit, Init, Op, Request};
 use crate::sut::process::SutProcess;
 use crate::sut::processes::{ProcessSpec, Spawner, case_folder};
 use crate::workflow::host::Driven;
@@ -67,31 +67,11 @@ impl Processes {
             std::fs::remove_dir_all(&old).map_err(|e| format!("{}: {e}", old.display()))?;
         }
         let home = case_folder(spec, case, "home").map_err(|e| e.to_string())?;
-        let mut init = Init::for_case(
-            message::StoreInit::Sqlite {
-                path: dir.join("store.db").display().to_string(),
-            },
-            case,
-            message::PaymentsInit {
-                base_url: String::new(),
-                account: String::new(),
-                api_key: String::new(),
-            },
-            crate::aoc::domain::Limits {
-                max_pending: 1,
-                max_in_flight: 1,
-            },
-            message::DomainInit::default(),
-            seed,
-        );
         // A workflow runner talks to fake-hermes and the channel, not to a payment provider.
-        init.providers.payments = None;
+        let mut init = Init::for_workflow(&dir, &home, case, seed);
         init.providers.hermes = Some(hermes);
         init.providers.channel = Some(ChannelInit {
             base_url: channel.to_string(),
-        });
-        init.workflow = Some(WorkflowInit {
-            home: home.display().to_string(),
         });
         let spawner = Spawner::new(
             spec.clone(),

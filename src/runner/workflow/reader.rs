@@ -17,7 +17,7 @@ pub(super) struct Seen {
     /// The file was gone after a whole state had been read from it.
     pub(super) vanished: bool,
     /// Each whole state read, once, in the order read (at most [`MAX_BETWEEN`]).
-    pub(super) states: Vec<Vec<u8>>,
+    pub(super) states: Vec<crate::workflow::run::RunState>,
     /// More distinct states came than the reader keeps: those after [`MAX_BETWEEN`] were
     /// read and not judged (the drive cannot be decided whole).
     pub(super) overflow: bool,
@@ -58,24 +58,27 @@ pub(super) fn read_beside(path: std::path::PathBuf, stop: Arc<AtomicBool>) -> Se
             let ino = inode(&f);
             if std::io::Read::read_to_end(&mut f, &mut bytes).is_ok() {
                 seen.reads += 1;
-                if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+                // The same bytes as the read before were judged then: parsed only on a change.
+                let changed = last.as_ref().is_none_or(|(_, _, b)| *b != bytes);
+                if !changed {
+                } else if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
                     if seen.partial.is_none() {
                         let head =
                             String::from_utf8_lossy(&bytes[..bytes.len().min(40)]).to_string();
                         seen.partial = Some(format!("{} bytes, starting {head:?}", bytes.len()));
                     }
-                } else if seen.states.last() != Some(&bytes) {
-                    if serde_json::from_slice::<crate::workflow::run::RunState>(&bytes).is_err()
-                        && seen.not_state.is_none()
-                    {
-                        let head =
-                            String::from_utf8_lossy(&bytes[..bytes.len().min(60)]).to_string();
-                        seen.not_state = Some(format!("{} bytes, starting {head:?}", bytes.len()));
-                    }
-                    if seen.states.len() < MAX_BETWEEN {
-                        seen.states.push(bytes.clone());
-                    } else {
-                        seen.overflow = true;
+                } else {
+                    match serde_json::from_slice::<crate::workflow::run::RunState>(&bytes) {
+                        Err(_) if seen.not_state.is_none() => {
+                            let head =
+                                String::from_utf8_lossy(&bytes[..bytes.len().min(60)]).to_string();
+                            seen.not_state =
+                                Some(format!("{} bytes, starting {head:?}", bytes.len()));
+                        }
+                        Err(_) => {}
+                        Ok(st) if seen.states.last() == Some(&st) => {}
+                        Ok(_) if seen.states.len() >= MAX_BETWEEN => seen.overflow = true,
+                        Ok(st) => seen.states.push(st),
                     }
                 }
                 if let Some((_, last_ino, last_bytes)) = &last
