@@ -8,14 +8,19 @@
 //! before the result, which never comes), answer an error after the effect, refuse or slow a
 //! call; a restart forgets every session and keeps every effect.
 //!
-//! Not yet (issue 42 goes on): holds, an expired session, a lagging listing, the stdio
-//! transport, the control API over HTTP and a binary.
+//! A `hold` rule parks a call before its effect until the harness lets it go; the caller's
+//! connection is watched until its response ends, so a killed caller is seen gone.
+//!
+//! Not yet (issue 42 goes on): an expired session, a lagging listing, the stdio transport and
+//! a binary.
 //!
 //! The harness reads the ledger through [`Handle`]; the control plane is the fakes' own
 //! (`fake_control`).
 
 use axum::Router;
 use fake_control::DropConn;
+use fake_control::control::ControlLog;
+use fake_control::holds::{ClientFlag, ClientWatch, Holds, Parked, ReleaseAction};
 use provider_model::mcp::faults::{Fault, Rule};
 use provider_model::mcp::ledger::{Call, Effect, Ledger, Reply, digest};
 use provider_model::mcp::tools::{ToolKind, ToolSpec};
@@ -52,6 +57,10 @@ struct Inner {
     state: Mutex<State>,
     /// Bumped by a restart: the session manager of the generation before is dropped.
     generation: Mutex<Arc<LocalSessionManager>>,
+    /// Calls parked by a `hold` rule.
+    holds: Holds,
+    /// Every request that reached a `/_control` route over HTTP.
+    control_log: ControlLog,
 }
 
 /// The server's shared state: its tools, ledger and fault rules.
@@ -79,7 +88,61 @@ impl Handle {
             control_token,
             state: Mutex::new(State::default()),
             generation: Mutex::new(Arc::new(LocalSessionManager::default())),
+            holds: Holds::default(),
+            control_log: ControlLog::default(),
         })))
+    }
+
+    /// A fresh ground truth: no calls, effects, rules or sessions; every parked call refused.
+    pub fn reset(&self) {
+        *self.state() = State::default();
+        self.0.holds.reject_all();
+        self.restart();
+    }
+
+    /// Waits until at least `n` calls are parked under `hold` (or `within` passes).
+    pub async fn wait_parked(&self, hold: &str, n: usize, within: Duration) -> bool {
+        self.0.holds.wait_parked(hold, n, within).await
+    }
+
+    /// Waits until every call parked under `hold` (at least one) has lost its client.
+    pub async fn wait_client_gone(&self, hold: &str, within: Duration) -> bool {
+        self.0.holds.wait_client_gone(hold, within).await
+    }
+
+    /// Lets every call parked under `hold` go with `action`; how many.
+    pub fn release(&self, hold: &str, action: ReleaseAction) -> usize {
+        self.0.holds.release(hold, action)
+    }
+
+    /// What is parked, by hold name.
+    pub fn holds(&self) -> Value {
+        self.0.holds.list()
+    }
+
+    /// Disarms every hold rule named `hold` that has not fired; how many.
+    pub fn disarm_hold(&self, hold: &str) -> usize {
+        let mut st = self.state();
+        let mut n = 0;
+        for r in st.rules.iter_mut() {
+            if r.fired == 0 && matches!(&r.rule.fault, Fault::Hold { name } if name == hold) {
+                r.rule.times = 0;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Whether each of the calls `seqs` is in the ledger (decided: made, refused or read).
+    pub fn decided(&self, seqs: &[u64]) -> bool {
+        let st = self.state();
+        seqs.iter()
+            .all(|q| st.ledger.calls.iter().any(|c| c.seq == *q))
+    }
+
+    /// Every request that reached a `/_control` route over HTTP, refused or not.
+    pub fn control_attempts(&self) -> Vec<fake_control::control::ControlAttempt> {
+        self.0.control_log.attempts()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -156,8 +219,9 @@ fn text(v: &Value) -> Vec<Content> {
 }
 
 impl Server {
-    /// A call of a write tool: the effect is made (or a known key's effect found), recorded,
-    /// and the reply goes as the fault says.
+    /// A call: its fault chosen, parked first where the fault is a hold, then the effect made
+    /// (a write) or the ledger read (a lookup, a listing), the call recorded, and the reply
+    /// sent as the fault says.
     async fn call(
         &self,
         spec: &ToolSpec,
@@ -172,7 +236,12 @@ impl Server {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let drop = parts.and_then(|p| p.extensions.get::<DropConn>()).cloned();
-        let (seq, fault, result) = {
+        let client = parts
+            .and_then(|p| p.extensions.get::<ClientFlag>())
+            .cloned()
+            .unwrap_or_default();
+        let key = spec.key_of(&args, &meta);
+        let (seq, fault) = {
             let mut st = h.state();
             if st.ledger.calls.len() >= MAX_CALLS {
                 return Err(ErrorData::internal_error(
@@ -182,12 +251,29 @@ impl Server {
             }
             st.seq += 1;
             let seq = st.seq;
-            let fault = h.fault_for(&mut st, &spec.name);
-            let key = spec.key_of(&args, &meta);
+            (seq, h.fault_for(&mut st, &spec.name))
+        };
+        // A held call waits here, before anything is made: the harness kills its caller, or
+        // lets it go.
+        let mut refused = matches!(fault, Some(Fault::Refuse));
+        if let Some(Fault::Hold { name }) = &fault {
+            let shown = Parked {
+                request_seq: Some(seq),
+                op: spec.name.clone(),
+                account: None,
+                idempotency_key: key.clone(),
+            };
+            let release = h.0.holds.park(name, shown, client.clone());
+            if let ReleaseAction::Reject { .. } = release.released().await {
+                refused = true;
+            }
+        }
+        let result = {
+            let mut st = h.state();
             let args_digest = digest(&args);
-            let (effect, result) = match (&spec.kind, &fault) {
-                (_, Some(Fault::Refuse)) => (None, json!({"refused": true})),
-                (ToolKind::Write { effect }, _) => {
+            let (effect, result) = match &spec.kind {
+                _ if refused => (None, json!({"refused": true})),
+                ToolKind::Write { effect } => {
                     let id = format!("eff_{}", st.ledger.effects.len() + 1);
                     st.ledger.effects.push(Effect {
                         id: id.clone(),
@@ -200,7 +286,7 @@ impl Server {
                     });
                     (Some(id.clone()), json!({"effect": id, "kind": effect}))
                 }
-                (ToolKind::Lookup, _) => {
+                ToolKind::Lookup => {
                     let k = args.get("key").and_then(Value::as_str).unwrap_or_default();
                     let found: Vec<Value> = st
                         .ledger
@@ -210,7 +296,7 @@ impl Server {
                         .collect();
                     (None, json!({"key": k, "found": found}))
                 }
-                (ToolKind::List, _) => {
+                ToolKind::List => {
                     let of = args.get("tool").and_then(Value::as_str);
                     let all: Vec<Value> = st
                         .ledger
@@ -223,8 +309,10 @@ impl Server {
                 }
             };
             let reply = match &fault {
+                _ if client.gone() => Reply::CallerGone,
                 Some(Fault::CommitThenDrop) if drop.is_some() => Reply::Dropped,
                 Some(Fault::ErrorAfterCommit | Fault::Refuse) => Reply::ToolError,
+                Some(Fault::Hold { .. }) if refused => Reply::ToolError,
                 Some(Fault::RpcErrorAfterCommit) => Reply::RpcError,
                 _ => Reply::Answered,
             };
@@ -238,8 +326,13 @@ impl Server {
                 reply,
                 fault: fault.as_ref().map(|f| f.to_string()),
             });
-            (seq, fault, result)
+            result
         };
+        if refused {
+            return Ok(CallToolResult::error(vec![Content::text(format!(
+                "call {seq} refused: nothing was done"
+            ))]));
+        }
         match fault {
             Some(Fault::CommitThenDrop) => {
                 if let Some(d) = drop {
@@ -255,9 +348,6 @@ impl Server {
             Some(Fault::ErrorAfterCommit) => Ok(CallToolResult::error(vec![Content::text(
                 format!("call {seq} failed after its effect"),
             )])),
-            Some(Fault::Refuse) => Ok(CallToolResult::error(vec![Content::text(format!(
-                "call {seq} refused: nothing was done"
-            ))])),
             Some(Fault::RpcErrorAfterCommit) => Err(ErrorData::internal_error(
                 format!("call {seq} failed after its effect"),
                 None,
@@ -266,7 +356,9 @@ impl Server {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 Ok(CallToolResult::success(text(&result)))
             }
-            None => Ok(CallToolResult::success(text(&result))),
+            Some(Fault::Refuse | Fault::Hold { .. }) | None => {
+                Ok(CallToolResult::success(text(&result)))
+            }
         }
     }
 }
@@ -321,12 +413,27 @@ pub fn router(h: &Handle) -> Router {
     let mcp = axum::routing::any(move |req: axum::extract::Request| {
         let h = handle.clone();
         async move {
+            // The request's client is watched until its response body ends: a caller that
+            // goes (killed, or its connection closed) before that is seen gone by a hold.
+            let (flag, watch) = h.0.holds.watch();
+            let mut req = req;
+            req.extensions_mut().insert(flag);
             let server = Server(h.clone());
             let config = StreamableHttpServerConfig::default().with_sse_keep_alive(None);
             let svc = StreamableHttpService::new(move || Ok(server.clone()), h.sessions(), config);
             let r = tower::ServiceExt::oneshot(svc, req).await;
             match r {
-                Ok(resp) => axum::response::IntoResponse::into_response(resp),
+                Ok(resp) => {
+                    let resp = axum::response::IntoResponse::into_response(resp);
+                    let (parts, body) = resp.into_parts();
+                    axum::response::Response::from_parts(
+                        parts,
+                        axum::body::Body::new(Watched {
+                            body,
+                            watch: Some(watch),
+                        }),
+                    )
+                }
                 Err(e) => fake_control::control::error(
                     http::StatusCode::INTERNAL_SERVER_ERROR,
                     "internal",
@@ -336,7 +443,7 @@ pub fn router(h: &Handle) -> Router {
         }
     });
     let (a, b) = (h.clone(), h.clone());
-    Router::new()
+    let routes = Router::new()
         .route("/mcp", mcp)
         .route(
             "/_control/ledger",
@@ -368,7 +475,41 @@ pub fn router(h: &Handle) -> Router {
                     )
                 }
             }),
-        )
+        );
+    h.0.control_log.record(routes, h.0.control_token.clone())
+}
+
+/// A response body that marks its request's client gone when it is dropped before its end
+/// (the connection closed under it), and answered once it ends.
+struct Watched {
+    body: axum::body::Body,
+    watch: Option<ClientWatch>,
+}
+
+impl http_body::Body for Watched {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let p = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = p
+            && let Some(mut w) = self.watch.take()
+        {
+            w.answered();
+        }
+        p
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Serves `h` on a loopback port; the URL of its MCP endpoint and the serving task.
@@ -442,5 +583,117 @@ mod tests {
         .map(|t| h.fault_for(&mut st, t).is_some())
         .collect();
         assert_eq!(fired, [false, false, true, true, false]);
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::*;
+
+    async fn post(
+        c: &reqwest::Client,
+        url: &str,
+        session: Option<&str>,
+        body: Value,
+    ) -> reqwest::Response {
+        let mut r = c
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body);
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send().await.expect("the fake answers")
+    }
+
+    /// A session, and a `send_message` call sent on a task of its own.
+    async fn held_call(
+        h: &Handle,
+    ) -> (tokio::task::JoinHandle<String>, tokio::task::JoinHandle<()>) {
+        let (url, server) = start(h).await.expect("serves");
+        let c = reqwest::Client::new();
+        let init = post(
+            &c,
+            &url,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}}),
+        )
+        .await;
+        let session = init.headers()["mcp-session-id"]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        let _ = init.text().await;
+        let _ = post(
+            &c,
+            &url,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await
+        .text()
+        .await;
+        let call = tokio::spawn(async move {
+            post(
+                &c,
+                &url,
+                Some(&session),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                    "name": "send_message",
+                    "arguments": {"to": "a", "text": "b", "idempotency_key": "k1"}}}),
+            )
+            .await
+            .text()
+            .await
+            .unwrap_or_default()
+        });
+        (call, server)
+    }
+
+    /// Both ways: a held call makes nothing until it is let go; a caller that goes while it is
+    /// held is seen gone, and the call let go then is made and recorded as answered to nobody;
+    /// a caller that waits gets its result, recorded as answered.
+    #[tokio::test]
+    async fn a_held_call_waits_and_its_callers_going_is_seen() {
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        let hold = |name: &str| Rule {
+            tool: Some("send_message".into()),
+            fault: Fault::Hold { name: name.into() },
+            nth: 1,
+            times: 1,
+        };
+        h.add_rule(hold("h1")).expect("valid");
+        let (call, _server) = held_call(&h).await;
+        assert!(h.wait_parked("h1", 1, Duration::from_secs(10)).await);
+        assert!(h.ledger().effects.is_empty(), "nothing is made while held");
+        assert_eq!(h.holds()["h1"][0]["idempotency_key"], "k1");
+        assert!(!h.wait_client_gone("h1", Duration::from_millis(100)).await);
+        call.abort();
+        assert!(h.wait_client_gone("h1", Duration::from_secs(10)).await);
+        assert_eq!(h.release("h1", ReleaseAction::Proceed), 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !h.decided(&[1]) {
+            assert!(std::time::Instant::now() < deadline, "never decided");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let l = h.ledger();
+        assert_eq!(l.effects.len(), 1);
+        assert_eq!(l.calls[0].reply, Reply::CallerGone);
+        assert_eq!(l.calls[0].fault.as_deref(), Some("hold(h1)"));
+
+        h.reset();
+        h.add_rule(hold("h2")).expect("valid");
+        let (call, _server2) = held_call(&h).await;
+        assert!(h.wait_parked("h2", 1, Duration::from_secs(10)).await);
+        assert_eq!(h.release("h2", ReleaseAction::Proceed), 1);
+        let said = call.await.expect("the caller waited");
+        assert!(said.contains("eff_1"), "{said}");
+        let l = h.ledger();
+        assert_eq!(l.calls[0].reply, Reply::Answered);
+        assert_eq!(h.disarm_hold("h2"), 0, "a fired hold is not disarmed");
     }
 }

@@ -13,6 +13,7 @@ mod finding;
 pub mod generations;
 pub(crate) mod hermes;
 pub mod ledger;
+pub mod mcp;
 pub mod replay;
 pub mod statements;
 pub mod steps;
@@ -35,8 +36,11 @@ pub use finding::Finding;
 pub const OBSERVER: &str = "aocheck-observer";
 
 /// The checkers and the requirement ids each evaluates (for reports).
-pub const CHECKERS: [(&str, &[Req]); 62] = [
+pub const CHECKERS: [(&str, &[Req]); 64] = [
     ("deploy_one_entry", &[Req::R010, Req::R002]),
+    // A service whose effects are MCP tool calls (check/mcp.rs: against fake-mcp).
+    ("deploy_one_call", &[Req::R010, Req::R002]),
+    ("deploy_effect_from_ledger", &[Req::R011, Req::R009]),
     // Seed 002's workflow runner (check/workflow.rs: against fake-hermes and the channel).
     ("workflow_one_run_per_step", &[Req::R010]),
     ("workflow_one_delivery_per_output", &[Req::R010]),

@@ -188,7 +188,11 @@ pub async fn explore_cmd(a: ExploreArgs) -> u8 {
             explore_with(&Orders { d: &loaded, p: &p }, &loaded, &a, &out).await
         }
         super::file::ProviderKind::Hermes => {
-            let e = super::connector::explore::Actions { d: &loaded, p: &p };
+            let e = super::connector::explore::Actions::new(&loaded, &p);
+            explore_with(&e, &loaded, &a, &out).await
+        }
+        super::file::ProviderKind::Mcp => {
+            let e = super::mcp::Calls::new(&loaded, &p);
             explore_with(&e, &loaded, &a, &out).await
         }
     }

@@ -1,6 +1,6 @@
 //! What `deploy explore` needs of a provider's schedules (`explore::explore_with` runs any):
 //! a payment service's orders (`explore::Orders`) or a connector's actions
-//! (`connector::explore::Actions`).
+//! (`actions::Actions`: a connector's, or a service's MCP tool calls).
 
 use super::Ran;
 use std::path::Path;

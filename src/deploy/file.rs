@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Placeholders a service's environment may hold.
-pub const ENV_PLACEHOLDERS: [&str; 9] = [
+pub const ENV_PLACEHOLDERS: [&str; 10] = [
     "payments.url",
     "payments.key",
     "payments.webhook_secret",
     "hermes.url",
     "hermes.key",
+    "mcp.url",
     "store.url",
     "store.dir",
     "port",
@@ -69,13 +70,26 @@ fn one() -> u32 {
 }
 
 /// The provider a deployment is judged against: a payment service (fake-payments' Stripe
-/// dialect) or a Hermes connector (fake-hermes' `/v1/runs`).
+/// dialect), a Hermes connector (fake-hermes' `/v1/runs`), or a service whose effects are MCP
+/// tool calls (fake-mcp over Streamable HTTP).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
     #[default]
     Payments,
     Hermes,
+    Mcp,
+}
+
+impl ProviderKind {
+    /// The simulator whose ledger judges the deployment.
+    pub fn simulator(self) -> &'static str {
+        match self {
+            ProviderKind::Payments => "fake-payments",
+            ProviderKind::Hermes => "fake-hermes",
+            ProviderKind::Mcp => "fake-mcp",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -264,6 +278,17 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Whether the service's environment names fake-mcp (or its effects are tool calls).
+    pub fn needs_mcp(&self) -> bool {
+        self.file.provider == ProviderKind::Mcp
+            || self
+                .file
+                .service
+                .env
+                .values()
+                .any(|v| v.contains("{mcp.url}"))
+    }
+
     /// Whether the service's environment names fake-hermes (or it is a connector).
     pub fn needs_hermes(&self) -> bool {
         self.file.provider == ProviderKind::Hermes
@@ -461,6 +486,17 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
     } else if f.drive.resume.is_some() || f.drive.cancel.is_some() {
         d.push("drive.resume / drive.cancel: a payment service has no approval or cancellation case; they belong to `provider: hermes`".into());
     }
+    if f.provider == ProviderKind::Mcp {
+        if !f.service.env.values().any(|v| v.contains("{mcp.url}")) {
+            d.push("service.env: `provider: mcp` but no variable holds {mcp.url}; the service must be pointed at fake-mcp's MCP endpoint (e.g. `MCP_URL: \"{mcp.url}\"`)".into());
+        }
+        if f.webhook.is_some() {
+            d.push("webhook: an MCP tool server sends no webhook events; remove it".into());
+        }
+        if f.drive.report.is_some() {
+            d.push("drive.report: the record is read for a payment service only; remove it".into());
+        }
+    }
     let r = &f.drive.submit;
     request_defects("submit", &r.method, &r.path, r.body.as_ref(), &mut d);
     accept_defects("submit", &r.accept, &mut d);
@@ -515,6 +551,9 @@ fn attribution_defects(provider: ProviderKind, a: &Attribution, d: &mut Vec<Stri
     .collect();
     let allowed: &[&str] = match provider {
         ProviderKind::Payments => &["idempotency_key", "metadata"],
+        // The key each write call carries, in its arguments or `_meta` (the tool declares
+        // where).
+        ProviderKind::Mcp => &["idempotency_key"],
         // fake-hermes' pinned default mode ignores a start's Idempotency-Key and records none,
         // so only the session id can place a run (D80).
         ProviderKind::Hermes => &["session_id"],
@@ -524,6 +563,9 @@ fn attribution_defects(provider: ProviderKind, a: &Attribution, d: &mut Vec<Stri
             "`idempotency_key: \"order-{occurrence}\"` or `metadata: order_id`"
         }
         ProviderKind::Hermes => "`session_id: \"aip-operator-{occurrence}\"`",
+        ProviderKind::Mcp => {
+            "`idempotency_key: \"msg-{occurrence}\"` (the key each write call carries)"
+        }
     };
     match given.as_slice() {
         [] => d.push(format!(
@@ -723,6 +765,32 @@ drive:
         let f = parse(&GOOD.replacen(from, to, 1));
         let d = validate(&f);
         assert!(d.iter().any(|x| x.contains(said)), "{d:?}");
+    }
+
+    /// Both ways, `provider: mcp`: a service pointed at fake-mcp and keyed by its calls' key
+    /// is taken; without `{mcp.url}`, with a metadata rule, or with a webhook, each defect is
+    /// named.
+    #[rstest]
+    #[case::good("", "")]
+    #[case::no_url("MCP_URL: \"{mcp.url}\"", "no variable holds {mcp.url}")]
+    #[case::metadata("idempotency_key: \"order-{occurrence}\"", "attribution.metadata: not a rule")]
+    #[case::webhook("drive:", "webhook: an MCP tool server")]
+    fn an_mcp_service_is_checked_for_its_provider(#[case] change: &str, #[case] said: &str) {
+        let mcp = GOOD
+            .replace("name: shop", "name: notes\nprovider: mcp")
+            .replace("KEY: \"{payments.key}\"", "MCP_URL: \"{mcp.url}\"");
+        let text = match change {
+            "" => mcp,
+            c if c.starts_with("MCP_URL") => mcp.replace(c, "X: \"1\""),
+            c if c.starts_with("idempotency_key") => mcp.replace(c, "metadata: order_id"),
+            _ => mcp.replace("drive:", "webhook: {path: /hooks}\ndrive:"),
+        };
+        let d = validate(&parse(&text));
+        if said.is_empty() {
+            assert_eq!(d, Vec::<String>::new());
+        } else {
+            assert!(d.iter().any(|x| x.contains(said)), "{d:?}");
+        }
     }
 
     #[test]

@@ -12,12 +12,14 @@
 //! occurrence's history (001, 003 to 008, 012, 013) are `unsupported` here: the service's
 //! history is not observable through a business API.
 
+pub mod actions;
 pub mod cases;
 pub mod connector;
 pub mod drive;
 pub mod explore;
 pub mod explorer;
 pub mod file;
+pub mod mcp;
 pub mod record;
 pub mod schedule;
 pub mod service;
@@ -89,6 +91,9 @@ pub struct Providers {
     hermes_url: Option<String>,
     /// fake-hermes (a connector, or a service whose environment names it) and its API key.
     hermes: Option<(crate::providers::Hermes, String)>,
+    /// fake-mcp (a service whose effects are tool calls) and its MCP endpoint.
+    mcp: Option<crate::providers::Mcp>,
+    mcp_url: Option<String>,
     /// The webhook endpoint's signing secret in this run (fresh per run).
     webhook_secret: String,
 }
@@ -115,12 +120,25 @@ async fn start_providers(d: &Loaded) -> Result<Providers, String> {
     } else {
         (None, None)
     };
+    let (mcp_url, mcp) = if d.needs_mcp() {
+        // Its control token is aocheck's alone, as fake-payments'.
+        let m = crate::providers::start_mcp(
+            provider_model::mcp::tools::default_tools(),
+            format!("ctl_{}", uuid::Uuid::new_v4().simple()),
+        )
+        .await?;
+        (Some(m.url), Some(m.handle))
+    } else {
+        (None, None)
+    };
     let (payments, payments_url) = (payments.handle, payments.url);
     Ok(Providers {
         payments,
         payments_url,
         hermes_url,
         hermes,
+        mcp,
+        mcp_url,
         webhook_secret: {
             let w = format!("whsec_{}", uuid::Uuid::new_v4().simple());
             crate::secrets::register(&w);
@@ -160,11 +178,7 @@ async fn run_cmd(a: RunArgs) -> u8 {
             return crate::exit::INVALID_INPUT;
         }
     };
-    let ids: Vec<&str> = if loaded.file.provider == file::ProviderKind::Hermes {
-        connector::CASES.iter().map(|k| k.id).collect()
-    } else {
-        CASES.iter().map(|k| k.id).collect()
-    };
+    let ids: Vec<&str> = cases_of(loaded.file.provider).iter().map(|c| c.0).collect();
     for c in &a.cases {
         if !ids.contains(&c.as_str()) {
             eprintln!(
@@ -259,8 +273,31 @@ async fn run_report(loaded: &Loaded, out: &Path, a: &RunArgs) -> Result<Report, 
         file::ProviderKind::Hermes => {
             let s = connector::explore::Actions::read(loaded, f).map_err(refused)?;
             let p = providers_for_replay(loaded).await?;
-            replay(&connector::explore::Actions { d: loaded, p: &p }, s, out, f).await
+            replay(&connector::explore::Actions::new(loaded, &p), s, out, f).await
         }
+        file::ProviderKind::Mcp => {
+            let s = mcp::Calls::read(loaded, f).map_err(refused)?;
+            let p = providers_for_replay(loaded).await?;
+            replay(&mcp::Calls::new(loaded, &p), s, out, f).await
+        }
+    }
+}
+
+/// A provider's deployment cases: id, title, requirements.
+pub fn cases_of(kind: file::ProviderKind) -> Vec<(&'static str, &'static str, &'static [Req])> {
+    match kind {
+        file::ProviderKind::Payments => CASES
+            .iter()
+            .map(|c| (c.id, c.title, c.requirements))
+            .collect(),
+        file::ProviderKind::Hermes => connector::CASES
+            .iter()
+            .map(|c| (c.id, c.title, c.requirements))
+            .collect(),
+        file::ProviderKind::Mcp => mcp::CASES
+            .iter()
+            .map(|c| (c.id, c.title, c.requirements))
+            .collect(),
     }
 }
 
@@ -331,18 +368,7 @@ pub async fn run(
     let mut seen_versions = BTreeSet::new();
     match start_providers(d).await {
         Err(e) => {
-            let ids: Vec<(&str, &str, &[Req])> = if d.file.provider == file::ProviderKind::Hermes {
-                connector::CASES
-                    .iter()
-                    .map(|c| (c.id, c.title, c.requirements))
-                    .collect()
-            } else {
-                CASES
-                    .iter()
-                    .map(|c| (c.id, c.title, c.requirements))
-                    .collect()
-            };
-            for (id, title, reqs) in ids
+            for (id, title, reqs) in cases_of(d.file.provider)
                 .into_iter()
                 .filter(|(id, _, _)| only.is_empty() || only.iter().any(|o| o == id))
             {
@@ -361,6 +387,18 @@ pub async fn run(
                     report.title = format!("{} ({})", c.title, c.verify);
                 }
                 let r = connector::run_case(d, c, &p, out, report).await;
+                progress(ended(&r));
+                cases.push(r);
+            }
+        }
+        Ok(p) if d.file.provider == file::ProviderKind::Mcp => {
+            for c in mcp::CASES
+                .iter()
+                .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
+            {
+                progress(format!("{} {} …", c.id, c.title));
+                let report = connector_case(d, c.id, c.title, c.requirements);
+                let r = mcp::run_case(d, c, &p, out, report).await;
                 progress(ended(&r));
                 cases.push(r);
             }
@@ -548,7 +586,9 @@ fn history_case(d: &Loaded, cases: &[CaseReport]) -> Option<CaseReport> {
         left.iter().map(|r| r.to_string()).collect(),
     );
     r.verdict = Verdict::Unsupported;
-    r.unsupported = Some(if d.file.provider == file::ProviderKind::Hermes {
+    r.unsupported = Some(if d.file.provider == file::ProviderKind::Mcp {
+        "a service whose effects are MCP tool calls is observed through its own API and fake-mcp's ledger; these requirements are about each action's history (its durable binding, generations, evidence), which aocheck does not read from it".into()
+    } else if d.file.provider == file::ProviderKind::Hermes {
         "a connector is observed through its own API and fake-hermes' ledger; these requirements are about each action's history (its durable binding, start claim, generations), which aocheck does not read from a running connector yet".into()
     } else if d.file.drive.report.is_some() {
         "the service's record (drive.report) was judged at every look, but no case's record held a fact about these requirements (no release, no remedy or adjustment, no statement about the implementation: a deployment case exercises none of them)".into()
@@ -680,11 +720,7 @@ pub fn case_report(
         }
         let mut sources = vec![
             "the service's status route (drive.status)".to_string(),
-            match d.file.provider {
-                file::ProviderKind::Payments => "fake-payments ground-truth ledger",
-                file::ProviderKind::Hermes => "fake-hermes ground-truth ledger",
-            }
-            .to_string(),
+            format!("{} ground-truth ledger", d.file.provider.simulator()),
         ];
         if rec.is_some() {
             sources.push("the service's record (drive.report)".into());

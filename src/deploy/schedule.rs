@@ -371,6 +371,7 @@ pub async fn run_schedule(
             webhook_secret: p.webhook_secret.clone(),
             hermes_url: p.hermes_url.clone(),
             hermes_key: p.hermes.as_ref().map(|(_, k)| k.clone()),
+            mcp_url: p.mcp_url.clone(),
             store_dir,
         },
         logs: logs.to_path_buf(),

@@ -20,6 +20,8 @@ pub struct Env {
     pub hermes_url: Option<String>,
     /// fake-hermes' API key (the connector's endpoint credential).
     pub hermes_key: Option<String>,
+    /// fake-mcp's MCP endpoint.
+    pub mcp_url: Option<String>,
     pub store_dir: PathBuf,
 }
 
@@ -69,6 +71,7 @@ pub fn fill_env(
                 ("payments.webhook_secret", Some(e.webhook_secret.clone())),
                 ("hermes.url", e.hermes_url.clone()),
                 ("hermes.key", e.hermes_key.clone()),
+                ("mcp.url", e.mcp_url.clone()),
                 ("store.url", Some(format!("sqlite:{dir}/service.db"))),
                 ("store.dir", Some(dir.clone())),
                 ("port", Some(port.to_string())),

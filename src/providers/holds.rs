@@ -15,7 +15,7 @@
 //! [`Hold::bypassed`] tells, in an explored schedule, that the request went past the hold (an
 //! earlier rule took it) rather than that the hold is still waiting.
 
-use super::{Hermes, Payments};
+use super::{Hermes, Mcp, Payments};
 use provider_model::holds::ReleaseAction;
 use std::time::Duration;
 
@@ -123,6 +123,43 @@ impl HoldSite for Hermes {
             r.fired == 0
                 && r.seen > 0
                 && matches!(&r.rule.fault, provider_model::hermes::faults::Fault::Hold { name } if name == hold)
+        })
+    }
+    fn disarm(&self, hold: &str) -> usize {
+        self.disarm_hold(hold)
+    }
+}
+
+impl HoldSite for Mcp {
+    const NAME: &'static str = "fake-mcp";
+    fn wait_parked(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Mcp::wait_parked(self, hold, 1, within)
+    }
+    fn wait_client_gone(
+        &self,
+        hold: &str,
+        within: Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        Mcp::wait_client_gone(self, hold, within)
+    }
+    fn let_go(&self, hold: &str, action: ReleaseAction) -> usize {
+        self.release(hold, action)
+    }
+    fn parked_seqs(&self, hold: &str) -> Vec<u64> {
+        seqs_of(&self.holds(), hold)
+    }
+    fn decided(&self, seqs: &[u64]) -> bool {
+        Mcp::decided(self, seqs)
+    }
+    fn passed_by(&self, hold: &str) -> bool {
+        self.rules().iter().any(|r| {
+            r.fired == 0
+                && r.seen > 0
+                && matches!(&r.rule.fault, provider_model::mcp::faults::Fault::Hold { name } if name == hold)
         })
     }
     fn disarm(&self, hold: &str) -> usize {

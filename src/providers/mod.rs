@@ -1,12 +1,12 @@
 //! The providers' room: the only part of the harness that names a simulator crate
-//! (`fake-payments`, `fake-hermes`, `fake-control`). Everything else speaks of what the
+//! (`fake-payments`, `fake-hermes`, `fake-mcp`, `fake-control`). Everything else speaks of what the
 //! providers record and how they are faulted through `provider_model`, and drives them through
 //! what is here:
 //!
-//! - [`start_payments`] and [`start_hermes`]: a simulator served on a loopback port, its
+//! - [`start_payments`], [`start_hermes`] and [`start_mcp`]: a simulator served on a loopback port, its
 //!   handle and its serving task (fake-hermes on the system clock or on the case's simulated
 //!   clock with its gated clock routes);
-//! - the handles ([`Payments`], [`Hermes`]) with their verbs (rules, scripts, credentials,
+//! - the handles ([`Payments`], [`Hermes`], [`Mcp`]) with their verbs (rules, scripts, credentials,
 //!   ledgers, holds), and the simulated clock's parts;
 //! - [`holds`]: the one hold choreography (arm, parked, kill → landed, release, bypassed) the
 //!   cases, the operator steps and `aocheck deploy` all use.
@@ -16,6 +16,7 @@ pub mod holds;
 
 pub use fake_control::clock::{Busy, ClockGate, SimClock};
 pub use fake_hermes::Handle as Hermes;
+pub use fake_mcp::Handle as Mcp;
 pub use fake_payments::Handle as Payments;
 pub use fake_payments::{StripeSettings, WebhookDelivery, WebhookEndpoint};
 
@@ -100,5 +101,19 @@ pub async fn start_hermes(
     let task = tokio::spawn(async move {
         let _ = fake_hermes::serve(l, app).await;
     });
+    Ok(Served { url, handle, task })
+}
+
+/// fake-mcp serving `tools` on a loopback port, its control API (over HTTP) behind
+/// `control_token`; the URL is its MCP endpoint (`…/mcp`).
+pub async fn start_mcp(
+    tools: Vec<provider_model::mcp::tools::ToolSpec>,
+    control_token: String,
+) -> Result<Served<Mcp>, String> {
+    let handle = Mcp::with_control(tools, control_token)
+        .map_err(|d| format!("fake-mcp tools: {}", d.join("; ")))?;
+    let (url, task) = fake_mcp::start(&handle)
+        .await
+        .map_err(|e| format!("fake-mcp cannot bind a loopback port: {e}"))?;
     Ok(Served { url, handle, task })
 }

@@ -19,6 +19,10 @@ pub enum Fault {
     Refuse,
     /// The reply comes `ms` milliseconds after the effect.
     Slow { ms: u64 },
+    /// The call is parked before any effect until the harness releases it (`proceed`: the
+    /// effect is made and answered, to nobody if the caller went; `reject`: refused, nothing
+    /// made).
+    Hold { name: String },
 }
 
 impl fmt::Display for Fault {
@@ -29,6 +33,7 @@ impl fmt::Display for Fault {
             Fault::RpcErrorAfterCommit => f.write_str("rpc_error_after_commit"),
             Fault::Refuse => f.write_str("refuse"),
             Fault::Slow { ms } => write!(f, "slow({ms} ms)"),
+            Fault::Hold { name } => write!(f, "hold({name})"),
         }
     }
 }
@@ -56,6 +61,11 @@ impl crate::rules::Check for Rule {
             out.push(format!(
                 "{at}.tool: name a tool, or leave `tool` out for any"
             ));
+        }
+        if let Fault::Hold { name } = &self.fault
+            && name.trim().is_empty()
+        {
+            out.push(format!("{at}.fault.name: name the hold"));
         }
     }
 }

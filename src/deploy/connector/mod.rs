@@ -14,6 +14,7 @@
 pub mod explore;
 mod steps;
 
+use super::actions::ActionRan;
 use super::drive::Vars;
 use super::file::Loaded;
 use super::schedule::Ran;
@@ -214,14 +215,6 @@ pub fn owner_of(d: &Loaded, r: &RunStarted) -> Option<String> {
     (!o.is_empty()).then(|| o.to_string())
 }
 
-/// What one action's run gave, and, when its fault could not reach the connector by the
-/// connector's own honest choice, why (a broken stream a polling connector never asked for).
-#[derive(Debug)]
-pub struct ActionRan {
-    pub ran: Ran,
-    pub beyond_reach: Option<String>,
-}
-
 /// Runs one connector case and builds its report.
 pub async fn run_case(
     d: &Loaded,
@@ -324,6 +317,7 @@ pub async fn run_action(
             webhook_secret: p.webhook_secret.clone(),
             hermes_url: p.hermes_url.clone(),
             hermes_key: Some(key.clone()),
+            mcp_url: p.mcp_url.clone(),
             store_dir: std::fs::canonicalize(work).unwrap_or(work.to_path_buf()),
         },
         logs: logs.to_path_buf(),

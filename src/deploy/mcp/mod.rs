@@ -1,0 +1,350 @@
+//! Judging a running service whose effects are MCP tool calls (`provider: mcp`): an agent or
+//! MCP client service pointed at fake-mcp (`{mcp.url}`, Streamable HTTP). aocheck starts the
+//! service, submits one action through the service's own API and lands a fault on the action's
+//! write call ([`McpKind`]): held and the instance killed, the reply lost after the effect, an
+//! error result or a JSON-RPC error after the effect, the server restarted after the effect
+//! (every session forgotten), the same action submitted again while the call is held. It
+//! watches the action's status and judges by fake-mcp's ledger (`check::mcp`): at most one
+//! write call per action, and no outcome the ledger contradicts.
+
+mod steps;
+
+use super::Providers;
+use super::actions::{self, ActionKind, ActionRan};
+use super::file::Loaded;
+use super::schedule::Ran;
+use super::{LOGS, WORK};
+use crate::aoc::requirement::Req;
+use crate::check::deploy::Ambiguity;
+use crate::report::model::{CaseReport, FaultReport, HarnessCause};
+use provider_model::mcp::faults::{Fault, Rule};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
+
+crate::vocab::words!(
+    /// The faults a service's write call meets at fake-mcp.
+    McpKind {
+        /// The call is held at fake-mcp, the instance killed, the effect then made, and the
+        /// instance started again on the same store.
+        CrashAtHeldCall = "crash_at_held_call",
+        /// The effect is made and the connection closes with no result, ever.
+        LostReply = "lost_reply",
+        /// The effect is made and the call answers a tool error (`isError: true`).
+        ErrorAfterCommit = "error_after_commit",
+        /// The effect is made and the call answers a JSON-RPC error (`-32603`).
+        RpcErrorAfterCommit = "rpc_error_after_commit",
+        /// The effect is made, the reply lost, and the server restarts: every session is
+        /// forgotten (the old session's next request is answered 404); the effect is kept.
+        RestartAfterCommit = "restart_after_commit",
+        /// The same action submitted again while its call is held.
+        ReplayWhileHeld = "replay_while_held",
+    }
+);
+
+/// A deployment case of a service of MCP tool calls.
+#[derive(Debug)]
+pub struct McpCase {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub kind: McpKind,
+    pub requirements: &'static [Req],
+}
+
+pub const CASES: [McpCase; 6] = [
+    McpCase {
+        id: "MCP-001",
+        title: "The instance is killed while fake-mcp holds its write call; the effect is then made",
+        kind: McpKind::CrashAtHeldCall,
+        requirements: &[Req::R010, Req::R002, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-002",
+        title: "The write call's effect is made and its reply is lost (connection closed, no result)",
+        kind: McpKind::LostReply,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-003",
+        title: "The write call's effect is made and the call answers a tool error (isError)",
+        kind: McpKind::ErrorAfterCommit,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-004",
+        title: "The write call's effect is made and the call answers a JSON-RPC error",
+        kind: McpKind::RpcErrorAfterCommit,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-005",
+        title: "The write call's effect is made, its reply lost, and the server restarts (sessions forgotten)",
+        kind: McpKind::RestartAfterCommit,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-006",
+        title: "The same action is submitted again while its write call is held",
+        kind: McpKind::ReplayWhileHeld,
+        requirements: &[Req::R010, Req::R002, Req::R011],
+    },
+];
+
+impl McpKind {
+    /// The fault at fake-mcp on an action's first call of each write tool.
+    fn fault(self, hold: &str) -> Fault {
+        match self {
+            McpKind::CrashAtHeldCall | McpKind::ReplayWhileHeld => Fault::Hold {
+                name: hold.to_string(),
+            },
+            McpKind::LostReply | McpKind::RestartAfterCommit => Fault::CommitThenDrop,
+            McpKind::ErrorAfterCommit => Fault::ErrorAfterCommit,
+            McpKind::RpcErrorAfterCommit => Fault::RpcErrorAfterCommit,
+        }
+    }
+    /// What the call's answer left the service knowing: a killed instance never read its
+    /// reply.
+    fn ambiguity(self) -> Ambiguity {
+        match self {
+            McpKind::CrashAtHeldCall | McpKind::LostReply | McpKind::RestartAfterCommit => {
+                Ambiguity::Dropped
+            }
+            McpKind::ErrorAfterCommit | McpKind::RpcErrorAfterCommit => Ambiguity::ErrorAfterCommit,
+            McpKind::ReplayWhileHeld => Ambiguity::None,
+        }
+    }
+}
+
+/// The tools fake-mcp serves in a deployment, and which of them make effects.
+fn write_tools() -> Vec<String> {
+    provider_model::mcp::tools::default_tools()
+        .into_iter()
+        .filter(|t| t.writes())
+        .map(|t| t.name)
+        .collect()
+}
+
+/// The action a call belongs to, by the declared rule (the key it carried, a template around
+/// `{occurrence}`).
+pub fn owner_of(d: &Loaded, key: Option<&str>) -> Option<String> {
+    let t = d.file.attribution.as_ref()?.idempotency_key.as_ref()?;
+    let (pre, post) = t.split_once("{occurrence}")?;
+    let o = key?.strip_prefix(pre)?.strip_suffix(post)?;
+    (!o.is_empty()).then(|| o.to_string())
+}
+
+/// Runs one case and builds its report.
+pub async fn run_case(
+    d: &Loaded,
+    c: &McpCase,
+    p: &Providers,
+    out: &Path,
+    report: CaseReport,
+) -> CaseReport {
+    let occurrence = format!("{}-a1", c.id.to_lowercase());
+    let a = run_action(
+        d,
+        Some(c.kind),
+        &occurrence,
+        p,
+        &out.join(WORK).join(c.id),
+        &out.join(LOGS).join(c.id),
+    )
+    .await;
+    let mut report = super::case_report(d, report, c.requirements, a.ran);
+    report.logs = super::logs_under(out, &Path::new(LOGS).join(c.id));
+    report
+}
+
+/// One action submitted through the service's API with `kind`'s fault (or none) on a fresh
+/// fake-mcp ledger, its store under `work` and its instances' logs under `logs`, judged.
+pub async fn run_action(
+    d: &Loaded,
+    kind: Option<McpKind>,
+    occurrence: &str,
+    p: &Providers,
+    work: &Path,
+    logs: &Path,
+) -> ActionRan {
+    let started = Instant::now();
+    let undecided = |cause: HarnessCause, why: String| ActionRan {
+        ran: Ran {
+            undecided: Some((cause, why)),
+            millis: started.elapsed().as_millis() as u64,
+            ..Ran::default()
+        },
+        beyond_reach: None,
+    };
+    let Some(mcp) = p.mcp.as_ref() else {
+        return undecided(HarnessCause::Unreachable, "fake-mcp is not running".into());
+    };
+    mcp.reset();
+    let hold = format!("{occurrence}-call");
+    let writes = write_tools();
+    if let Some(k) = kind {
+        for tool in &writes {
+            let rule = Rule {
+                tool: Some(tool.clone()),
+                fault: k.fault(&hold),
+                nth: 1,
+                times: 1,
+            };
+            if let Err(e) = mcp.add_rule(rule) {
+                // A plan fake-mcp refuses is aocheck's own defect: undecided.
+                return undecided(
+                    HarnessCause::Undecided,
+                    format!("fault plan: {}", e.join("; ")),
+                );
+            }
+        }
+    }
+    let driven = steps::drive(d, p, mcp, kind, occurrence, &hold, work, logs, started).await;
+    let (mut cx, result) = match driven {
+        Ok(x) => x,
+        Err((cause, why)) => return undecided(cause, why),
+    };
+    let ledger = cx.tell_calls();
+    let mine: Vec<&provider_model::mcp::ledger::Call> = ledger
+        .calls
+        .iter()
+        .filter(|c| {
+            writes.contains(&c.tool) && owner_of(d, c.key.as_deref()).as_deref() == Some(occurrence)
+        })
+        .collect();
+    let rule_fired = mcp.rules().iter().any(|r| r.fired > 0);
+    let fault = kind.map(|k| FaultReport {
+        what: format!(
+            "action {occurrence}: its first write call meets {} ({})",
+            k.name(),
+            k.fault(&hold)
+        ),
+        fired: rule_fired
+            && !mine.is_empty()
+            && match k {
+                McpKind::RestartAfterCommit => cx.restarted,
+                McpKind::ReplayWhileHeld => cx.replay_answer.is_some(),
+                _ => true,
+            },
+    });
+    let mut ran = Ran {
+        steps: std::mem::take(&mut cx.t.steps),
+        faults: fault.into_iter().collect(),
+        millis: cx.t.ms(),
+        beats: std::mem::take(&mut cx.t.beats),
+        ..Ran::default()
+    };
+    if let Some(why) = crate::check::credentials::control_reached(&mcp.control_attempts(), None) {
+        ran.undecided = Some((HarnessCause::Undecided, why));
+    }
+    // The ledger is judged even where the watch could not finish: a second call is a failure
+    // whatever else happened; only a case with nothing failed is undecided.
+    let (seen, failed_watch) = match result {
+        Ok(seen) => (seen, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    let o = seen.last().map(|(o, _)| o.clone());
+    let reported = super::drive::reported(
+        occurrence,
+        seen.iter().map(|(o, n)| (o, *n)),
+        kind.map_or(Ambiguity::None, McpKind::ambiguity),
+        0,
+        "",
+    );
+    let owner = |k: Option<&str>| owner_of(d, k);
+    let owner_ref: Option<crate::check::mcp::CallOwner<'_>> =
+        d.file.attribution.as_ref().map(|_| &owner as _);
+    ran.findings = crate::check::mcp::judge(
+        &ledger,
+        &writes,
+        owner_ref,
+        std::slice::from_ref(&reported),
+        &mut ran.facts,
+    );
+    ran.entries = vec![mine.len() as u32];
+    ran.reported = vec![reported];
+    ran.observed = vec![o];
+    if let Some((cause, why)) = failed_watch {
+        if ran.findings.is_empty() {
+            ran.undecided = Some((cause, why));
+        } else {
+            ran.steps
+                .push(format!("also (it could not have passed): {why}"));
+        }
+    }
+    ActionRan {
+        ran,
+        beyond_reach: None,
+    }
+}
+
+/// Why this deploy file cannot take a case's fault (`None`: it can): every deploy file of
+/// `provider: mcp` takes every one.
+pub fn cannot_take(_d: &Loaded, _kind: McpKind) -> Option<String> {
+    None
+}
+
+/// A service's schedule of actions.
+pub type CallSchedule = actions::ActionSchedule<McpKind>;
+/// A service's schedules of MCP tool calls, for `deploy explore`.
+pub type Calls<'a> = actions::Actions<'a, McpKind>;
+
+impl ActionKind for McpKind {
+    fn all() -> &'static [Self] {
+        McpKind::ALL
+    }
+    fn name(self) -> &'static str {
+        McpKind::name(self)
+    }
+    fn cannot_take(self, d: &Loaded) -> Option<String> {
+        cannot_take(d, self)
+    }
+    fn ambiguous(self) -> bool {
+        self.ambiguity() != Ambiguity::None
+    }
+    fn occurrence(seed: u64, index: u64, k: u64) -> String {
+        format!("x{seed}r{index}a{k}")
+    }
+    const CASE: &'static str = "MCP-SCHEDULE";
+    const WHAT: &'static str = "a service's MCP tool-call actions";
+    async fn run_action(
+        d: &Loaded,
+        kind: Option<Self>,
+        occurrence: &str,
+        p: &Providers,
+        work: &Path,
+        logs: &Path,
+    ) -> ActionRan {
+        run_action(d, kind, occurrence, p, work, logs).await
+    }
+}
+
+/// Reads a schedule file of a service of MCP tool calls, every defect named with its step.
+pub fn read_schedule(d: &Loaded, f: &Path) -> Result<CallSchedule, String> {
+    actions::read_schedule(d, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind has a case, a fault fake-mcp accepts on every write tool, and its name back.
+    #[test]
+    fn every_kind_has_a_case_and_a_fault_fake_mcp_takes() {
+        let h = crate::providers::Mcp::new(provider_model::mcp::tools::default_tools())
+            .expect("the default tools");
+        for k in McpKind::ALL {
+            assert!(CASES.iter().any(|c| c.kind == *k), "{k} has no case");
+            assert_eq!(McpKind::parse(k.name()), Some(*k));
+            for tool in write_tools() {
+                let r = Rule {
+                    tool: Some(tool),
+                    fault: k.fault("h"),
+                    nth: 1,
+                    times: 1,
+                };
+                assert!(h.add_rule(r).is_ok(), "{k}");
+            }
+        }
+        assert_eq!(write_tools().len(), 3);
+    }
+}
