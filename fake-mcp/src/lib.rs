@@ -11,8 +11,10 @@
 //! A `hold` rule parks a call before its effect until the harness lets it go; the caller's
 //! connection is watched until its response ends, so a killed caller is seen gone.
 //!
-//! Not yet (issue 42 goes on): an expired session, a lagging listing, the stdio transport and
-//! a binary.
+//! A session can expire after a call's effect (its id forgotten, the reply lost), and lookups
+//! and listings can lag behind the effects (each read then says `complete: false`).
+//!
+//! Not yet (issue 42 goes on): the stdio transport and a binary.
 //!
 //! The harness reads the ledger through [`Handle`]; the control plane is the fakes' own
 //! (`fake_control`).
@@ -47,6 +49,10 @@ struct State {
     rules: Vec<RuleState<Rule>>,
     /// Calls seen per tool (for `nth`).
     seq: u64,
+    /// When each effect was made (beside `ledger.effects`), for a lagging listing.
+    made_at: Vec<std::time::Instant>,
+    /// How long an effect stays out of lookups and listings (zero: they are complete).
+    lag: Duration,
 }
 
 #[derive(Debug)]
@@ -66,6 +72,20 @@ struct Inner {
 /// The server's shared state: its tools, ledger and fault rules.
 #[derive(Clone, Debug)]
 pub struct Handle(Arc<Inner>);
+
+impl State {
+    /// The effects a lookup or listing shows now: all, or those older than the lag.
+    fn shown(&self) -> impl Iterator<Item = &Effect> {
+        let now = std::time::Instant::now();
+        let lag = self.lag;
+        self.ledger
+            .effects
+            .iter()
+            .zip(&self.made_at)
+            .filter(move |(_, at)| now.duration_since(**at) >= lag)
+            .map(|(e, _)| e)
+    }
+}
 
 impl Handle {
     /// A server of `tools` (checked first: every defect at once), with no control API over HTTP.
@@ -98,6 +118,12 @@ impl Handle {
         *self.state() = State::default();
         self.0.holds.reject_all();
         self.restart();
+    }
+
+    /// Lookups and listings lag: an effect shows in them only `lag` after it was made, and
+    /// every read says `complete: false` (zero: complete again).
+    pub fn set_lag(&self, lag: Duration) {
+        self.state().lag = lag;
     }
 
     /// Waits until at least `n` calls are parked under `hold` (or `within` passes).
@@ -284,33 +310,36 @@ impl Server {
                         args_digest: args_digest.clone(),
                         args: args.clone(),
                     });
+                    st.made_at.push(std::time::Instant::now());
                     (Some(id.clone()), json!({"effect": id, "kind": effect}))
                 }
                 ToolKind::Lookup => {
                     let k = args.get("key").and_then(Value::as_str).unwrap_or_default();
                     let found: Vec<Value> = st
-                        .ledger
-                        .by_key(k)
-                        .iter()
+                        .shown()
+                        .filter(|e| e.key.as_deref() == Some(k))
                         .map(|e| json!({"effect": e.id, "tool": e.tool, "args": e.args}))
                         .collect();
-                    (None, json!({"key": k, "found": found}))
+                    (
+                        None,
+                        json!({"key": k, "found": found, "complete": st.lag.is_zero()}),
+                    )
                 }
                 ToolKind::List => {
                     let of = args.get("tool").and_then(Value::as_str);
                     let all: Vec<Value> = st
-                        .ledger
-                        .effects
-                        .iter()
+                        .shown()
                         .filter(|e| of.is_none_or(|t| t == e.tool))
                         .map(|e| json!({"effect": e.id, "tool": e.tool, "key": e.key}))
                         .collect();
-                    (None, json!({"effects": all}))
+                    (None, json!({"effects": all, "complete": st.lag.is_zero()}))
                 }
             };
             let reply = match &fault {
                 _ if client.gone() => Reply::CallerGone,
-                Some(Fault::CommitThenDrop) if drop.is_some() => Reply::Dropped,
+                Some(Fault::CommitThenDrop | Fault::ExpireAfterCommit) if drop.is_some() => {
+                    Reply::Dropped
+                }
                 Some(Fault::ErrorAfterCommit | Fault::Refuse) => Reply::ToolError,
                 Some(Fault::Hold { .. }) if refused => Reply::ToolError,
                 Some(Fault::RpcErrorAfterCommit) => Reply::RpcError,
@@ -334,6 +363,26 @@ impl Server {
             ))]));
         }
         match fault {
+            Some(Fault::ExpireAfterCommit) => {
+                // The session is closed on a task of its own (closing waits for the session's
+                // worker, which this call is part of), then the connection drops.
+                if let Some(id) = parts
+                    .and_then(|p| p.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                {
+                    let sessions = h.sessions();
+                    let id: rmcp::transport::common::server_side_http::SessionId = id.into();
+                    tokio::spawn(async move {
+                        use rmcp::transport::streamable_http_server::SessionManager as _;
+                        let _ = sessions.close_session(&id).await;
+                    });
+                }
+                if let Some(d) = drop {
+                    d.0.notify_one();
+                }
+                cancelled.cancelled().await;
+                Err(ErrorData::internal_error("session expired", None))
+            }
             Some(Fault::CommitThenDrop) => {
                 if let Some(d) = drop {
                     d.0.notify_one();
@@ -587,7 +636,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod hold_tests {
+mod over_http {
     use super::*;
 
     async fn post(
@@ -608,10 +657,8 @@ mod hold_tests {
         r.send().await.expect("the fake answers")
     }
 
-    /// A session, and a `send_message` call sent on a task of its own.
-    async fn held_call(
-        h: &Handle,
-    ) -> (tokio::task::JoinHandle<String>, tokio::task::JoinHandle<()>) {
+    /// A session: the URL, a client, the session id and the serving task.
+    async fn session(h: &Handle) -> (String, reqwest::Client, String, tokio::task::JoinHandle<()>) {
         let (url, server) = start(h).await.expect("serves");
         let c = reqwest::Client::new();
         let init = post(
@@ -637,21 +684,126 @@ mod hold_tests {
         .await
         .text()
         .await;
-        let call = tokio::spawn(async move {
-            post(
+        (url, c, session, server)
+    }
+
+    /// A call of `tool` sent on a task of its own: its status and body.
+    fn call(
+        c: &reqwest::Client,
+        url: &str,
+        session: &str,
+        id: u64,
+        tool: &str,
+        arguments: Value,
+    ) -> tokio::task::JoinHandle<(u16, String)> {
+        let (c, url, session, tool) = (
+            c.clone(),
+            url.to_string(),
+            session.to_string(),
+            tool.to_string(),
+        );
+        tokio::spawn(async move {
+            let r = post(
                 &c,
                 &url,
                 Some(&session),
-                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                    "name": "send_message",
-                    "arguments": {"to": "a", "text": "b", "idempotency_key": "k1"}}}),
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": tool, "arguments": arguments}}),
             )
+            .await;
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap_or_default())
+        })
+    }
+
+    /// A session, and a `send_message` call sent on a task of its own.
+    async fn held_call(
+        h: &Handle,
+    ) -> (
+        tokio::task::JoinHandle<(u16, String)>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (url, c, session, server) = session(h).await;
+        let args = json!({"to": "a", "text": "b", "idempotency_key": "k1"});
+        (call(&c, &url, &session, 2, "send_message", args), server)
+    }
+
+    /// Both ways: an expired session's call made its effect and never answers, and the next
+    /// request under it is refused 404; another session goes on.
+    #[tokio::test]
+    async fn a_session_that_expires_after_the_effect_is_refused_after() {
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        h.add_rule(Rule {
+            tool: Some("send_message".into()),
+            fault: Fault::ExpireAfterCommit,
+            nth: 1,
+            times: 1,
+        })
+        .expect("valid");
+        let (url, c, s1, _server) = session(&h).await;
+        let args = json!({"to": "a", "text": "b", "idempotency_key": "k1"});
+        let lost = call(&c, &url, &s1, 2, "send_message", args.clone());
+        let (_, said) = tokio::time::timeout(Duration::from_secs(10), lost)
             .await
-            .text()
+            .expect("the connection closes")
+            .expect("joined");
+        assert!(!said.contains("eff_1"), "{said}");
+        assert_eq!(h.ledger().effects.len(), 1);
+        assert_eq!(h.ledger().calls[0].reply, Reply::Dropped);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, _) = call(&c, &url, &s1, 3, "lookup", json!({"key": "k1"}))
+                .await
+                .expect("joined");
+            if status == 404 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still served: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (_, c2, s2, _server2) = session(&h).await;
+        let (status, found) = call(&c2, &url, &s2, 2, "lookup", json!({"key": "k1"}))
             .await
-            .unwrap_or_default()
-        });
-        (call, server)
+            .expect("joined");
+        assert_eq!(status, 200);
+        assert!(found.contains("eff_1"), "{found}");
+    }
+
+    /// Both ways: a lagging lookup misses a fresh effect and says it is not complete; once the
+    /// lag passed (or with none) it finds it and says it is.
+    #[tokio::test]
+    async fn a_lagging_lookup_says_it_is_not_complete() {
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        let (url, c, s, _server) = session(&h).await;
+        h.set_lag(Duration::from_millis(400));
+        let args = json!({"to": "a", "text": "b", "idempotency_key": "k1"});
+        let made = call(&c, &url, &s, 2, "send_message", args)
+            .await
+            .expect("joined");
+        assert!(made.1.contains("eff_1"), "{made:?}");
+        let (_, early) = call(&c, &url, &s, 3, "lookup", json!({"key": "k1"}))
+            .await
+            .expect("joined");
+        assert!(
+            !early.contains("eff_1") && early.contains(r#"\"complete\":false"#),
+            "{early}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (_, late) = call(&c, &url, &s, 4, "lookup", json!({"key": "k1"}))
+            .await
+            .expect("joined");
+        assert!(late.contains("eff_1"), "{late}");
+        h.set_lag(Duration::ZERO);
+        let (_, now) = call(&c, &url, &s, 5, "list_effects", json!({}))
+            .await
+            .expect("joined");
+        assert!(
+            now.contains("eff_1") && now.contains(r#"\"complete\":true"#),
+            "{now}"
+        );
     }
 
     /// Both ways: a held call makes nothing until it is let go; a caller that goes while it is
@@ -690,7 +842,7 @@ mod hold_tests {
         let (call, _server2) = held_call(&h).await;
         assert!(h.wait_parked("h2", 1, Duration::from_secs(10)).await);
         assert_eq!(h.release("h2", ReleaseAction::Proceed), 1);
-        let said = call.await.expect("the caller waited");
+        let (_, said) = call.await.expect("the caller waited");
         assert!(said.contains("eff_1"), "{said}");
         let l = h.ledger();
         assert_eq!(l.calls[0].reply, Reply::Answered);

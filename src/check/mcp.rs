@@ -150,7 +150,9 @@ pub fn judge(
                     );
                 }
             }
-            if said != "success" && r.ambiguity != Ambiguity::None {
+            // Every final label after an ambiguous reply was examined for a failure inferred
+            // from it (a success, a failure or `unknown` alike).
+            if r.ambiguity != Ambiguity::None {
                 facts.saw(Req::R009);
             }
         }
@@ -260,6 +262,11 @@ mod tests {
         let got: Vec<Req> = found.iter().map(|f| f.requirement()).collect();
         assert_eq!(got, fails, "{found:?}");
         assert!(facts.count(Req::R010) > 0);
+        // A final label after an ambiguous reply is a fact about AOC-REQ-009, whatever it says.
+        assert_eq!(
+            facts.count(Req::R009) > 0,
+            ambiguity != Ambiguity::None && !finals.is_empty()
+        );
         // Without an attribution nothing is judged, and nothing is established.
         let mut none = Facts::default();
         assert!(

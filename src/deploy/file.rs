@@ -773,7 +773,10 @@ drive:
     #[rstest]
     #[case::good("", "")]
     #[case::no_url("MCP_URL: \"{mcp.url}\"", "no variable holds {mcp.url}")]
-    #[case::metadata("idempotency_key: \"order-{occurrence}\"", "attribution.metadata: not a rule")]
+    #[case::metadata(
+        "idempotency_key: \"order-{occurrence}\"",
+        "attribution.metadata: not a rule"
+    )]
     #[case::webhook("drive:", "webhook: an MCP tool server")]
     fn an_mcp_service_is_checked_for_its_provider(#[case] change: &str, #[case] said: &str) {
         let mcp = GOOD

@@ -19,6 +19,9 @@ pub enum Fault {
     Refuse,
     /// The reply comes `ms` milliseconds after the effect.
     Slow { ms: u64 },
+    /// The effect is made, then the call's session expires: its id is forgotten (the client's
+    /// next request under it is answered 404) and the connection closes with no result.
+    ExpireAfterCommit,
     /// The call is parked before any effect until the harness releases it (`proceed`: the
     /// effect is made and answered, to nobody if the caller went; `reject`: refused, nothing
     /// made).
@@ -34,6 +37,7 @@ impl fmt::Display for Fault {
             Fault::Refuse => f.write_str("refuse"),
             Fault::Slow { ms } => write!(f, "slow({ms} ms)"),
             Fault::Hold { name } => write!(f, "hold({name})"),
+            Fault::ExpireAfterCommit => f.write_str("expire_after_commit"),
         }
     }
 }

@@ -39,6 +39,12 @@ crate::vocab::words!(
         RestartAfterCommit = "restart_after_commit",
         /// The same action submitted again while its call is held.
         ReplayWhileHeld = "replay_while_held",
+        /// The effect is made and the call's session expires: the reply is lost and the
+        /// session's next request is answered 404.
+        ExpireAfterCommit = "expire_after_commit",
+        /// The effect is made and the reply lost, and lookups and listings lag: the effect
+        /// shows in them only [`LAG`] after it was made, and each says `complete: false`.
+        LostReplyLaggingLookup = "lost_reply_lagging_lookup",
     }
 );
 
@@ -51,7 +57,7 @@ pub struct McpCase {
     pub requirements: &'static [Req],
 }
 
-pub const CASES: [McpCase; 6] = [
+pub const CASES: [McpCase; 8] = [
     McpCase {
         id: "MCP-001",
         title: "The instance is killed while fake-mcp holds its write call; the effect is then made",
@@ -88,7 +94,22 @@ pub const CASES: [McpCase; 6] = [
         kind: McpKind::ReplayWhileHeld,
         requirements: &[Req::R010, Req::R002, Req::R011],
     },
+    McpCase {
+        id: "MCP-007",
+        title: "The write call's effect is made and its session expires (reply lost, the session refused after)",
+        kind: McpKind::ExpireAfterCommit,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-008",
+        title: "The write call's reply is lost and lookups lag behind the effect (it shows 15 s after it was made)",
+        kind: McpKind::LostReplyLaggingLookup,
+        requirements: &[Req::R010, Req::R011, Req::R009],
+    },
 ];
+
+/// How long lookups and listings lag in the lagging case.
+pub const LAG: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl McpKind {
     /// The fault at fake-mcp on an action's first call of each write tool.
@@ -97,7 +118,10 @@ impl McpKind {
             McpKind::CrashAtHeldCall | McpKind::ReplayWhileHeld => Fault::Hold {
                 name: hold.to_string(),
             },
-            McpKind::LostReply | McpKind::RestartAfterCommit => Fault::CommitThenDrop,
+            McpKind::LostReply | McpKind::RestartAfterCommit | McpKind::LostReplyLaggingLookup => {
+                Fault::CommitThenDrop
+            }
+            McpKind::ExpireAfterCommit => Fault::ExpireAfterCommit,
             McpKind::ErrorAfterCommit => Fault::ErrorAfterCommit,
             McpKind::RpcErrorAfterCommit => Fault::RpcErrorAfterCommit,
         }
@@ -106,9 +130,11 @@ impl McpKind {
     /// reply.
     fn ambiguity(self) -> Ambiguity {
         match self {
-            McpKind::CrashAtHeldCall | McpKind::LostReply | McpKind::RestartAfterCommit => {
-                Ambiguity::Dropped
-            }
+            McpKind::CrashAtHeldCall
+            | McpKind::LostReply
+            | McpKind::RestartAfterCommit
+            | McpKind::ExpireAfterCommit
+            | McpKind::LostReplyLaggingLookup => Ambiguity::Dropped,
             McpKind::ErrorAfterCommit | McpKind::RpcErrorAfterCommit => Ambiguity::ErrorAfterCommit,
             McpKind::ReplayWhileHeld => Ambiguity::None,
         }
@@ -179,6 +205,9 @@ pub async fn run_action(
         return undecided(HarnessCause::Unreachable, "fake-mcp is not running".into());
     };
     mcp.reset();
+    if kind == Some(McpKind::LostReplyLaggingLookup) {
+        mcp.set_lag(LAG);
+    }
     let hold = format!("{occurrence}-call");
     let writes = write_tools();
     if let Some(k) = kind {

@@ -70,20 +70,27 @@ impl Ctx<'_> {
                 && l.calls[..i]
                     .iter()
                     .any(|x| writes.contains(&x.tool) && x.key.is_some() && x.key == c.key);
-            let s = format!(
-                "{}call {} {} (key {}) → {}; its reply {:?}{}",
-                if again { "SECOND " } else { "" },
-                c.seq,
-                c.tool,
-                c.key.as_deref().unwrap_or("none"),
-                c.effect
-                    .as_deref()
-                    .map_or("no effect".to_string(), |e| format!("effect {e}")),
-                c.reply,
-                c.fault
-                    .as_deref()
-                    .map_or(String::new(), |f| format!(", fault {f}"))
-            );
+            let s = if write {
+                format!(
+                    "{}call {} {} (key {}) → {}; its reply {:?}{}",
+                    if again { "SECOND " } else { "" },
+                    c.seq,
+                    c.tool,
+                    c.key.as_deref().unwrap_or("none"),
+                    c.effect
+                        .as_deref()
+                        .map_or("no effect".to_string(), |e| format!("effect {e}")),
+                    c.reply,
+                    c.fault
+                        .as_deref()
+                        .map_or(String::new(), |f| format!(", fault {f}"))
+                )
+            } else {
+                format!(
+                    "call {} {} (a read); its reply {:?}",
+                    c.seq, c.tool, c.reply
+                )
+            };
             let tone = match (again, write, c.fault.is_some()) {
                 (true, _, _) => Tone::Defect,
                 (_, _, true) => Tone::Fault,
@@ -298,7 +305,13 @@ async fn fault_and_watch(
             );
         }
         None
-        | Some(McpKind::LostReply | McpKind::ErrorAfterCommit | McpKind::RpcErrorAfterCommit) => {
+        | Some(
+            McpKind::LostReply
+            | McpKind::ErrorAfterCommit
+            | McpKind::RpcErrorAfterCommit
+            | McpKind::ExpireAfterCommit
+            | McpKind::LostReplyLaggingLookup,
+        ) => {
             let said = answered(first, Duration::from_secs(60)).await.1;
             cx.told(
                 CLIENT,
