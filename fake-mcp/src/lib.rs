@@ -403,6 +403,14 @@ impl Server {
             )),
             Some(Fault::Slow { ms }) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
+                // The reply's fate is as it stands when the reply is written: a caller gone
+                // while the call was slow is answered to nobody.
+                if client.gone() {
+                    let mut st = h.state();
+                    if let Some(c) = st.ledger.calls.iter_mut().rfind(|c| c.seq == seq) {
+                        c.reply = Reply::CallerGone;
+                    }
+                }
                 Ok(CallToolResult::success(text(&result)))
             }
             Some(Fault::Refuse | Fault::Hold { .. }) | None => {

@@ -159,6 +159,8 @@ fn examples() -> Vec<std::path::PathBuf> {
         "connector-keyed",
         "connector-naive",
         "connector-reference",
+        "mcp-keyed",
+        "mcp-retrying",
     ]
     .iter()
     .map(|n| {

@@ -10,6 +10,7 @@ mod ci_action;
 mod cli;
 mod deploy;
 mod deploy_hostile;
+mod deploy_mcp;
 mod domain;
 mod explore;
 mod explore_hermes;
