@@ -231,19 +231,19 @@ mod tests {
     #[case::unknown_with_nothing_made(vec![call(1, "msg-o1", false, Reply::ToolError)], &[("unknown", 0)], Ambiguity::None, &[])]
     #[case::refused_reported_failed(vec![call(1, "msg-o1", false, Reply::ToolError)], &[("not_accepted", 0)], Ambiguity::None, &[])]
     #[case::pending_claims_nothing(vec![call(1, "msg-o1", true, Reply::Answered)], &[], Ambiguity::None, &[])]
-    #[case::retried_after_a_lost_reply(vec![call(1, "msg-o1", true, Reply::Dropped), call(2, "msg-o1", true, Reply::Answered)], &[("success", 2)], Ambiguity::Dropped, &[Req::R010])]
-    #[case::retried_after_a_refusal(vec![call(1, "msg-o1", false, Reply::ToolError), call(2, "msg-o1", true, Reply::Answered)], &[("success", 1)], Ambiguity::None, &[Req::R010])]
-    #[case::success_nothing_made(vec![call(1, "msg-o1", false, Reply::ToolError)], &[("success", 0)], Ambiguity::None, &[Req::R011])]
-    #[case::success_before_the_effect(vec![call(1, "msg-o1", true, Reply::Answered)], &[("success", 0)], Ambiguity::None, &[Req::R011])]
-    #[case::failed_after_a_lost_reply(vec![call(1, "msg-o1", true, Reply::Dropped)], &[("final_failure", 1)], Ambiguity::Dropped, &[Req::R011, Req::R009])]
-    #[case::failed_after_an_error_after_commit(vec![call(1, "msg-o1", true, Reply::ToolError)], &[("not_accepted", 1)], Ambiguity::ErrorAfterCommit, &[Req::R011, Req::R009])]
-    #[case::a_call_nobody_owns(vec![call(1, "msg-o1", true, Reply::Answered), call(2, "other-o1", true, Reply::Answered)], &[("success", 1)], Ambiguity::None, &[Req::R010])]
-    #[case::relabelled(vec![call(1, "msg-o1", true, Reply::Answered)], &[("success", 1), ("final_failure", 1)], Ambiguity::None, &[Req::R011, Req::R011])]
+    #[case::retried_after_a_lost_reply(vec![call(1, "msg-o1", true, Reply::Dropped), call(2, "msg-o1", true, Reply::Answered)], &[("success", 2)], Ambiguity::Dropped, &[("deploy_one_call", Req::R010)])]
+    #[case::retried_after_a_refusal(vec![call(1, "msg-o1", false, Reply::ToolError), call(2, "msg-o1", true, Reply::Answered)], &[("success", 1)], Ambiguity::None, &[("deploy_one_call", Req::R010)])]
+    #[case::success_nothing_made(vec![call(1, "msg-o1", false, Reply::ToolError)], &[("success", 0)], Ambiguity::None, &[("deploy_effect_from_ledger", Req::R011)])]
+    #[case::success_before_the_effect(vec![call(1, "msg-o1", true, Reply::Answered)], &[("success", 0)], Ambiguity::None, &[("deploy_effect_from_ledger", Req::R011)])]
+    #[case::failed_after_a_lost_reply(vec![call(1, "msg-o1", true, Reply::Dropped)], &[("final_failure", 1)], Ambiguity::Dropped, &[("deploy_effect_from_ledger", Req::R011), ("deploy_effect_from_ledger", Req::R009)])]
+    #[case::failed_after_an_error_after_commit(vec![call(1, "msg-o1", true, Reply::ToolError)], &[("not_accepted", 1)], Ambiguity::ErrorAfterCommit, &[("deploy_effect_from_ledger", Req::R011), ("deploy_effect_from_ledger", Req::R009)])]
+    #[case::a_call_nobody_owns(vec![call(1, "msg-o1", true, Reply::Answered), call(2, "other-o1", true, Reply::Answered)], &[("success", 1)], Ambiguity::None, &[("deploy_one_call", Req::R010)])]
+    #[case::relabelled(vec![call(1, "msg-o1", true, Reply::Answered)], &[("success", 1), ("final_failure", 1)], Ambiguity::None, &[("deploy_effect_from_ledger", Req::R011), ("deploy_effect_from_ledger", Req::R011)])]
     fn each_answer_is_judged_against_the_ledger(
         #[case] calls: Vec<Call>,
         #[case] finals: &[(&'static str, usize)],
         #[case] ambiguity: Ambiguity,
-        #[case] fails: &[Req],
+        #[case] fails: &[(&str, Req)],
     ) {
         let ledger = Ledger {
             calls,
@@ -259,7 +259,10 @@ mod tests {
             &[reported(finals, ambiguity)],
             &mut facts,
         );
-        let got: Vec<Req> = found.iter().map(|f| f.requirement()).collect();
+        let got: Vec<(&str, Req)> = found
+            .iter()
+            .map(|f| (f.checker(), f.requirement()))
+            .collect();
         assert_eq!(got, fails, "{found:?}");
         assert!(facts.count(Req::R010) > 0);
         // A final label after an ambiguous reply is a fact about AOC-REQ-009, whatever it says.

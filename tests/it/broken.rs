@@ -449,6 +449,14 @@ async fn every_checker_fires_for_some_broken_implementation() {
             "workflow_effect_as_designed",
             "check::workflow::the_effect_is_the_one_the_design_asks_for",
         ),
+        (
+            "deploy_one_call",
+            "check::mcp::each_answer_is_judged_against_the_ledger; deploy_mcp (the retrying example)",
+        ),
+        (
+            "deploy_effect_from_ledger",
+            "check::mcp::each_answer_is_judged_against_the_ledger",
+        ),
     ]);
     // Each named elsewhere is asserted by name there: `[name]` (a finding's first words) in a
     // test under tests/it, or the quoted name in a unit test of src/.

@@ -2,4 +2,5 @@
 //! `cargo install --path .` installs them beside aocheck.
 
 mod hermes;
+mod mcp;
 mod payments;
