@@ -14,7 +14,8 @@
 //! A session can expire after a call's effect (its id forgotten, the reply lost), and lookups
 //! and listings can lag behind the effects (each read then says `complete: false`).
 //!
-//! Not yet (issue 42 goes on): the stdio transport and a binary.
+//! Over HTTP (`router`, `start`) every session of the current generation is served; over stdio
+//! (`serve_io`) one session, with no session id.
 //!
 //! The harness reads the ledger through [`Handle`]; the control plane is the fakes' own
 //! (`fake_control`).
@@ -337,9 +338,7 @@ impl Server {
             };
             let reply = match &fault {
                 _ if client.gone() => Reply::CallerGone,
-                Some(Fault::CommitThenDrop | Fault::ExpireAfterCommit) if drop.is_some() => {
-                    Reply::Dropped
-                }
+                Some(Fault::CommitThenDrop | Fault::ExpireAfterCommit) => Reply::Dropped,
                 Some(Fault::ErrorAfterCommit | Fault::Refuse) => Reply::ToolError,
                 Some(Fault::Hold { .. }) if refused => Reply::ToolError,
                 Some(Fault::RpcErrorAfterCommit) => Reply::RpcError,
@@ -384,15 +383,14 @@ impl Server {
                 Err(ErrorData::internal_error("session expired", None))
             }
             Some(Fault::CommitThenDrop) => {
+                // The connection closes (over HTTP), and the result never comes: not on this
+                // stream, nor on one the client resumes, nor over stdio (a server that died
+                // mid-call). The call ends when the client cancels it or its session goes.
                 if let Some(d) = drop {
                     d.0.notify_one();
-                    // The connection closes, and the result never comes: not on this stream,
-                    // nor on one the client resumes (a server that died mid-call). The call
-                    // ends when the client cancels it or its session goes.
-                    cancelled.cancelled().await;
-                    return Err(ErrorData::internal_error("cancelled", None));
                 }
-                Ok(CallToolResult::success(text(&result)))
+                cancelled.cancelled().await;
+                Err(ErrorData::internal_error("cancelled", None))
             }
             Some(Fault::ErrorAfterCommit) => Ok(CallToolResult::error(vec![Content::text(
                 format!("call {seq} failed after its effect"),
@@ -567,6 +565,22 @@ impl http_body::Body for Watched {
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
     }
+}
+
+/// Serves one MCP session over `reader` and `writer` (the stdio transport: newline-delimited
+/// JSON-RPC) until the client closes it; its calls go to `h`'s ledger, with no session id.
+pub async fn serve_io<R, W>(h: &Handle, reader: R, writer: W) -> std::io::Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    use rmcp::ServiceExt as _;
+    let running = Server(h.clone())
+        .serve((reader, writer))
+        .await
+        .map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
 }
 
 /// Serves `h` on a loopback port; the URL of its MCP endpoint and the serving task.

@@ -25,6 +25,10 @@ struct Args {
     /// `Authorization: Bearer <it>`; without it the control API refuses everything.
     #[arg(long, env = "FAKE_MCP_CONTROL_TOKEN")]
     control_token: Option<String>,
+    /// Serve MCP over stdin and stdout (the stdio transport: one session, until stdin closes);
+    /// the control API is still served over HTTP at `--listen`, announced on stderr.
+    #[arg(long)]
+    stdio: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -58,9 +62,46 @@ fn main() -> ExitCode {
         }
     }
     let app = fake_mcp::router(&h);
+    if args.stdio {
+        return stdio(&args.common.listen, app, &h);
+    }
     fake_control::bin::run(
         &args.common.listen,
         app,
         &["mcp endpoint: /mcp at that address".to_string()],
     )
+}
+
+/// MCP over stdin and stdout; the control API over HTTP at `listen` (`listening http://ADDR`
+/// on stderr, since stdout is the protocol's).
+fn stdio(listen: &str, app: axum::Router, h: &fake_mcp::Handle) -> ExitCode {
+    let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    else {
+        eprintln!("error: runtime");
+        return ExitCode::from(fake_control::bin::UNREACHABLE);
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {listen}: {e}");
+                return ExitCode::from(fake_control::bin::UNREACHABLE);
+            }
+        };
+        if let Ok(a) = listener.local_addr() {
+            eprintln!("listening http://{a}");
+        }
+        tokio::spawn(async move {
+            let _ = fake_control::serve(listener, app).await;
+        });
+        match fake_mcp::serve_io(h, tokio::io::stdin(), tokio::io::stdout()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(fake_control::bin::UNREACHABLE)
+            }
+        }
+    })
 }

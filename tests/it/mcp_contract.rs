@@ -185,3 +185,76 @@ async fn an_official_client_drives_every_tool_and_fault(#[case] sdk: &str) {
     assert!(l.calls.iter().all(|c| c.session.is_some()), "{:?}", l.calls);
     assert!(h.rules().iter().all(|r| r.fired == 1), "{:?}", h.rules());
 }
+
+/// The stdio transport: PyPI's client starts `fake-mcp --stdio` itself and drives it through a
+/// lost reply (no result ever comes over the pipe) and an error after commit; the ledger, read
+/// over the control API, holds both effects, each call with no session id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_drives_fake_mcp_over_stdio() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plan = dir.path().join("plan.json");
+    let rules = serde_json::json!({"rules": [
+        rule("send_message", Fault::CommitThenDrop, 2),
+        rule("create_payment", Fault::ErrorAfterCommit, 1),
+    ]});
+    std::fs::write(&plan, rules.to_string()).expect("write the plan");
+    let token = format!("ctl_{}", uuid::Uuid::new_v4().simple());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_stdio.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_fake-mcp"))
+            .arg(&plan)
+            .arg(&token)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finished within 120 s")
+    .expect("python3 runs");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    let steps: BTreeMap<String, Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| (v["step"].as_str().unwrap_or_default().to_string(), v))
+        .collect();
+    let step = |s: &str| {
+        steps
+            .get(s)
+            .unwrap_or_else(|| panic!("no step {s}: {said}"))
+    };
+    assert_eq!(step("initialize")["server"], "fake-mcp");
+    assert_eq!(step("send_message#1")["outcome"], "result");
+    assert_eq!(step("send_message#2")["outcome"], "no_reply");
+    assert_eq!(step("create_payment#1")["is_error"], true);
+    assert!(
+        step("lookup m2")["text"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("eff_2"),
+        "{said}"
+    );
+    let l: provider_model::mcp::ledger::Ledger =
+        serde_json::from_value(step("ledger")["ledger"].clone()).expect("a ledger");
+    let replies: Vec<(&str, Reply, bool)> = l
+        .calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.reply, c.effect.is_some()))
+        .collect();
+    assert_eq!(
+        replies[..3],
+        [
+            ("send_message", Reply::Answered, true),
+            ("send_message", Reply::Dropped, true),
+            ("create_payment", Reply::ToolError, true),
+        ],
+        "{replies:?}"
+    );
+    assert!(l.calls.iter().all(|c| c.session.is_none()), "{:?}", l.calls);
+}
