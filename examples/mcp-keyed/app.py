@@ -18,8 +18,8 @@ the two files is the same. In this service:
   id. Nothing found within about 20 s (the lookup retried with backoff), or the server not
   reachable: ``unknown``, for a person to look at. It is never sent again.
 
-Configuration (environment): PORT, MCP_URL, MESSAGES_DB, INSTANCE, and MCP_CALL_TIMEOUT
-(seconds, default 10). Python 3.11+, standard
+Configuration (environment): PORT, MCP_URL, MESSAGES_DB, INSTANCE, MCP_CALL_TIMEOUT
+(seconds, default 10) and MCP_RECONCILE_SECONDS (how long a lookup is retried, default 20). Python 3.11+, standard
 library plus ``mcp`` (the official SDK, 2.3.0).
 """
 
@@ -231,7 +231,7 @@ async def lookup(key):
 
 # ========== THE PART THAT DIFFERS (mcp-keyed): one call, then reconcile by lookup ==========
 
-RECONCILE_SECONDS = 20.0
+RECONCILE_SECONDS = float(os.environ.get("MCP_RECONCILE_SECONDS") or 20.0)
 
 
 async def reconcile(store, msg, why):

@@ -54,6 +54,8 @@ struct State {
     made_at: Vec<std::time::Instant>,
     /// How long an effect stays out of lookups and listings (zero: they are complete).
     lag: Duration,
+    /// Bumped by a reset: a call that arrived before it is never recorded after it.
+    epoch: u64,
 }
 
 #[derive(Debug)]
@@ -114,9 +116,17 @@ impl Handle {
         })))
     }
 
-    /// A fresh ground truth: no calls, effects, rules or sessions; every parked call refused.
+    /// A fresh ground truth: no calls, effects, rules or sessions; every parked call refused,
+    /// and recorded nowhere (it belongs to the ledger that was cleared).
     pub fn reset(&self) {
-        *self.state() = State::default();
+        {
+            let mut st = self.state();
+            let epoch = st.epoch + 1;
+            *st = State {
+                epoch,
+                ..State::default()
+            };
+        }
         self.0.holds.reject_all();
         self.restart();
     }
@@ -268,7 +278,7 @@ impl Server {
             .cloned()
             .unwrap_or_default();
         let key = spec.key_of(&args, &meta);
-        let (seq, fault) = {
+        let (seq, fault, epoch) = {
             let mut st = h.state();
             if st.ledger.calls.len() >= MAX_CALLS {
                 return Err(ErrorData::internal_error(
@@ -278,7 +288,7 @@ impl Server {
             }
             st.seq += 1;
             let seq = st.seq;
-            (seq, h.fault_for(&mut st, &spec.name))
+            (seq, h.fault_for(&mut st, &spec.name), st.epoch)
         };
         // A held call waits here, before anything is made: the harness kills its caller, or
         // lets it go.
@@ -297,6 +307,13 @@ impl Server {
         }
         let result = {
             let mut st = h.state();
+            if st.epoch != epoch {
+                // Reset while it was held: the ledger it belonged to is gone.
+                return Err(ErrorData::internal_error(
+                    "fake-mcp was reset while this call was held",
+                    None,
+                ));
+            }
             let args_digest = digest(&args);
             let (effect, result) = match &spec.kind {
                 _ if refused => (None, json!({"refused": true})),

@@ -51,34 +51,31 @@ pub fn crash_disproved(
 /// harness itself reaches them only through the fakes' handles, in process): every request,
 /// refused or not, named by provider, method and path.
 pub fn control_reached(
-    payments: &[provider_model::control::ControlAttempt],
-    hermes: Option<Vec<provider_model::control::ControlAttempt>>,
+    reached: &[(&str, &[provider_model::control::ControlAttempt])],
 ) -> Option<String> {
     let mut seen: Vec<String> = Vec::new();
-    let hermes = hermes.unwrap_or_default();
-    for (who, a) in payments
-        .iter()
-        .map(|a| ("fake-payments", a))
-        .chain(hermes.iter().map(|a| ("fake-hermes", a)))
-    {
-        let line = format!(
-            "{who} {} {}{}",
-            a.method,
-            a.path,
-            if a.authorized {
-                " (with the control token)"
-            } else {
-                " (refused)"
+    let mut n = 0;
+    for (who, attempts) in reached {
+        n += attempts.len();
+        for a in attempts.iter() {
+            let line = format!(
+                "{who} {} {}{}",
+                a.method,
+                a.path,
+                if a.authorized {
+                    " (with the control token)"
+                } else {
+                    " (refused)"
+                }
+            );
+            if !seen.contains(&line) {
+                seen.push(line);
             }
-        );
-        if !seen.contains(&line) {
-            seen.push(line);
         }
     }
     (!seen.is_empty()).then(|| {
         format!(
-            "the implementation sent {} request(s) to the providers' control APIs, which hold the ground truth: {}; a case whose judged party reached for the ground truth cannot pass",
-            payments.len() + hermes.len(),
+            "the implementation sent {n} request(s) to the providers' control APIs, which hold the ground truth: {}; a case whose judged party reached for the ground truth cannot pass",
             seen.join(", ")
         )
     })

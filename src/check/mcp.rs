@@ -104,7 +104,9 @@ pub fn judge(
         let mut distinct: Vec<&'static str> = Vec::new();
         for shown in &r.finals {
             let said = shown.outcome;
-            if said != "unknown" && !distinct.contains(&said) {
+            // `unknown` after a claimed outcome withdraws the claim: a relabel too (D71).
+            let withdrawn = said == "unknown" && distinct.last().is_some_and(|d| *d != "unknown");
+            if (said != "unknown" && !distinct.contains(&said)) || withdrawn {
                 distinct.push(said);
             }
             let wrong = match said {
@@ -239,6 +241,8 @@ mod tests {
     #[case::failed_after_an_error_after_commit(vec![call(1, "msg-o1", true, Reply::ToolError)], &[("not_accepted", 1)], Ambiguity::ErrorAfterCommit, &[("deploy_effect_from_ledger", Req::R011), ("deploy_effect_from_ledger", Req::R009)])]
     #[case::a_call_nobody_owns(vec![call(1, "msg-o1", true, Reply::Answered), call(2, "other-o1", true, Reply::Answered)], &[("success", 1)], Ambiguity::None, &[("deploy_one_call", Req::R010)])]
     #[case::relabelled(vec![call(1, "msg-o1", true, Reply::Answered)], &[("success", 1), ("final_failure", 1)], Ambiguity::None, &[("deploy_effect_from_ledger", Req::R011), ("deploy_effect_from_ledger", Req::R011)])]
+    #[case::claim_withdrawn(vec![call(1, "msg-o1", true, Reply::Dropped)], &[("success", 1), ("unknown", 1)], Ambiguity::Dropped, &[("deploy_effect_from_ledger", Req::R011)])]
+    #[case::unknown_then_settled(vec![call(1, "msg-o1", true, Reply::Dropped), lookup(2, "msg-o1")], &[("unknown", 1), ("success", 1)], Ambiguity::Dropped, &[])]
     fn each_answer_is_judged_against_the_ledger(
         #[case] calls: Vec<Call>,
         #[case] finals: &[(&'static str, usize)],

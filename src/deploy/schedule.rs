@@ -406,10 +406,10 @@ pub async fn run_schedule(
     ran.beats
         .extend(charges::provider_beats(d, p, &ledger, cx.started_wall_ms));
     let reached = p.payments.control_attempts();
-    if let Some(why) = crate::check::credentials::control_reached(
+    if let Some(why) = crate::check::credentials::control_reached(&[(
+        "fake-payments",
         reached.get(control_before..).unwrap_or(&[]),
-        None,
-    ) {
+    )]) {
         ran.undecided = Some((HarnessCause::Undecided, why));
     }
     if let Err(e) = result {

@@ -589,10 +589,13 @@ pub async fn run_case(
             .operator
             .hermes
             .as_ref()
-            .map(|(_, h, _)| h.control_attempts());
-        if let Some(why) =
-            crate::check::credentials::control_reached(&provider.control_attempts(), hermes)
-        {
+            .map(|(_, h, _)| h.control_attempts())
+            .unwrap_or_default();
+        let payments = provider.control_attempts();
+        if let Some(why) = crate::check::credentials::control_reached(&[
+            ("fake-payments", &payments),
+            ("fake-hermes", &hermes),
+        ]) {
             harness = Some(why);
             cause = HarnessCause::Undecided;
         }

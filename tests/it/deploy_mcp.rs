@@ -139,3 +139,42 @@ fn exploring_the_retrying_mcp_service_shrinks_to_one_action_made_twice() {
     assert_eq!(report["cases"][0]["id"], "MCP-SCHEDULE");
     assert_eq!(report["cases"][0]["verdict"], "fail", "{report}");
 }
+
+/// A lying twin of the keyed service (`tests/it/deploy_mcp_liars/liar.py`, one lie per deploy
+/// file) fails the case its lie meets, for the requirement it breaks: the lies a hostile review
+/// found passing, each now caught (a retry through another tool after a restart, `sent` with
+/// nothing made, `sent` while the call is held, a claim withdrawn to `unknown`, in-flight
+/// labels declared `unknown` to end the watch before a retry).
+#[rstest::rstest]
+#[case::another_tool_after_a_restart("other-tool", "MCP-001", "AOC-REQ-010")]
+#[case::sent_after_a_refusal("assume-sent", "MCP-010", "AOC-REQ-011")]
+#[case::sent_while_held("sent-early", "MCP-006", "AOC-REQ-011")]
+#[case::claim_withdrawn("relabel-unknown", "MCP-002", "AOC-REQ-011")]
+#[case::in_flight_declared_unknown("pending-as-unknown", "MCP-003", "AOC-REQ-010")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_mcp_service_fails_for_its_lie(
+    #[case] lie: &str,
+    #[case] case: &str,
+    #[case] req: &str,
+) {
+    python_mcp();
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/deploy_mcp_liars")
+        .join(format!("{lie}.yaml"));
+    let loaded = file::load(&f).expect("the liar's deploy file loads");
+    let out = tempfile::tempdir().expect("tempdir");
+    let r = aocheck::deploy::run(&loaded, out.path(), &[case.to_string()], &mut |_| {}).await;
+    let c = r.cases.iter().find(|c| c.id == case).expect("the case ran");
+    assert_eq!(
+        c.verdict,
+        Verdict::Fail,
+        "{lie} {case}: {}\n{:#?}",
+        c.reasons(),
+        c.steps
+    );
+    assert!(
+        c.failures.iter().any(|f| f.requirement.to_string() == req),
+        "{lie} {case}: {:?}",
+        c.failures
+    );
+}

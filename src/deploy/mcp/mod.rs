@@ -45,6 +45,11 @@ crate::vocab::words!(
         /// The effect is made and the reply lost, and lookups and listings lag: the effect
         /// shows in them only [`LAG`] after it was made, and each says `complete: false`.
         LostReplyLaggingLookup = "lost_reply_lagging_lookup",
+        /// The call is held at fake-mcp, the instance killed, and the call then refused:
+        /// nothing is made, and the killed caller never learns it.
+        CrashAtHeldCallRefused = "crash_at_held_call_refused",
+        /// The call is refused before any effect (a tool error, `isError`): nothing is made.
+        RefusedNothingMade = "refused_nothing_made",
     }
 );
 
@@ -57,7 +62,7 @@ pub struct McpCase {
     pub requirements: &'static [Req],
 }
 
-pub const CASES: [McpCase; 8] = [
+pub const CASES: [McpCase; 10] = [
     McpCase {
         id: "MCP-001",
         title: "The instance is killed while fake-mcp holds its write call; the effect is then made",
@@ -102,22 +107,37 @@ pub const CASES: [McpCase; 8] = [
     },
     McpCase {
         id: "MCP-008",
-        title: "The write call's reply is lost and lookups lag behind the effect (it shows 15 s after it was made)",
+        title: "The write call's reply is lost and lookups lag behind the effect (it shows 5 s after it was made)",
         kind: McpKind::LostReplyLaggingLookup,
         requirements: &[Req::R010, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-009",
+        title: "The instance is killed while fake-mcp holds its write call; the call is then refused and nothing is made",
+        kind: McpKind::CrashAtHeldCallRefused,
+        requirements: &[Req::R010, Req::R002, Req::R011, Req::R009],
+    },
+    McpCase {
+        id: "MCP-010",
+        title: "The write call is refused before any effect (a tool error; nothing is made)",
+        kind: McpKind::RefusedNothingMade,
+        requirements: &[Req::R010, Req::R011],
     },
 ];
 
 /// How long lookups and listings lag in the lagging case.
-pub const LAG: std::time::Duration = std::time::Duration::from_secs(15);
+pub const LAG: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl McpKind {
     /// The fault at fake-mcp on an action's first call of each write tool.
     fn fault(self, hold: &str) -> Fault {
         match self {
-            McpKind::CrashAtHeldCall | McpKind::ReplayWhileHeld => Fault::Hold {
+            McpKind::CrashAtHeldCall
+            | McpKind::ReplayWhileHeld
+            | McpKind::CrashAtHeldCallRefused => Fault::Hold {
                 name: hold.to_string(),
             },
+            McpKind::RefusedNothingMade => Fault::Refuse,
             McpKind::LostReply | McpKind::RestartAfterCommit | McpKind::LostReplyLaggingLookup => {
                 Fault::CommitThenDrop
             }
@@ -134,9 +154,10 @@ impl McpKind {
             | McpKind::LostReply
             | McpKind::RestartAfterCommit
             | McpKind::ExpireAfterCommit
-            | McpKind::LostReplyLaggingLookup => Ambiguity::Dropped,
+            | McpKind::LostReplyLaggingLookup
+            | McpKind::CrashAtHeldCallRefused => Ambiguity::Dropped,
             McpKind::ErrorAfterCommit | McpKind::RpcErrorAfterCommit => Ambiguity::ErrorAfterCommit,
-            McpKind::ReplayWhileHeld => Ambiguity::None,
+            McpKind::ReplayWhileHeld | McpKind::RefusedNothingMade => Ambiguity::None,
         }
     }
 }
@@ -205,6 +226,8 @@ pub async fn run_action(
         return undecided(HarnessCause::Unreachable, "fake-mcp is not running".into());
     };
     mcp.reset();
+    // Only this action's requests to the control routes count (the log spans the run).
+    let control_before = mcp.control_attempts().len();
     if kind == Some(McpKind::LostReplyLaggingLookup) {
         mcp.set_lag(LAG);
     }
@@ -232,6 +255,20 @@ pub async fn run_action(
         Ok(x) => x,
         Err((cause, why)) => return undecided(cause, why),
     };
+    // A call still parked (sent after the hold's one release, by an instance now stopped) is
+    // refused and recorded before the ledger is read: it is an entry like any other.
+    if mcp.wait_parked(&hold, 1, std::time::Duration::ZERO).await {
+        let n = crate::providers::holds::hold(mcp, &hold, std::time::Duration::from_secs(10))
+            .release(provider_model::holds::ReleaseAction::Reject { status: 503 })
+            .await;
+        cx.t.step(format!(
+            "a write call was still held at fake-mcp when the case ended: refused ({})",
+            match n {
+                Ok(n) => format!("{n} let go"),
+                Err(e) => e.to_string(),
+            }
+        ));
+    }
     let ledger = cx.tell_calls();
     let mine: Vec<&provider_model::mcp::ledger::Call> = ledger
         .calls
@@ -262,7 +299,11 @@ pub async fn run_action(
         beats: std::mem::take(&mut cx.t.beats),
         ..Ran::default()
     };
-    if let Some(why) = crate::check::credentials::control_reached(&mcp.control_attempts(), None) {
+    let reached = mcp.control_attempts();
+    if let Some(why) = crate::check::credentials::control_reached(&[(
+        "fake-mcp",
+        reached.get(control_before..).unwrap_or(&[]),
+    )]) {
         ran.undecided = Some((HarnessCause::Undecided, why));
     }
     // The ledger is judged even where the watch could not finish: a second call is a failure

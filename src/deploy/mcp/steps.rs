@@ -35,6 +35,8 @@ pub(super) struct Ctx<'a> {
     pub(super) restarted: bool,
     /// What the service answered the same action submitted again while its call was held.
     pub(super) replay_answer: Option<u16>,
+    /// Every label the status route showed so far.
+    seen: Seen,
 }
 
 /// Every label the status route showed, each with the effects fake-mcp had made for the
@@ -112,6 +114,59 @@ impl Ctx<'_> {
             .filter(|e| owner_of(self.d, e.key.as_deref()).as_deref() == Some(&self.occurrence))
             .count()
     }
+    /// The write calls fake-mcp received for the action so far.
+    fn calls(&self, l: &Ledger) -> usize {
+        let writes = super::write_tools();
+        l.calls
+            .iter()
+            .filter(|c| {
+                writes.contains(&c.tool)
+                    && owner_of(self.d, c.key.as_deref()).as_deref() == Some(&self.occurrence)
+            })
+            .count()
+    }
+    /// One read of the action's status on the instance started last, told when it changed;
+    /// with it, what fake-mcp has received so far.
+    async fn look(
+        &mut self,
+        live: &mut [Instance],
+        vars: &Vars,
+    ) -> Step<(drive::Observed, Ledger)> {
+        let Some(i) = live.last_mut() else {
+            return Err((HarnessCause::Unreachable, "no instance is running".into()));
+        };
+        if let Some(st) = i.exited() {
+            return Err((
+                HarnessCause::Unreachable,
+                format!(
+                    "instance {} exited unasked ({st}); its output: {}",
+                    i.label,
+                    service::tail(&i.log)
+                ),
+            ));
+        }
+        let o = drive::status(&self.reads, &i.base, &self.d.file.drive.status, vars)
+            .await
+            .map_err(|e| (HarnessCause::Unreachable, e.to_string()))?;
+        // What fake-mcp made for the action, read right after the label.
+        let ledger = self.tell_calls();
+        if self.seen.last().map(|(x, _)| x) != Some(&o) {
+            let is_final = o.outcome.is_final();
+            self.told(
+                LABELS,
+                if is_final { Tone::Settled } else { Tone::Plain },
+                format!(
+                    "the service reports {:?} ({}) for action {}",
+                    o.label,
+                    o.outcome.label(),
+                    vars.occurrence
+                ),
+            );
+            let n = self.effects(&ledger);
+            self.seen.push((o.clone(), n));
+        }
+        Ok((o, ledger))
+    }
 }
 
 type Sent = tokio::task::JoinHandle<Result<u16, drive::DriveError>>;
@@ -183,6 +238,7 @@ pub(super) async fn drive<'a>(
         calls_told: 0,
         restarted: false,
         replay_answer: None,
+        seen: Vec::new(),
     };
     let vars = Vars {
         occurrence: occurrence.to_string(),
@@ -212,12 +268,14 @@ async fn fault_and_watch(
         format!("action {} submitted to instance a", vars.occurrence),
     );
     match kind {
-        Some(McpKind::CrashAtHeldCall) => {
+        Some(k @ (McpKind::CrashAtHeldCall | McpKind::CrashAtHeldCallRefused)) => {
             parked(cx, hold).await?;
+            // What the service says while its call is held, before anything is made.
+            cx.look(live, vars).await?;
             let Some(mut a) = live.pop() else {
                 return Err((HarnessCause::Unreachable, "no instance is running".into()));
             };
-            let k = a.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
+            let k_ = a.kill().await.map_err(|e| (HarnessCause::Unreachable, e))?;
             let gone = holds::hold(cx.mcp, hold, Duration::from_secs(10))
                 .landed()
                 .await
@@ -227,7 +285,7 @@ async fn fault_and_watch(
                 Tone::Fault,
                 format!(
                     "instance a killed: {}; {}",
-                    k.how,
+                    k_.how,
                     if gone {
                         "fake-mcp saw the held call's connection close"
                     } else {
@@ -241,7 +299,21 @@ async fn fault_and_watch(
                     "the kill was not confirmed at fake-mcp".into(),
                 ));
             }
-            release(cx, hold).await?;
+            if k == McpKind::CrashAtHeldCallRefused {
+                let action = provider_model::holds::ReleaseAction::Reject { status: 503 };
+                let n = holds::hold(cx.mcp, hold, Duration::from_secs(10))
+                    .release(action)
+                    .await
+                    .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
+                cx.mcp.disarm_hold(hold);
+                cx.told(
+                    MCP,
+                    Tone::Fault,
+                    format!("fake-mcp refuses the held call ({n} let go): nothing is made"),
+                );
+            } else {
+                release(cx, hold).await?;
+            }
             let said = answered(first, Duration::from_secs(5)).await.1;
             cx.told(
                 CLIENT,
@@ -258,12 +330,17 @@ async fn fault_and_watch(
         Some(McpKind::ReplayWhileHeld) => {
             parked(cx, hold).await?;
             let again = send(cx, &base, vars);
-            tokio::time::sleep(Duration::from_millis(300)).await;
             cx.told(
                 CLIENT,
                 Tone::Fault,
                 "the same action submitted again while its call is held",
             );
+            // The call stays held a second, its status read meanwhile: nothing is made yet.
+            let until = Instant::now() + Duration::from_secs(1);
+            while Instant::now() < until {
+                cx.look(live, vars).await?;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             release(cx, hold).await?;
             for (what, s) in [("first", first), ("second", again)] {
                 let (code, said) = answered(s, Duration::from_secs(60)).await;
@@ -310,7 +387,8 @@ async fn fault_and_watch(
             | McpKind::ErrorAfterCommit
             | McpKind::RpcErrorAfterCommit
             | McpKind::ExpireAfterCommit
-            | McpKind::LostReplyLaggingLookup,
+            | McpKind::LostReplyLaggingLookup
+            | McpKind::RefusedNothingMade,
         ) => {
             let said = answered(first, Duration::from_secs(60)).await.1;
             cx.told(
@@ -348,6 +426,8 @@ async fn release(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
         .release(provider_model::holds::ReleaseAction::Proceed)
         .await
         .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
+    // The hold parks one call: the same hold on the other write tools parks nothing more.
+    cx.mcp.disarm_hold(hold);
     cx.told(
         MCP,
         Tone::Fault,
@@ -356,57 +436,39 @@ async fn release(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
     Ok(())
 }
 
+/// How long the watch goes on after an `unknown` label: a service that says it cannot know may
+/// still be acting (a retry after a backoff), and a call it makes then is an entry.
+const AFTER_UNKNOWN: Duration = Duration::from_secs(10);
+
 /// Watches the action's status on the instance started last until it is final (or the
-/// deadline), then through the settle time.
+/// deadline), then through the settle time: longer after `unknown`, and again from every
+/// write call of the action fake-mcp receives meanwhile.
 async fn watch(cx: &mut Ctx<'_>, live: &mut [Instance], vars: &Vars) -> Step<Seen> {
-    let status = cx.d.file.drive.status.clone();
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
     let settle = Duration::from_millis(cx.d.file.drive.settle_ms);
-    let mut seen: Seen = Vec::new();
     let mut final_at: Option<Instant> = None;
+    let mut calls = 0;
     loop {
-        let Some(i) = live.last_mut() else {
-            return Err((HarnessCause::Unreachable, "no instance is running".into()));
-        };
-        if let Some(st) = i.exited() {
-            return Err((
-                HarnessCause::Unreachable,
-                format!(
-                    "instance {} exited unasked ({st}); its output: {}",
-                    i.label,
-                    service::tail(&i.log)
-                ),
-            ));
+        let (o, ledger) = cx.look(live, vars).await?;
+        let now_calls = cx.calls(&ledger);
+        if now_calls > calls && final_at.is_some() {
+            final_at = Some(Instant::now());
         }
-        let o = drive::status(&cx.reads, &i.base, &status, vars)
-            .await
-            .map_err(|e| (HarnessCause::Unreachable, e.to_string()))?;
-        // What fake-mcp made for the action, read right after the label.
-        let ledger = cx.tell_calls();
-        if seen.last().map(|(x, _)| x) != Some(&o) {
-            let is_final = o.outcome.is_final();
-            cx.told(
-                LABELS,
-                if is_final { Tone::Settled } else { Tone::Plain },
-                format!(
-                    "the service reports {:?} ({}) for action {}",
-                    o.label,
-                    o.outcome.label(),
-                    vars.occurrence
-                ),
-            );
-            let n = cx.effects(&ledger);
-            seen.push((o.clone(), n));
-        }
+        calls = now_calls;
         if o.outcome.is_final() && final_at.is_none() {
             final_at = Some(Instant::now());
         }
-        if final_at.is_some_and(|t| t.elapsed() >= settle)
+        let wait = if o.outcome == super::super::file::Outcome::Unknown {
+            settle.max(AFTER_UNKNOWN)
+        } else {
+            settle
+        };
+        if final_at.is_some_and(|t| t.elapsed() >= wait)
             || (final_at.is_none() && Instant::now() > deadline)
         {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(seen)
+    Ok(std::mem::take(&mut cx.seen))
 }
