@@ -220,6 +220,13 @@ pub async fn run_schedule<K: ActionKind>(
         all.facts.absorb(&r.facts);
         all.reported.append(&mut r.reported);
         all.observed.append(&mut r.observed);
+        // Effects beside entries only where every action gave them (a provider whose entries
+        // are its effects gives none).
+        if r.effects.len() == r.entries.len() && all.effects.len() == all.entries.len() {
+            all.effects.append(&mut r.effects);
+        } else {
+            all.effects.clear();
+        }
         all.entries.append(&mut r.entries);
         all.millis += r.millis;
         all.watched_ms = all.watched_ms.or(r.watched_ms);

@@ -678,7 +678,13 @@ pub fn case_report(
             },
         );
     }
-    for ((r, o), entries) in ran.reported.iter().zip(&ran.observed).zip(&ran.entries) {
+    for (i, ((r, o), entries)) in ran
+        .reported
+        .iter()
+        .zip(&ran.observed)
+        .zip(&ran.entries)
+        .enumerate()
+    {
         let mut missing = Vec::new();
         if d.file.attribution.is_none() {
             missing.push(
@@ -752,7 +758,7 @@ pub fn case_report(
             entry_attempts: *entries,
             evidence_sources: sources,
             missing_knowledge: missing,
-            provider_effects: *entries,
+            provider_effects: ran.effects.get(i).copied().unwrap_or(*entries),
             history_len: rec.map_or(0, |a| a.entries.len() as u64),
         });
     }

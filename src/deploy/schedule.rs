@@ -70,6 +70,9 @@ pub struct Ran {
     pub facts: Facts,
     /// Provider entries per occurrence, by the declared attribution.
     pub entries: Vec<u32>,
+    /// The effects the provider made per occurrence, where they are not the entries (a tool
+    /// call may make none); empty: one effect per entry.
+    pub effects: Vec<u32>,
     pub millis: u64,
     /// What the looks at the service's own record saw (a deploy file with `drive.report`).
     pub record: Option<super::record::Seen>,

@@ -331,6 +331,7 @@ pub async fn run_action(
         &mut ran.facts,
     );
     ran.entries = vec![mine.len() as u32];
+    ran.effects = vec![mine.iter().filter(|c| c.effect.is_some()).count() as u32];
     ran.reported = vec![reported];
     ran.observed = vec![o];
     if let Some((cause, why)) = failed_watch {

@@ -145,9 +145,19 @@ impl Ctx<'_> {
                 ),
             ));
         }
-        let o = drive::status(&self.reads, &i.base, &self.d.file.drive.status, vars)
-            .await
-            .map_err(|e| (HarnessCause::Unreachable, e.to_string()))?;
+        // A read that fails is tried twice more (a service busy for a moment, a SQLite lock):
+        // only a route that fails three times running ends the case.
+        let mut tries = 0;
+        let o = loop {
+            match drive::status(&self.reads, &i.base, &self.d.file.drive.status, vars).await {
+                Ok(o) => break o,
+                Err(e) if tries >= 2 => return Err((HarnessCause::Unreachable, e.to_string())),
+                Err(_) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
         // What fake-mcp made for the action, read right after the label.
         let ledger = self.tell_calls();
         if self.seen.last().map(|(x, _)| x) != Some(&o) {
