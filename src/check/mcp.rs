@@ -92,8 +92,9 @@ pub fn judge(
                     "deploy_one_call",
                     Req::R010,
                     format!(
-                        "fake-mcp received {} write calls for one action, which made {effects} effects: {} (ground truth): a call whose reply was lost, answered an error or was never read has an unknown outcome; it is looked up, never made again",
+                        "fake-mcp received {} write calls for one action, which made {effects} effect{}: {} (ground truth): a call whose reply was lost, answered an error or was never read has an unknown outcome; it is looked up, never made again",
                         mine.len(),
+                        if effects == 1 { "" } else { "s" },
                         mine.iter().map(|c| show(c)).collect::<Vec<_>>().join("; ")
                     ),
                 )
