@@ -343,6 +343,9 @@ class Runner:
             if status == 200 and isinstance(doc, dict):
                 st = doc.get("status")
                 if st in FINAL_PROVIDER:
+                    cur = self.store.get(action_id)
+                    if cur is None or cur["status"] in TERMINAL:
+                        return  # cancelled while the status was read: the cancellation stands
                     self.store.update(
                         action_id, status=st, output=json.dumps(doc.get("output")), error=json.dumps(doc.get("error"))
                     )

@@ -48,7 +48,7 @@ pub const MAX_CALLS: usize = 100_000;
 struct State {
     ledger: Ledger,
     rules: Vec<RuleState<Rule>>,
-    /// Calls seen per tool (for `nth`).
+    /// The calls received so far (each call's number).
     seq: u64,
     /// When each effect was made (beside `ledger.effects`), for a lagging listing.
     made_at: Vec<std::time::Instant>,
@@ -301,6 +301,12 @@ impl Server {
                 idempotency_key: key.clone(),
             };
             let release = h.0.holds.park(name, shown, client.clone());
+            // A reset between the choice of the fault and the parking rejected nothing of
+            // this call: it lets itself go (a later reset rejects it itself).
+            if h.state().epoch != epoch {
+                h.0.holds
+                    .release(name, ReleaseAction::Reject { status: 503 });
+            }
             if let ReleaseAction::Reject { .. } = release.released().await {
                 refused = true;
             }
@@ -374,8 +380,10 @@ impl Server {
             result
         };
         if refused {
+            // The same words as an error after the effect: MCP has no word for "nothing was
+            // done", and a client must not be told more than a real server would tell it.
             return Ok(CallToolResult::error(vec![Content::text(format!(
-                "call {seq} refused: nothing was done"
+                "call {seq} failed"
             ))]));
         }
         match fault {
@@ -410,10 +418,10 @@ impl Server {
                 Err(ErrorData::internal_error("cancelled", None))
             }
             Some(Fault::ErrorAfterCommit) => Ok(CallToolResult::error(vec![Content::text(
-                format!("call {seq} failed after its effect"),
+                format!("call {seq} failed"),
             )])),
             Some(Fault::RpcErrorAfterCommit) => Err(ErrorData::internal_error(
-                format!("call {seq} failed after its effect"),
+                format!("call {seq} failed"),
                 None,
             )),
             Some(Fault::Slow { ms }) => {

@@ -55,7 +55,12 @@ fn main() -> ExitCode {
             Ok(plan) => plan,
             Err(e) => return fail([format!("faults: {e}")]),
         };
-        for r in plan.rules {
+        for (i, r) in plan.rules.into_iter().enumerate() {
+            if let provider_model::mcp::faults::Fault::Hold { .. } = r.fault {
+                return fail([format!(
+                    "faults: rules[{i}].fault: `hold` needs a harness to let the call go, and this binary has no release route; use `slow` to keep a call waiting"
+                )]);
+            }
             if let Err(d) = h.add_rule(r) {
                 return fail(d.into_iter().map(|x| format!("faults: {x}")));
             }

@@ -169,12 +169,13 @@ fn exploring_the_retrying_mcp_service_shrinks_to_one_action_made_twice() {
 /// A lying twin of the keyed service (`tests/it/deploy_mcp_liars/liar.py`, one lie per deploy
 /// file) fails the case its lie meets, for the requirement it breaks: the lies a hostile review
 /// found passing, each now caught (a retry through another tool after a restart, `sent` with
-/// nothing made, `sent` while the call is held, a claim withdrawn to `unknown`, in-flight
-/// labels declared `unknown` to end the watch before a retry).
+/// nothing made, `sent` before the call or while it is held, a claim withdrawn to `unknown`,
+/// in-flight labels declared `unknown` to end the watch before a retry).
 #[rstest::rstest]
 #[case::another_tool_after_a_restart("other-tool", "MCP-001", "AOC-REQ-010")]
 #[case::sent_after_a_refusal("assume-sent", "MCP-010", "AOC-REQ-011")]
-#[case::sent_while_held("sent-early", "MCP-006", "AOC-REQ-011")]
+#[case::sent_before_the_call("sent-early", "MCP-006", "AOC-REQ-011")]
+#[case::sent_while_held("sent-while-held", "MCP-001", "AOC-REQ-011")]
 #[case::claim_withdrawn("relabel-unknown", "MCP-002", "AOC-REQ-011")]
 #[case::in_flight_declared_unknown("pending-as-unknown", "MCP-003", "AOC-REQ-010")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,8 @@ pub enum Fault {
     ErrorAfterCommit,
     /// The effect is made, then the call answers a JSON-RPC error (`-32603`).
     RpcErrorAfterCommit,
-    /// Nothing is made: the call answers a tool error (a definite failure).
+    /// Nothing is made: the call answers a tool error, in the same words as an error after
+    /// the effect (the caller cannot tell them apart).
     Refuse,
     /// The reply comes `ms` milliseconds after the effect.
     Slow { ms: u64 },

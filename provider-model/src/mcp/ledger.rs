@@ -9,7 +9,7 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
-    /// The result was written to the caller.
+    /// The result was sent toward the caller (recorded as the reply is made).
     Answered,
     /// The connection closed with no result (a fault): the caller cannot know what happened.
     Dropped,
@@ -32,7 +32,7 @@ pub struct Call {
     pub args_digest: String,
     /// The idempotency key the call carried, where its tool declares one.
     pub key: Option<String>,
-    /// The effect it made (none: a read, a refusal, or a known key answered again).
+    /// The effect it made (none: a read or a refusal; fake-mcp never deduplicates by key).
     pub effect: Option<String>,
     pub reply: Reply,
     /// The fault that took it, as the rule says it.
@@ -75,6 +75,13 @@ impl Ledger {
 /// SHA-256 (hex) of a value's canonical JSON (RFC 8785).
 pub fn digest(v: &Value) -> String {
     use sha2::Digest as _;
-    let bytes = serde_json_canonicalizer::to_vec(v).unwrap_or_default();
-    hex::encode(sha2::Sha256::digest(&bytes))
+    // Arguments RFC 8785 cannot canonicalise (an integer beyond its range) are digested as
+    // received, marked so: never the digest of nothing.
+    match serde_json_canonicalizer::to_vec(v) {
+        Ok(bytes) => hex::encode(sha2::Sha256::digest(&bytes)),
+        Err(_) => format!(
+            "raw:{}",
+            hex::encode(sha2::Sha256::digest(v.to_string().as_bytes()))
+        ),
+    }
 }

@@ -145,6 +145,9 @@ impl Ctx<'_> {
                 ),
             ));
         }
+        // The effects made before the label is read: a label is judged against what had been
+        // made when it was shown, never against an effect made just after.
+        let before = self.effects(&self.mcp.ledger());
         // A read that fails is tried twice more (a service busy for a moment, a SQLite lock):
         // only a route that fails three times running ends the case.
         let mut tries = 0;
@@ -172,8 +175,7 @@ impl Ctx<'_> {
                     vars.occurrence
                 ),
             );
-            let n = self.effects(&ledger);
-            self.seen.push((o.clone(), n));
+            self.seen.push((o.clone(), before));
         }
         Ok((o, ledger))
     }
@@ -281,7 +283,7 @@ async fn fault_and_watch(
         Some(k @ (McpKind::CrashAtHeldCall | McpKind::CrashAtHeldCallRefused)) => {
             parked(cx, hold).await?;
             // What the service says while its call is held, before anything is made.
-            cx.look(live, vars).await?;
+            held_reads(cx, live, vars, HELD_READS).await?;
             let Some(mut a) = live.pop() else {
                 return Err((HarnessCause::Unreachable, "no instance is running".into()));
             };
@@ -311,11 +313,11 @@ async fn fault_and_watch(
             }
             if k == McpKind::CrashAtHeldCallRefused {
                 let action = provider_model::holds::ReleaseAction::Reject { status: 503 };
+                cx.mcp.disarm_hold(hold);
                 let n = holds::hold(cx.mcp, hold, Duration::from_secs(10))
                     .release(action)
                     .await
                     .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
-                cx.mcp.disarm_hold(hold);
                 cx.told(
                     MCP,
                     Tone::Fault,
@@ -345,12 +347,7 @@ async fn fault_and_watch(
                 Tone::Fault,
                 "the same action submitted again while its call is held",
             );
-            // The call stays held a second, its status read meanwhile: nothing is made yet.
-            let until = Instant::now() + Duration::from_secs(1);
-            while Instant::now() < until {
-                cx.look(live, vars).await?;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            held_reads(cx, live, vars, HELD_READS).await?;
             release(cx, hold).await?;
             for (what, s) in [("first", first), ("second", again)] {
                 let (code, said) = answered(s, Duration::from_secs(60)).await;
@@ -411,6 +408,27 @@ async fn fault_and_watch(
     watch(cx, live, vars).await
 }
 
+/// How long a held call stays held while its action's status is read (shorter than the
+/// example services' call timeout of 3 s: a caller that gives up on the held call first is seen
+/// as answered, not gone, and its kill cannot then be confirmed).
+const HELD_READS: Duration = Duration::from_secs(2);
+
+/// Reads the action's status every 200 ms for `how_long` while its call is held: nothing is
+/// made yet, so a success shown then is one nothing supports.
+async fn held_reads(
+    cx: &mut Ctx<'_>,
+    live: &mut [Instance],
+    vars: &Vars,
+    how_long: Duration,
+) -> Step<()> {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        cx.look(live, vars).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 async fn parked(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
     match holds::hold(cx.mcp, hold, Duration::from_secs(30))
         .parked()
@@ -432,12 +450,13 @@ async fn parked(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
 }
 
 async fn release(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
+    // The hold parks one call: the same hold on the other write tools parks nothing more
+    // (disarmed first, so that no call parks between the release and the disarm).
+    cx.mcp.disarm_hold(hold);
     let n = holds::hold(cx.mcp, hold, Duration::from_secs(10))
         .release(provider_model::holds::ReleaseAction::Proceed)
         .await
         .map_err(|e| (HarnessCause::Undecided, e.to_string()))?;
-    // The hold parks one call: the same hold on the other write tools parks nothing more.
-    cx.mcp.disarm_hold(hold);
     cx.told(
         MCP,
         Tone::Fault,
@@ -451,22 +470,26 @@ async fn release(cx: &mut Ctx<'_>, hold: &str) -> Step<()> {
 const AFTER_UNKNOWN: Duration = Duration::from_secs(10);
 
 /// Watches the action's status on the instance started last until it is final (or the
-/// deadline), then through the settle time: longer after `unknown`, and again from every
-/// write call of the action fake-mcp receives meanwhile.
+/// deadline), then through the settle time from the last change (a new label, a new write call
+/// of the action): longer after `unknown`.
 async fn watch(cx: &mut Ctx<'_>, live: &mut [Instance], vars: &Vars) -> Step<Seen> {
     let deadline = Instant::now() + Duration::from_millis(cx.d.file.drive.deadline_ms);
     let settle = Duration::from_millis(cx.d.file.drive.settle_ms);
     let mut final_at: Option<Instant> = None;
     let mut calls = 0;
+    let mut shown = cx.seen.len();
     loop {
         let (o, ledger) = cx.look(live, vars).await?;
         let now_calls = cx.calls(&ledger);
-        if now_calls > calls && final_at.is_some() {
-            final_at = Some(Instant::now());
-        }
+        // The settle time runs from the last change: a new label, or a new write call of the
+        // action.
+        let changed = now_calls > calls || cx.seen.len() > shown;
         calls = now_calls;
-        if o.outcome.is_final() && final_at.is_none() {
+        shown = cx.seen.len();
+        if o.outcome.is_final() && (final_at.is_none() || changed) {
             final_at = Some(Instant::now());
+        } else if !o.outcome.is_final() {
+            final_at = None;
         }
         let wait = if o.outcome == super::super::file::Outcome::Unknown {
             settle.max(AFTER_UNKNOWN)
