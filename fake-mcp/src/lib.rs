@@ -70,6 +70,16 @@ struct Inner {
     holds: Holds,
     /// Every request that reached a `/_control` route over HTTP.
     control_log: ControlLog,
+    /// Sessions that made a request, those a restart or an expiry forgot, and how many
+    /// requests came under a forgotten one since the last reset.
+    sessions_seen: Mutex<Sessions>,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    seen: std::collections::BTreeSet<String>,
+    forgotten: std::collections::BTreeSet<String>,
+    stale_requests: u64,
 }
 
 /// The server's shared state: its tools, ledger and fault rules.
@@ -113,6 +123,7 @@ impl Handle {
             generation: Mutex::new(Arc::new(LocalSessionManager::default())),
             holds: Holds::default(),
             control_log: ControlLog::default(),
+            sessions_seen: Mutex::new(Sessions::default()),
         })))
     }
 
@@ -129,6 +140,7 @@ impl Handle {
         }
         self.0.holds.reject_all();
         self.restart();
+        *self.seen_sessions() = Sessions::default();
     }
 
     /// Lookups and listings lag: an effect shows in them only `lag` after it was made, and
@@ -212,8 +224,36 @@ impl Handle {
     /// The server restarts: every session is forgotten (a call under an old session id is
     /// answered 404, as a restarted server would); every effect is kept.
     pub fn restart(&self) {
+        {
+            let mut ss = self.seen_sessions();
+            let seen = std::mem::take(&mut ss.seen);
+            ss.forgotten.extend(seen);
+        }
         let mut g = self.0.generation.lock().unwrap_or_else(|p| p.into_inner());
         *g = Arc::new(LocalSessionManager::default());
+    }
+
+    fn seen_sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.0
+            .sessions_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many requests came under a session a restart or an expiry had forgotten (each
+    /// answered 404) since the last reset: whether the fault reached the client's session.
+    pub fn stale_requests(&self) -> u64 {
+        self.seen_sessions().stale_requests
+    }
+
+    /// A request's session: counted stale if it was forgotten, remembered otherwise.
+    fn saw_session(&self, id: &str) {
+        let mut ss = self.seen_sessions();
+        if ss.forgotten.contains(id) {
+            ss.stale_requests += 1;
+        } else if !ss.seen.contains(id) {
+            ss.seen.insert(id.to_string());
+        }
     }
 
     fn sessions(&self) -> Arc<LocalSessionManager> {
@@ -394,6 +434,11 @@ impl Server {
                     .and_then(|p| p.headers.get("mcp-session-id"))
                     .and_then(|v| v.to_str().ok())
                 {
+                    {
+                        let mut ss = h.seen_sessions();
+                        ss.seen.remove(id);
+                        ss.forgotten.insert(id.to_string());
+                    }
                     let sessions = h.sessions();
                     let id: rmcp::transport::common::server_side_http::SessionId = id.into();
                     tokio::spawn(async move {
@@ -495,6 +540,13 @@ pub fn router(h: &Handle) -> Router {
         async move {
             // The request's client is watched until its response body ends: a caller that
             // goes (killed, or its connection closed) before that is seen gone by a hold.
+            if let Some(id) = req
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                h.saw_session(id);
+            }
             let (flag, watch) = h.0.holds.watch();
             let mut req = req;
             req.extensions_mut().insert(flag);
@@ -811,12 +863,16 @@ mod over_http {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Each request under the expired session is counted; a new session's are not.
+        let stale = h.stale_requests();
+        assert!(stale >= 1, "{stale}");
         let (_, c2, s2, _server2) = session(&h).await;
         let (status, found) = call(&c2, &url, &s2, 2, "lookup", json!({"key": "k1"}))
             .await
             .expect("joined");
         assert_eq!(status, 200);
         assert!(found.contains("eff_1"), "{found}");
+        assert_eq!(h.stale_requests(), stale);
     }
 
     /// Both ways: a lagging lookup misses a fresh effect and says it is not complete; once the

@@ -405,7 +405,19 @@ async fn fault_and_watch(
             );
         }
     }
-    watch(cx, live, vars).await
+    let seen = watch(cx, live, vars).await;
+    if matches!(
+        kind,
+        Some(McpKind::RestartAfterCommit | McpKind::ExpireAfterCommit)
+    ) {
+        let n = cx.mcp.stale_requests();
+        cx.t.step(if n > 0 {
+            format!("the service sent {n} request(s) under the session fake-mcp had forgotten (each answered 404), and went on")
+        } else {
+            "the service sent no request under the forgotten session (it opens a session per call): this case judged the lost reply and the server's restart, not its handling of a 404".to_string()
+        });
+    }
+    seen
 }
 
 /// How long a held call stays held while its action's status is read (shorter than the
