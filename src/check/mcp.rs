@@ -20,6 +20,13 @@ use super::{Facts, Finding};
 use crate::aoc::requirement::Req;
 use provider_model::mcp::ledger::{Call, Ledger};
 
+/// The write call an action asked for: its tool, and arguments its effect must carry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expected {
+    pub tool: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Attributes a call (by the idempotency key it carried) to an occurrence, by the declared rule.
 pub type CallOwner<'a> = &'a dyn Fn(Option<&str>) -> Option<String>;
 
@@ -52,6 +59,7 @@ pub fn judge(
     writes: &[String],
     owner: Option<CallOwner<'_>>,
     reported: &[Reported],
+    expected: &[Option<Expected>],
     facts: &mut Facts,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -77,7 +85,7 @@ pub fn judge(
             ),
         ));
     }
-    for r in reported {
+    for (i, r) in reported.iter().enumerate() {
         let mine: Vec<&Call> = calls
             .iter()
             .filter(|(_, o)| o.as_deref() == Some(r.occurrence.as_str()))
@@ -100,6 +108,50 @@ pub fn judge(
                 )
                 .about(Some(&r.occurrence)),
             );
+        }
+        // Each effect of the action is the one it asked for (AOC-REQ-003): the tool, and every
+        // argument declared, as made.
+        if let Some(Some(want)) = expected.get(i) {
+            for c in mine.iter().filter(|c| c.effect.is_some()) {
+                facts.saw(Req::R003);
+                let effect = ledger
+                    .effects
+                    .iter()
+                    .find(|e| Some(&e.id) == c.effect.as_ref());
+                let differs: Vec<String> = want
+                    .arguments
+                    .iter()
+                    .filter(|(k, v)| effect.and_then(|e| e.args.get(k.as_str())) != Some(*v))
+                    .map(|(k, v)| {
+                        format!(
+                            "{k} {} (asked {v})",
+                            effect
+                                .and_then(|e| e.args.get(k.as_str()))
+                                .map_or("missing".to_string(), |x| x.to_string())
+                        )
+                    })
+                    .collect();
+                if c.tool != want.tool || !differs.is_empty() {
+                    out.push(
+                        Finding::new(
+                            "deploy_entry_matches_order",
+                            Req::R003,
+                            format!(
+                                "fake-mcp made {} through {} (the action asked for {}){} (ground truth): the effect is not the one the action asked for",
+                                c.effect.as_deref().unwrap_or("?"),
+                                c.tool,
+                                want.tool,
+                                if differs.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(", with {}", differs.join(", "))
+                                }
+                            ),
+                        )
+                        .about(Some(&r.occurrence)),
+                    );
+                }
+            }
         }
         let made = mine.iter().filter(|c| c.effect.is_some()).count();
         let mut distinct: Vec<&'static str> = Vec::new();
@@ -262,6 +314,7 @@ mod tests {
             &writes,
             Some(o),
             &[reported(finals, ambiguity)],
+            &[None],
             &mut facts,
         );
         let got: Vec<(&str, Req)> = found
@@ -283,10 +336,66 @@ mod tests {
                 &writes,
                 None,
                 &[reported(finals, ambiguity)],
+                &[None],
                 &mut none
             )
             .is_empty()
         );
         assert_eq!(none.count(Req::R010), 0);
+    }
+
+    /// Both ways: an effect made through the tool the action asked for, with the arguments it
+    /// declared, passes (extra arguments are the service's own); another text, a missing
+    /// argument or another tool fails AOC-REQ-003.
+    #[rstest]
+    #[case::as_asked("send_message", serde_json::json!({"to": "ops", "text": "hi", "idempotency_key": "msg-o1"}), &[])]
+    #[case::another_text("send_message", serde_json::json!({"to": "ops", "text": "HI", "idempotency_key": "msg-o1"}), &[("deploy_entry_matches_order", Req::R003)])]
+    #[case::missing("send_message", serde_json::json!({"text": "hi", "idempotency_key": "msg-o1"}), &[("deploy_entry_matches_order", Req::R003)])]
+    #[case::another_tool("write_record", serde_json::json!({"to": "ops", "text": "hi", "idempotency_key": "msg-o1"}), &[("deploy_entry_matches_order", Req::R003)])]
+    fn each_effect_is_the_one_the_action_asked_for(
+        #[case] tool: &str,
+        #[case] args: serde_json::Value,
+        #[case] fails: &[(&str, Req)],
+    ) {
+        let c = Call {
+            tool: tool.into(),
+            ..call(1, "msg-o1", true, Reply::Answered)
+        };
+        let ledger = Ledger {
+            calls: vec![c],
+            effects: vec![provider_model::mcp::ledger::Effect {
+                id: "eff_1".into(),
+                seq: 1,
+                tool: tool.into(),
+                kind: "message".into(),
+                key: Some("msg-o1".into()),
+                args_digest: "00".into(),
+                args,
+            }],
+        };
+        let want = Expected {
+            tool: "send_message".into(),
+            arguments: serde_json::json!({"to": "ops", "text": "hi"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let writes = vec!["send_message".to_string(), "write_record".to_string()];
+        let o: CallOwner<'_> = &owner;
+        let mut facts = Facts::default();
+        let found = judge(
+            &ledger,
+            &writes,
+            Some(o),
+            &[reported(&[("success", 1)], Ambiguity::None)],
+            &[Some(want)],
+            &mut facts,
+        );
+        let got: Vec<(&str, Req)> = found
+            .iter()
+            .map(|f| (f.checker(), f.requirement()))
+            .collect();
+        assert_eq!(got, fails, "{found:?}");
+        assert_eq!(facts.count(Req::R003), 1);
     }
 }

@@ -169,6 +169,10 @@ pub struct Drive {
     /// cancellation case is `unsupported`.
     #[serde(default)]
     pub cancel: Option<Request>,
+    /// A service of MCP tool calls: the write call an action asks for (optional). Each effect
+    /// of the action is compared with it; without it only the count and the outcome are judged.
+    #[serde(default)]
+    pub effect: Option<EffectTemplate>,
     /// How long to keep watching after the outcome is final, so that a late duplicate entry is
     /// seen (a job queue's retry after a lease expires).
     #[serde(default = "settle_ms")]
@@ -216,6 +220,16 @@ fn get() -> String {
 }
 fn accepted() -> Vec<u16> {
     vec![200, 201, 202]
+}
+
+/// The write call an action asks for: its tool, and arguments its effect must carry (a subset;
+/// strings may hold `{occurrence}`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectTemplate {
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, Value>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -496,6 +510,33 @@ pub fn validate(f: &DeployFile) -> Vec<String> {
         if f.drive.report.is_some() {
             d.push("drive.report: the record is read for a payment service only; remove it".into());
         }
+        if let Some(e) = &f.drive.effect {
+            let writes: Vec<String> = provider_model::mcp::tools::default_tools()
+                .into_iter()
+                .filter(|t| t.writes())
+                .map(|t| t.name)
+                .collect();
+            let mut all = Vec::new();
+            strings(&Value::Object(e.arguments.clone()), &mut all);
+            for x in &all {
+                for p in placeholders(x) {
+                    if p != "occurrence" {
+                        d.push(format!(
+                            "drive.effect.arguments: unknown placeholder {{{p}}}; only {{occurrence}}"
+                        ));
+                    }
+                }
+            }
+            if !writes.contains(&e.tool) {
+                d.push(format!(
+                    "drive.effect.tool: {:?} is not a write tool fake-mcp serves; one of {}",
+                    e.tool,
+                    writes.join(", ")
+                ));
+            }
+        }
+    } else if f.drive.effect.is_some() {
+        d.push("drive.effect: the expected tool call belongs to `provider: mcp`; remove it".into());
     }
     let r = &f.drive.submit;
     request_defects("submit", &r.method, &r.path, r.body.as_ref(), &mut d);
@@ -778,6 +819,14 @@ drive:
         "attribution.metadata: not a rule"
     )]
     #[case::webhook("drive:", "webhook: an MCP tool server")]
+    #[case::effect_tool(
+        "effect: {tool: lookup}",
+        "drive.effect.tool: \"lookup\" is not a write tool"
+    )]
+    #[case::effect_placeholder(
+        "effect: {tool: send_message, arguments: {text: \"{amount}\"}}",
+        "drive.effect.arguments: unknown placeholder {amount}"
+    )]
     fn an_mcp_service_is_checked_for_its_provider(#[case] change: &str, #[case] said: &str) {
         let mcp = GOOD
             .replace("name: shop", "name: notes\nprovider: mcp")
@@ -786,6 +835,7 @@ drive:
             "" => mcp,
             c if c.starts_with("MCP_URL") => mcp.replace(c, "X: \"1\""),
             c if c.starts_with("idempotency_key") => mcp.replace(c, "metadata: order_id"),
+            c if c.starts_with("effect") => mcp.replace("  status:", &format!("  {c}\n  status:")),
             _ => mcp.replace("drive:", "webhook: {path: /hooks}\ndrive:"),
         };
         let d = validate(&parse(&text));

@@ -186,7 +186,7 @@ pub async fn run_case(
     c: &McpCase,
     p: &Providers,
     out: &Path,
-    report: CaseReport,
+    mut report: CaseReport,
 ) -> CaseReport {
     let occurrence = format!("{}-a1", c.id.to_lowercase());
     let a = run_action(
@@ -198,7 +198,19 @@ pub async fn run_case(
         &out.join(LOGS).join(c.id),
     )
     .await;
-    let mut report = super::case_report(d, report, c.requirements, a.ran);
+    // With the expected call declared, a case whose fault lets the call make its effect also
+    // answers for the effect being the one asked for (AOC-REQ-003).
+    let mut reqs = c.requirements.to_vec();
+    let makes = !matches!(
+        c.kind,
+        McpKind::CrashAtHeldCallRefused | McpKind::RefusedNothingMade
+    );
+    if d.file.drive.effect.is_some() && makes && !reqs.contains(&Req::R003) {
+        reqs.push(Req::R003);
+        reqs.sort();
+    }
+    report.requirements = reqs.iter().map(|r| r.to_string()).collect();
+    let mut report = super::case_report(d, report, &reqs, a.ran);
     report.logs = super::logs_under(out, &Path::new(LOGS).join(c.id));
     report
 }
@@ -323,11 +335,31 @@ pub async fn run_action(
     let owner = |k: Option<&str>| owner_of(d, k);
     let owner_ref: Option<crate::check::mcp::CallOwner<'_>> =
         d.file.attribution.as_ref().map(|_| &owner as _);
+    let vars = super::drive::Vars {
+        occurrence: occurrence.to_string(),
+        ..super::drive::Vars::default()
+    };
+    let expected = d
+        .file
+        .drive
+        .effect
+        .as_ref()
+        .map(|e| crate::check::mcp::Expected {
+            tool: e.tool.clone(),
+            arguments: match super::drive::render_body(
+                &serde_json::Value::Object(e.arguments.clone()),
+                &vars,
+            ) {
+                serde_json::Value::Object(m) => m,
+                _ => serde_json::Map::new(),
+            },
+        });
     ran.findings = crate::check::mcp::judge(
         &ledger,
         &writes,
         owner_ref,
         std::slice::from_ref(&reported),
+        &[expected],
         &mut ran.facts,
     );
     ran.entries = vec![mine.len() as u32];
