@@ -114,6 +114,13 @@ impl Holds {
         Release(rx)
     }
 
+    /// The request of `client` was given up by its caller (a cancellation) while it waited:
+    /// its caller is gone, as if the connection had closed.
+    pub fn caller_left(&self, client: &ClientFlag) {
+        client.0.store(true, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
     /// Releases every request parked under `name`; returns how many.
     pub fn release(&self, name: &str, action: ReleaseAction) -> usize {
         let parked = self.lock().remove(name).unwrap_or_default();

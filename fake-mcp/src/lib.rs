@@ -347,7 +347,18 @@ impl Server {
                 h.0.holds
                     .release(name, ReleaseAction::Reject { status: 503 });
             }
-            if let ReleaseAction::Reject { .. } = release.released().await {
+            // A caller that cancels its call while it is held has given it up: it is gone,
+            // whether or not its connection stays open (rmcp ends the call's stream then).
+            let released = release.released();
+            tokio::pin!(released);
+            let action = tokio::select! {
+                a = &mut released => a,
+                _ = cancelled.cancelled() => {
+                    h.0.holds.caller_left(&client);
+                    released.await
+                }
+            };
+            if let ReleaseAction::Reject { .. } = action {
                 refused = true;
             }
         }
@@ -825,6 +836,43 @@ mod over_http {
         let (url, c, session, server) = session(h).await;
         let args = json!({"to": "a", "text": "b", "idempotency_key": "k1"});
         (call(&c, &url, &session, 2, "send_message", args), server)
+    }
+
+    /// Both ways: a caller that cancels its held call is gone (as one whose connection closed),
+    /// and the call let go after is recorded so; a held call nobody cancelled keeps its caller.
+    #[tokio::test]
+    async fn a_caller_that_cancels_its_held_call_is_gone() {
+        let h = Handle::new(provider_model::mcp::tools::default_tools()).expect("valid");
+        h.add_rule(Rule {
+            tool: Some("send_message".into()),
+            fault: Fault::Hold { name: "h".into() },
+            nth: 1,
+            times: 1,
+        })
+        .expect("valid");
+        let (url, c, s, _server) = session(&h).await;
+        let args = json!({"to": "a", "text": "b", "idempotency_key": "k1"});
+        let _held = call(&c, &url, &s, 2, "send_message", args);
+        assert!(h.wait_parked("h", 1, Duration::from_secs(10)).await);
+        assert!(!h.wait_client_gone("h", Duration::from_millis(200)).await);
+        let _ = post(
+            &c,
+            &url,
+            Some(&s),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 2, "reason": "timed out"}}),
+        )
+        .await
+        .text()
+        .await;
+        assert!(h.wait_client_gone("h", Duration::from_secs(10)).await);
+        assert_eq!(h.release("h", ReleaseAction::Proceed), 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !h.decided(&[1]) {
+            assert!(std::time::Instant::now() < deadline, "never decided");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(h.ledger().calls[0].reply, Reply::CallerGone);
     }
 
     /// Both ways: an expired session's call made its effect and never answers, and the next

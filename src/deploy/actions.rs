@@ -270,7 +270,7 @@ pub fn schedule_report<K: ActionKind>(
     file: &Path,
 ) -> crate::report::model::Report {
     let reqs = requirements(s);
-    let mut c = super::connector_case(d, K::CASE, &format!("Schedule {}", describe(s)), &reqs);
+    let mut c = super::case_shell(d, K::CASE, &format!("Schedule {}", describe(s)), &reqs);
     c.repro = format!(
         "aocheck deploy run {} --schedule {}",
         d.path.display(),

@@ -308,6 +308,33 @@ pub fn read_outcome(
     }
 }
 
+/// A request of the deploy file's templates on a task of its own, and its status when it ends.
+pub type Sent = tokio::task::JoinHandle<Result<u16, DriveError>>;
+
+/// Sends the deploy file's `drive.<name>` template `t` for `vars` to `base` on a task of its
+/// own (a fault may hold it for long: the case goes on meanwhile).
+pub fn send(
+    client: &reqwest::Client,
+    base: &str,
+    name: &'static str,
+    t: &Request,
+    vars: &Vars,
+) -> Sent {
+    let (client, base, t, vars) = (client.clone(), base.to_string(), t.clone(), vars.clone());
+    tokio::spawn(async move { request(&client, &base, name, &t, &vars).await })
+}
+
+/// A sent request's HTTP status, if it got one (inside `accept` or not), and its words.
+pub async fn answered(s: Sent, wait: std::time::Duration) -> (Option<u16>, String) {
+    match tokio::time::timeout(wait, s).await {
+        Err(_) => (None, format!("no answer within {} s", wait.as_secs())),
+        Ok(Err(e)) => (None, format!("lost ({e})")),
+        Ok(Ok(Ok(code))) => (Some(code), code.to_string()),
+        Ok(Ok(Err(DriveError::Status { status, .. }))) => (Some(status), status.to_string()),
+        Ok(Ok(Err(e))) => (None, e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

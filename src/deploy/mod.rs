@@ -98,6 +98,22 @@ pub struct Providers {
     webhook_secret: String,
 }
 
+impl Providers {
+    /// What the placeholders of a service's environment stand for in a case whose store is
+    /// the folder `work` (absolute, so that it stays right in the deploy file's folder).
+    pub fn env(&self, work: &Path) -> Env {
+        Env {
+            payments_url: self.payments_url.clone(),
+            payments_key: ACCOUNT_KEY.into(),
+            webhook_secret: self.webhook_secret.clone(),
+            hermes_url: self.hermes_url.clone(),
+            hermes_key: self.hermes.as_ref().map(|(_, k)| k.clone()),
+            mcp_url: self.mcp_url.clone(),
+            store_dir: std::fs::canonicalize(work).unwrap_or_else(|_| work.to_path_buf()),
+        }
+    }
+}
+
 /// fake-payments, and fake-hermes when the service's environment names it.
 async fn start_providers(d: &Loaded) -> Result<Providers, String> {
     // A control token nobody can know: the service must not reach the ground truth's control
@@ -372,7 +388,7 @@ pub async fn run(
                 .into_iter()
                 .filter(|(id, _, _)| only.is_empty() || only.iter().any(|o| o == id))
             {
-                let c = connector_case(d, id, title, reqs);
+                let c = case_shell(d, id, title, reqs);
                 cases.push(c.harness_error(format!("providers: {e}"), Instant::now()));
             }
         }
@@ -382,7 +398,7 @@ pub async fn run(
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
                 progress(format!("{} {} …", c.id, c.title));
-                let mut report = connector_case(d, c.id, c.title, c.requirements);
+                let mut report = case_shell(d, c.id, c.title, c.requirements);
                 if !c.verify.is_empty() {
                     report.title = format!("{} ({})", c.title, c.verify);
                 }
@@ -397,7 +413,7 @@ pub async fn run(
                 .filter(|c| only.is_empty() || only.iter().any(|o| o == c.id))
             {
                 progress(format!("{} {} …", c.id, c.title));
-                let report = connector_case(d, c.id, c.title, c.requirements);
+                let report = case_shell(d, c.id, c.title, c.requirements);
                 let r = mcp::run_case(d, c, &p, out, report).await;
                 progress(ended(&r));
                 cases.push(r);
@@ -422,8 +438,8 @@ pub async fn run(
 }
 
 /// A deployment case's report before it runs: its file's digest, the key rule, how to replay
-/// it (any case of either provider).
-fn connector_case(d: &Loaded, id: &str, title: &str, reqs: &[Req]) -> CaseReport {
+/// it (a case of any provider).
+fn case_shell(d: &Loaded, id: &str, title: &str, reqs: &[Req]) -> CaseReport {
     let mut r = CaseReport::new(
         id,
         title,
@@ -550,16 +566,7 @@ pub fn schedule_report(d: &Loaded, s: &Schedule, ran: Ran, file: &Path) -> Repor
 }
 
 fn new_case(d: &Loaded, c: &DeployCase) -> CaseReport {
-    let mut r = CaseReport::new(
-        c.id,
-        c.title,
-        &d.path,
-        c.requirements.iter().map(|r| r.to_string()).collect(),
-    );
-    r.file_sha256 = d.sha256.clone();
-    r.key_rule = d.file.attribution.as_ref().map(file::Attribution::describe);
-    r.repro = format!("aocheck deploy run {} --case {}", d.path.display(), c.id);
-    r
+    case_shell(d, c.id, c.title, c.requirements)
 }
 
 /// The requirements this boundary did not judge, as one `unsupported` case that says why:

@@ -351,9 +351,6 @@ pub async fn run_schedule(
             return ran;
         }
     }
-    // The service's store lives in a fresh folder; an absolute path, since the service runs
-    // in the deploy file's folder.
-    let store_dir = std::fs::canonicalize(work).unwrap_or_else(|_| work.to_path_buf());
     let client = match reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -368,15 +365,7 @@ pub async fn run_schedule(
         d,
         p,
         client,
-        env: Env {
-            payments_url: p.payments_url.clone(),
-            payments_key: ACCOUNT_KEY.into(),
-            webhook_secret: p.webhook_secret.clone(),
-            hermes_url: p.hermes_url.clone(),
-            hermes_key: p.hermes.as_ref().map(|(_, k)| k.clone()),
-            mcp_url: p.mcp_url.clone(),
-            store_dir,
-        },
+        env: p.env(work),
         logs: logs.to_path_buf(),
         t: Telling::at(started),
         started_wall_ms,

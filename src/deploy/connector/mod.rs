@@ -18,7 +18,7 @@ use super::actions::ActionRan;
 use super::drive::Vars;
 use super::file::Loaded;
 use super::schedule::Ran;
-use super::service::{Env, Instance};
+use super::service::Instance;
 use super::{LOGS, Providers, WORK};
 use crate::aoc::requirement::Req;
 use crate::check::deploy::Ambiguity;
@@ -270,7 +270,7 @@ pub async fn run_action(
         },
         beyond_reach: None,
     };
-    let Some((hermes, key)) = p.hermes.as_ref() else {
+    let Some((hermes, _)) = p.hermes.as_ref() else {
         return undecided(
             HarnessCause::Unreachable,
             "fake-hermes is not running".into(),
@@ -313,15 +313,7 @@ pub async fn run_action(
         hermes,
         client,
         reads,
-        env: Env {
-            payments_url: p.payments_url.clone(),
-            payments_key: super::ACCOUNT_KEY.into(),
-            webhook_secret: p.webhook_secret.clone(),
-            hermes_url: p.hermes_url.clone(),
-            hermes_key: Some(key.clone()),
-            mcp_url: p.mcp_url.clone(),
-            store_dir: std::fs::canonicalize(work).unwrap_or(work.to_path_buf()),
-        },
+        env: p.env(work),
         logs: logs.to_path_buf(),
         t: crate::report::story::Telling::at(started),
         runs_told: 0,

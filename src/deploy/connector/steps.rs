@@ -3,7 +3,7 @@
 //! status watched, and every beat told on the case's timeline (runs, decisions and stops as
 //! fake-hermes recorded them).
 
-use super::super::drive::{self, Vars};
+use super::super::drive::{self, Sent, Vars, answered};
 use super::super::file::Loaded;
 use super::super::service::{self, Env, Instance};
 use super::{HermesKind, owner_of};
@@ -231,8 +231,6 @@ impl Ctx<'_> {
     }
 }
 
-type Sent = tokio::task::JoinHandle<Result<u16, drive::DriveError>>;
-
 fn send(cx: &Ctx<'_>, base: &str, vars: &Vars) -> Sent {
     send_as(cx, base, "submit", &cx.d.file.drive.submit, vars)
 }
@@ -245,23 +243,11 @@ fn send_as(
     t: &super::super::file::Request,
     vars: &Vars,
 ) -> Sent {
-    let (client, base, t, vars) = (cx.client.clone(), base.to_string(), t.clone(), vars.clone());
-    tokio::spawn(async move { drive::request(&client, &base, name, &t, &vars).await })
+    drive::send(&cx.client, base, name, t, vars)
 }
 
 async fn answer(s: Sent, wait: Duration) -> String {
     answered(s, wait).await.1
-}
-
-/// The submission's HTTP status, if it got one (inside `accept` or not), and its words.
-async fn answered(s: Sent, wait: Duration) -> (Option<u16>, String) {
-    match tokio::time::timeout(wait, s).await {
-        Err(_) => (None, format!("no answer within {} s", wait.as_secs())),
-        Ok(Err(e)) => (None, format!("lost ({e})")),
-        Ok(Ok(Ok(code))) => (Some(code), code.to_string()),
-        Ok(Ok(Err(drive::DriveError::Status { status, .. }))) => (Some(status), status.to_string()),
-        Ok(Ok(Err(e))) => (None, e.to_string()),
-    }
 }
 
 /// The action submitted, its fault landed, its status watched: every label seen, and for each

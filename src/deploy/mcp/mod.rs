@@ -171,6 +171,16 @@ fn write_tools() -> Vec<String> {
         .collect()
 }
 
+/// Whether `c` is a write call (one of `writes`) the declared rule places under `occurrence`.
+fn of_action(
+    d: &Loaded,
+    writes: &[String],
+    occurrence: &str,
+    c: &provider_model::mcp::ledger::Call,
+) -> bool {
+    writes.contains(&c.tool) && owner_of(d, c.key.as_deref()).as_deref() == Some(occurrence)
+}
+
 /// The action a call belongs to, by the declared rule (the key it carried, a template around
 /// `{occurrence}`).
 pub fn owner_of(d: &Loaded, key: Option<&str>) -> Option<String> {
@@ -285,19 +295,18 @@ pub async fn run_action(
     let mine: Vec<&provider_model::mcp::ledger::Call> = ledger
         .calls
         .iter()
-        .filter(|c| {
-            writes.contains(&c.tool) && owner_of(d, c.key.as_deref()).as_deref() == Some(occurrence)
-        })
+        .filter(|c| of_action(d, &writes, occurrence, c))
         .collect();
-    let rule_fired = mcp.rules().iter().any(|r| r.fired > 0);
+    // The fault acted where a write call of this action met it (fake-mcp records the fault on
+    // the call it took), and what the harness does around it happened.
+    let met = mine.iter().any(|c| c.fault.is_some());
     let fault = kind.map(|k| FaultReport {
         what: format!(
             "action {occurrence}: its first write call meets {} ({})",
             k.name(),
             k.fault(&hold)
         ),
-        fired: rule_fired
-            && !mine.is_empty()
+        fired: met
             && match k {
                 McpKind::RestartAfterCommit => cx.restarted,
                 McpKind::ReplayWhileHeld => cx.replay_answer.is_some(),

@@ -4,7 +4,7 @@
 //! call as fake-mcp recorded it).
 
 use super::super::Providers;
-use super::super::drive::{self, Vars};
+use super::super::drive::{self, Sent, Vars, answered};
 use super::super::file::Loaded;
 use super::super::service::{self, Env, Instance};
 use super::{McpKind, owner_of};
@@ -37,6 +37,8 @@ pub(super) struct Ctx<'a> {
     pub(super) replay_answer: Option<u16>,
     /// Every label the status route showed so far.
     seen: Seen,
+    /// The tools that make effects.
+    writes: Vec<String>,
 }
 
 /// Every label the status route showed, each with the effects fake-mcp had made for the
@@ -64,7 +66,7 @@ impl Ctx<'_> {
     /// action after one already made is the defect (red).
     pub(super) fn tell_calls(&mut self) -> Ledger {
         let l = self.mcp.ledger();
-        let writes = super::write_tools();
+        let writes = &self.writes;
         let mut lines = Vec::new();
         for (i, c) in l.calls.iter().enumerate().skip(self.calls_told) {
             let write = writes.contains(&c.tool);
@@ -116,13 +118,9 @@ impl Ctx<'_> {
     }
     /// The write calls fake-mcp received for the action so far.
     fn calls(&self, l: &Ledger) -> usize {
-        let writes = super::write_tools();
         l.calls
             .iter()
-            .filter(|c| {
-                writes.contains(&c.tool)
-                    && owner_of(self.d, c.key.as_deref()).as_deref() == Some(&self.occurrence)
-            })
+            .filter(|c| super::of_action(self.d, &self.writes, &self.occurrence, c))
             .count()
     }
     /// One read of the action's status on the instance started last, told when it changed;
@@ -181,27 +179,8 @@ impl Ctx<'_> {
     }
 }
 
-type Sent = tokio::task::JoinHandle<Result<u16, drive::DriveError>>;
-
 fn send(cx: &Ctx<'_>, base: &str, vars: &Vars) -> Sent {
-    let (client, base, t, vars) = (
-        cx.client.clone(),
-        base.to_string(),
-        cx.d.file.drive.submit.clone(),
-        vars.clone(),
-    );
-    tokio::spawn(async move { drive::request(&client, &base, "submit", &t, &vars).await })
-}
-
-/// The submission's HTTP status, if it got one, and its words.
-async fn answered(s: Sent, wait: Duration) -> (Option<u16>, String) {
-    match tokio::time::timeout(wait, s).await {
-        Err(_) => (None, format!("no answer within {} s", wait.as_secs())),
-        Ok(Err(e)) => (None, format!("lost ({e})")),
-        Ok(Ok(Ok(code))) => (Some(code), code.to_string()),
-        Ok(Ok(Err(drive::DriveError::Status { status, .. }))) => (Some(status), status.to_string()),
-        Ok(Ok(Err(e))) => (None, e.to_string()),
-    }
+    drive::send(&cx.client, base, "submit", &cx.d.file.drive.submit, vars)
 }
 
 /// The action submitted, its fault landed, its status watched. `Err`: the run could not be
@@ -236,21 +215,14 @@ pub(super) async fn drive<'a>(
         occurrence: occurrence.to_string(),
         client,
         reads,
-        env: Env {
-            payments_url: p.payments_url.clone(),
-            payments_key: super::super::ACCOUNT_KEY.into(),
-            webhook_secret: p.webhook_secret.clone(),
-            hermes_url: p.hermes_url.clone(),
-            hermes_key: p.hermes.as_ref().map(|(_, k)| k.clone()),
-            mcp_url: p.mcp_url.clone(),
-            store_dir: std::fs::canonicalize(work).unwrap_or(work.to_path_buf()),
-        },
+        env: p.env(work),
         logs: logs.to_path_buf(),
         t: Telling::at(started),
         calls_told: 0,
         restarted: false,
         replay_answer: None,
         seen: Vec::new(),
+        writes: super::write_tools(),
     };
     let vars = Vars {
         occurrence: occurrence.to_string(),
@@ -299,9 +271,9 @@ async fn fault_and_watch(
                     "instance a killed: {}; {}",
                     k_.how,
                     if gone {
-                        "fake-mcp saw the held call's connection close"
+                        "fake-mcp saw the held call's caller go (its connection closed, or it cancelled the call)"
                     } else {
-                        "the held call's connection did not close within 10 s"
+                        "the held call's caller was still there after 10 s"
                     }
                 ),
             );
@@ -420,10 +392,9 @@ async fn fault_and_watch(
     seen
 }
 
-/// How long a held call stays held while its action's status is read (shorter than the
-/// example services' call timeout of 3 s: a caller that gives up on the held call first is seen
-/// as answered, not gone, and its kill cannot then be confirmed).
-const HELD_READS: Duration = Duration::from_secs(2);
+/// How long a held call stays held while its action's status is read (a caller that gives up on
+/// the call meanwhile, by a cancellation, is gone at fake-mcp as a closed connection is).
+const HELD_READS: Duration = Duration::from_secs(3);
 
 /// Reads the action's status every 200 ms for `how_long` while its call is held: nothing is
 /// made yet, so a success shown then is one nothing supports.
